@@ -1,0 +1,5 @@
+"""Allows `python -m chatcli`."""
+
+from chatcli.main import main
+
+raise SystemExit(main())

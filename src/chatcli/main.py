@@ -1,0 +1,90 @@
+"""The `chatcli` entry point: parse the command line, then hand over to one front end."""
+
+from __future__ import annotations
+
+import sys
+
+from chatcli import __version__
+
+USAGE_HINT = "see chatcli --help"
+
+
+def build_parser():
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # one line, exit code 2, no usage dump
+            sys.stderr.write(f"chatcli: error: {message} ({USAGE_HINT})\n")
+            raise SystemExit(2)
+
+    parser = Parser(
+        prog="chatcli",
+        description="Chat with large language models from the terminal. With no -p and no piped "
+        "input, starts the interactive REPL.",
+        epilog="Provider: --provider, else LLM_PROVIDER, else the first of OPENAI_API_KEY / "
+        "ANTHROPIC_API_KEY that is set, else the offline local model.",
+    )
+    parser.add_argument("-p", "--prompt", metavar="TEXT", help="ask once, print the answer and exit "
+                        "(text piped on stdin is appended)")
+    parser.add_argument("--provider", metavar="NAME", help="openai, anthropic, ollama or local")
+    parser.add_argument("--model", metavar="NAME", help="model name (a .gguf path for the local provider)")
+    parser.add_argument("--timeout", metavar="SECONDS", type=float, help="network timeout (default 120)")
+    parser.add_argument("--raw", action="store_true", help="print answers as plain text, no Markdown rendering")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    parser.add_argument("--version", action="version", version=f"chatcli {__version__}")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--version"]:  # the common case, answered without loading argparse
+        print(f"chatcli {__version__}")
+        return 0
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141
+    except Exception as exc:
+        from chatcli.core.errors import ChatcliError
+
+        if args.debug:
+            import traceback
+
+            traceback.print_exc()
+        if isinstance(exc, ChatcliError):
+            sys.stderr.write(f"chatcli: error: {exc}\n")
+            return exc.exit_code
+        if not args.debug:
+            sys.stderr.write(f"chatcli: internal error: {type(exc).__name__}: {exc} (run with --debug for details)\n")
+        return 1
+
+
+def _run(args) -> int:
+    from chatcli.config import Settings
+
+    settings = Settings.load(
+        provider=args.provider, model=args.model, timeout=args.timeout, raw=args.raw, debug=args.debug
+    )
+    for warning in settings.warnings:
+        sys.stderr.write(f"chatcli: warning: {warning}\n")
+    if args.prompt is not None or not sys.stdin.isatty():
+        from chatcli.cli.oneshot import run_oneshot
+
+        piped = None if sys.stdin.isatty() else sys.stdin.read()
+        return run_oneshot(settings, args.prompt, piped)
+    from chatcli.repl.app import run_repl
+
+    return run_repl(settings)
+
+
+def _silence_stdout() -> None:
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError:
+        pass

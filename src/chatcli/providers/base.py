@@ -1,0 +1,80 @@
+"""The provider contract (one streaming method) and the registry built-in providers join."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from chatcli.config import Settings
+from chatcli.core.messages import Message
+
+
+@dataclass(frozen=True)
+class Request:
+    model: str
+    messages: list[Message]
+    system: str = ""
+    timeout: float = 120.0
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A piece of answer text, in order."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """The end of an answer, with what the provider reported about it."""
+
+    stop_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class Provider(Protocol):
+    name: str
+
+    def stream(self, request: Request) -> Iterator[Delta | Done]:
+        """Yield Delta events as text arrives, then one Done. Raise ProviderError on failure."""
+        ...
+
+
+ProviderFactory = Callable[[Settings], Provider]
+
+
+@dataclass
+class ProviderRegistry:
+    """Provider name → factory. Factories import their module only when called."""
+
+    factories: dict[str, ProviderFactory] = field(default_factory=dict)
+
+    def register(self, name: str, factory: ProviderFactory) -> None:
+        self.factories[name] = factory
+
+    def names(self) -> list[str]:
+        return list(self.factories)
+
+    def create(self, settings: Settings) -> Provider:
+        return self.factories[settings.provider](settings)
+
+
+def _lazy(module: str, cls: str) -> ProviderFactory:
+    def factory(settings: Settings) -> Provider:
+        return getattr(importlib.import_module(module), cls)(settings)
+
+    return factory
+
+
+def default_registry() -> ProviderRegistry:
+    """The built-in providers, registered the way a plugin would register its own."""
+    registry = ProviderRegistry()
+    registry.register("openai", _lazy("chatcli.providers.openai", "OpenAIProvider"))
+    registry.register("anthropic", _lazy("chatcli.providers.anthropic", "AnthropicProvider"))
+    registry.register("ollama", _lazy("chatcli.providers.openai", "OllamaProvider"))
+    registry.register("local", _lazy("chatcli.providers.local", "LocalProvider"))
+    return registry

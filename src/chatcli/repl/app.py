@@ -1,0 +1,124 @@
+"""The REPL loop: prompt, then run a slash command or a turn, then render. Built apart from running."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.styles import Style
+
+from chatcli.commands import CommandRegistry, Result, build_registry
+from chatcli.config import Settings
+from chatcli.core.errors import ChatcliError
+from chatcli.engine import Conversation, load_system_prompt
+from chatcli.render import make_renderer, wants_markdown
+from chatcli.repl.parts import PromptFileHistory, SlashCompleter, key_bindings, prompt_text
+from chatcli.store.history import PromptHistory
+
+STYLE = Style.from_dict({"session": "ansicyan", "model": "ansigreen bold", "arrow": ""})
+
+
+class Terminal:
+    """Where the REPL's own lines go: notices and errors, one line each."""
+
+    def __init__(self, out=None) -> None:
+        self.out = out or sys.stdout
+
+    def say(self, text: str) -> None:
+        if text:
+            self.out.write(text.rstrip("\n") + "\n")
+            self.out.flush()
+
+    def error(self, text: str) -> None:
+        self.say(f"error: {text}")
+
+    def warn(self, text: str) -> None:
+        self.say(f"warning: {text}")
+
+
+def build_repl(settings: Settings) -> tuple[PromptSession, Conversation, CommandRegistry, Terminal]:
+    terminal = Terminal()
+    for warning in settings.warnings:
+        terminal.warn(warning)
+    system_prompt, warnings = load_system_prompt(settings)
+    for warning in warnings:
+        terminal.warn(warning)
+    conversation = Conversation(settings, system_prompt=system_prompt)
+    registry = build_registry()
+    session: PromptSession = PromptSession(
+        history=PromptFileHistory(PromptHistory(settings.history_file, settings.history_max_size), terminal.warn),
+        completer=SlashCompleter(registry, conversation),
+        complete_while_typing=False,
+        key_bindings=key_bindings(),
+        style=STYLE,
+        enable_history_search=False,
+    )
+    return session, conversation, registry, terminal
+
+
+def run_repl(settings: Settings) -> int:
+    session, conversation, registry, terminal = build_repl(settings)
+    _warm_after_first_draw(session, conversation, markdown=wants_markdown(sys.stdout, settings))
+    while True:
+        try:
+            text = session.prompt(lambda: prompt_text(conversation))
+        except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line
+            continue
+        except EOFError:  # Ctrl-D
+            break
+        if not text.strip():
+            continue
+        if registry.is_command(text):
+            result = registry.dispatch(text, conversation)
+            _show(terminal, result)
+            if result.exit:
+                break
+            continue
+        _turn(conversation, text, terminal)
+    return 0
+
+
+def _turn(conversation: Conversation, text: str, terminal: Terminal) -> None:
+    renderer = make_renderer(sys.stdout, conversation.settings)
+    renderer.start()
+    try:
+        result = conversation.send(text, on_text=renderer.feed)
+    except ChatcliError as exc:
+        renderer.finish()
+        terminal.error(str(exc))
+        return
+    except KeyboardInterrupt:  # Ctrl-C while rendering the last piece; the engine kept the answer
+        renderer.finish(interrupted=True)
+        return
+    renderer.finish(interrupted=result.interrupted)
+
+
+def _show(terminal: Terminal, result: Result) -> None:
+    if result.error:
+        terminal.error(result.text)
+    else:
+        terminal.say(result.text)
+
+
+def _warm_after_first_draw(session: PromptSession, conversation: Conversation, *, markdown: bool) -> None:
+    """Load what the first answer needs (a local model, the Markdown renderer) while the user types.
+
+    The thread starts once the first prompt is on screen: started earlier, its imports
+    (llama_cpp pulls in numpy) compete with the main thread for the GIL and delay the prompt.
+    """
+
+    def warm() -> None:
+        try:
+            if markdown:
+                import rich.live  # noqa: F401
+                import rich.markdown  # noqa: F401
+            conversation.warm()
+        except Exception:  # noqa: BLE001 - the first turn reports the same failure properly
+            pass
+
+    def start(_app) -> None:
+        session.app.after_render -= start
+        threading.Thread(target=warm, name="chatcli-warm", daemon=True).start()
+
+    session.app.after_render += start

@@ -1,0 +1,90 @@
+"""Small factories for the REPL's prompt, key bindings, completer and history (built apart from the loop)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.history import History
+from prompt_toolkit.key_binding import KeyBindings
+
+from chatcli.commands import CommandRegistry
+from chatcli.engine import Conversation
+from chatcli.store.history import PromptHistory
+
+
+def prompt_text(conversation: Conversation) -> FormattedText:
+    """`<model>> `, or `[<session>] <model>> ` once a session is bound."""
+    parts = []
+    if conversation.session_name:
+        parts.append(("class:session", f"[{conversation.session_name}] "))
+    parts.append(("class:model", conversation.settings.model_label))
+    parts.append(("class:arrow", "> "))
+    return FormattedText(parts)
+
+
+def key_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    def _newline(event) -> None:
+        """Alt-Enter (Esc, Enter) inserts a newline instead of sending."""
+        event.current_buffer.insert_text("\n")
+
+    return bindings
+
+
+class SlashCompleter(Completer):
+    """Completes command names after '/', then a command's own arguments."""
+
+    def __init__(self, registry: CommandRegistry, conversation: Conversation) -> None:
+        self.registry = registry
+        self.conversation = conversation
+
+    def get_completions(self, document, complete_event) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or "\n" in text:
+            return
+        word, space, rest = text.partition(" ")
+        if not space:
+            for candidate in self.registry.words():
+                if candidate.startswith(word.lower()):
+                    yield Completion(candidate, start_position=-len(word))
+            return
+        command = self.registry.find(word)
+        if command is None or command.complete is None or " " in rest:
+            return
+        for candidate in command.complete(self.conversation, rest):
+            yield Completion(candidate, start_position=-len(rest))
+
+
+class PromptFileHistory(History):
+    """prompt_toolkit's view of the prompt-history file; a file it cannot read or write is reported once."""
+
+    def __init__(self, store: PromptHistory, warn: Callable[[str], None]) -> None:
+        super().__init__()
+        self.store = store
+        self.warn = warn
+        self._broken = False
+
+    def load_history_strings(self) -> Iterable[str]:
+        try:
+            entries = self.store.load()
+        except OSError as exc:
+            self._report(exc)
+            return []
+        return list(reversed(entries))
+
+    def store_string(self, string: str) -> None:
+        if self._broken:
+            return
+        try:
+            self.store.append(string)
+        except OSError as exc:
+            self._report(exc)
+
+    def _report(self, exc: OSError) -> None:
+        # Never touch a history file we could not read: stop writing it for this run.
+        self._broken = True
+        self.warn(f"prompt history {self.store.path} unavailable ({exc.strerror or exc}); not recording this run")

@@ -1,0 +1,1 @@
+"""Disk adapters: atomic files, prompt history, bootstrap files (and later sessions and journals)."""

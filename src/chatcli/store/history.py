@@ -1,0 +1,77 @@
+"""The prompt history file (SPEC §12): what the user typed, secrets redacted, bounded in size."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+
+from chatcli.core.redact import redact_secrets
+from chatcli.store.atomic import append_line, atomic_write
+
+# The format is prompt_toolkit's FileHistory format, so entries may span lines:
+#   "\n# <timestamp>\n+<line>\n+<line>\n"
+
+
+class PromptHistory:
+    def __init__(self, path: Path, max_size: int) -> None:
+        self.path = path
+        self.max_size = max_size
+
+    def load(self) -> list[str]:
+        """Entries oldest first. A missing file is an empty history; an unreadable one raises OSError."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        return [entry for _, entry in _parse(data.decode("utf-8", errors="replace"))]
+
+    def append(self, text: str) -> None:
+        """Record one prompt (redacted) durably, then drop the oldest entries if over the size cap."""
+        text = redact_secrets(text)
+        stamp = datetime.datetime.now().isoformat(sep=" ", timespec="milliseconds")
+        block = f"\n# {stamp}\n" + "".join(f"+{line}\n" for line in text.split("\n"))
+        append_line(self.path, block.encode("utf-8"))
+        try:
+            if os.stat(self.path).st_size > self.max_size:
+                self._trim()
+        except OSError:
+            pass
+
+    def _trim(self) -> None:
+        """Keep the newest entries that fit within max_size; written atomically."""
+        data = self.path.read_bytes().decode("utf-8", errors="replace")
+        blocks = [block for block, _ in _parse(data)]
+        kept: list[str] = []
+        size = 0
+        for block in reversed(blocks):
+            size += len(block.encode("utf-8"))
+            if size > self.max_size:
+                break
+            kept.append(block)
+        atomic_write(self.path, "".join(reversed(kept)).encode("utf-8"))
+
+
+def _parse(data: str) -> list[tuple[str, str]]:
+    """(raw block, entry text) pairs, oldest first."""
+    out: list[tuple[str, str]] = []
+    lines: list[str] = []
+    raw: list[str] = []
+
+    def flush() -> None:
+        if lines:
+            out.append(("\n" + "".join(raw), "\n".join(lines)))
+            raw.clear()
+        lines.clear()
+
+    for line in data.splitlines(keepends=True):
+        if line.startswith("+"):
+            lines.append(line[1:].rstrip("\n"))
+            raw.append(line)
+        elif line.startswith("#"):
+            flush()
+            raw.append(line)
+        elif not line.strip():
+            continue
+    flush()
+    return out

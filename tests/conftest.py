@@ -1,0 +1,79 @@
+"""Shared fixtures: a private CHATCLI_HOME and HOME per test, the real `chatcli` executable, fake servers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakes import FakeModelServer
+
+CHATCLI = shutil.which("chatcli", path=str(Path(sys.executable).parent)) or "chatcli"
+# Variables of the outer environment that would change what chatcli does.
+_SCRUB = ("OPENAI_", "ANTHROPIC_", "OLLAMA_", "LLM_", "CHATCLI_", "HISTORY_", "NO_COLOR", "HTTP_PROXY",
+          "HTTPS_PROXY", "http_proxy", "https_proxy")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """The user's home for this test; CHATCLI_HOME is <home>/.chatcli."""
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def env(home: Path, tmp_path: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
+    clean.update(
+        HOME=str(home),
+        CHATCLI_HOME=str(home / ".chatcli"),
+        PROMPT_TOOLKIT_NO_CPR="1",
+        TERM="xterm-256color",
+        LANG="C.UTF-8",
+        COLUMNS="100",
+        LINES="40",
+    )
+    return clean
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A working directory outside any git repository."""
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def openai_server():
+    with FakeModelServer("openai") as server:
+        yield server
+
+
+@pytest.fixture
+def anthropic_server():
+    with FakeModelServer("anthropic") as server:
+        yield server
+
+
+@pytest.fixture
+def openai_env(env, openai_server) -> dict[str, str]:
+    env.update(LLM_PROVIDER="openai", OPENAI_API_KEY="x", OPENAI_BASE_URL=openai_server.base_url, OPENAI_MODEL="m")
+    return env
+
+
+def run_chatcli(*args: str, env: dict[str, str], input: str | None = None, cwd: Path | None = None,
+                timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [CHATCLI, *args],
+        env=env,
+        input=input if input is not None else "",
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+    )

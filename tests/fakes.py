@@ -1,0 +1,158 @@
+"""Fake model servers on 127.0.0.1: scripted OpenAI-compatible and Anthropic streaming endpoints.
+
+Only the language model is fake; chatcli's real HTTP client talks to these over TCP.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Reply:
+    """One scripted response. `chunks` stream as SSE; a non-200 `status` sends `error` instead."""
+
+    chunks: list[str] = field(default_factory=list)
+    status: int = 200
+    error: str = "fake failure"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds between chunks
+    hang_after: bool = False  # keep the stream open after the chunks (until the server stops)
+    stall_before: float = 0.0  # seconds before sending any response at all
+
+
+@dataclass
+class Seen:
+    path: str
+    headers: dict[str, str]
+    body: dict
+
+
+class FakeModelServer:
+    """`kind` is 'openai' or 'anthropic'. Unscripted requests get an echo of the last user message."""
+
+    def __init__(self, kind: str = "openai") -> None:
+        self.kind = kind
+        self.replies: deque[Reply] = deque()
+        self.requests: list[Seen] = []
+        self._stop = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                server.requests.append(Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                reply = server.replies.popleft() if server.replies else server.echo(body)
+                if reply.stall_before:
+                    server._stop.wait(reply.stall_before)
+                if reply.status != 200:
+                    payload = json.dumps({"error": {"type": "fake_error", "message": reply.error}}).encode()
+                    self.send_response(reply.status)
+                    for key, value in reply.headers.items():
+                        self.send_header(key, value)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for frame in server.frames(reply, body):
+                        if frame is None:
+                            server._stop.wait(reply.delay)
+                            continue
+                        if frame == "HANG":
+                            server._stop.wait(60)
+                            return
+                        data = frame.encode()
+                        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    # -- scripting ---------------------------------------------------------------------------
+    def reply(self, *chunks: str, **kwargs) -> None:
+        self.replies.append(Reply(chunks=list(chunks), **kwargs))
+
+    def echo(self, body: dict) -> Reply:
+        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        content = users[-1]["content"] if users else ""
+        return Reply(chunks=["You said: ", content])
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}" + ("/v1" if self.kind == "openai" else "")
+
+    # -- wire formats ------------------------------------------------------------------------
+    def frames(self, reply: Reply, body: dict):
+        if self.kind == "openai":
+            yield from self._openai_frames(reply, body)
+        else:
+            yield from self._anthropic_frames(reply, body)
+
+    def _openai_frames(self, reply: Reply, body: dict):
+        for chunk in reply.chunks:
+            event = {"id": "c1", "object": "chat.completion.chunk", "model": body.get("model"),
+                     "choices": [{"index": 0, "delta": {"content": chunk}, "finish_reason": None}]}
+            yield f"data: {json.dumps(event)}\n\n"
+            if reply.delay:
+                yield None
+        if reply.hang_after:
+            yield "HANG"
+        final = {"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                 "usage": {"prompt_tokens": 5, "completion_tokens": len(reply.chunks)}}
+        yield f"data: {json.dumps(final)}\n\n"
+        yield "data: [DONE]\n\n"
+
+    def _anthropic_frames(self, reply: Reply, body: dict):
+        def event(name: str, data: dict) -> str:
+            return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n"
+
+        yield event("message_start", {"message": {"id": "m1", "role": "assistant", "model": body.get("model"),
+                                                  "usage": {"input_tokens": 5, "output_tokens": 0}}})
+        yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+        yield "event: ping\ndata: {\"type\": \"ping\"}\n\n"
+        for chunk in reply.chunks:
+            yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": chunk}})
+            if reply.delay:
+                yield None
+        if reply.hang_after:
+            yield "HANG"
+        yield event("content_block_stop", {"index": 0})
+        yield event("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}})
+        yield event("message_stop", {})
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> "FakeModelServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.requests) < count and time.monotonic() < deadline:
+            time.sleep(0.02)

@@ -1,0 +1,210 @@
+"""One-shot mode through the real executable and the real HTTP path against fake model servers."""
+
+from __future__ import annotations
+
+from conftest import run_chatcli
+
+
+def test_openai_oneshot_streams_the_servers_answer(openai_env, openai_server, workdir):
+    openai_server.reply("Hel", "lo ", "from the fake server")
+    result = run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Hello from the fake server\n"
+    assert result.stderr == ""
+    seen = openai_server.requests[0]
+    assert seen.path == "/v1/chat/completions"
+    assert seen.headers["authorization"] == "Bearer x"
+    assert seen.body["model"] == "m" and seen.body["stream"] is True
+    assert seen.body["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_openai_api_url_is_an_alias_for_the_base_url(env, openai_server, workdir):
+    env.update(OPENAI_API_KEY="x", OPENAI_API_URL=openai_server.base_url)
+    result = run_chatcli("-p", "ping", env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "You said: ping\n"
+
+
+def test_anthropic_oneshot_streams_the_messages_api_answer(env, anthropic_server, workdir):
+    env.update(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=anthropic_server.base_url, ANTHROPIC_MODEL="claude-x")
+    anthropic_server.reply("Bonjour", ", monde")
+    result = run_chatcli("-p", "salut", env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Bonjour, monde\n"
+    seen = anthropic_server.requests[0]
+    assert seen.path == "/v1/messages"
+    assert seen.headers["x-api-key"] == "k" and seen.headers["anthropic-version"] == "2023-06-01"
+    assert seen.body["model"] == "claude-x" and seen.body["max_tokens"] > 0
+    assert seen.body["messages"] == [{"role": "user", "content": "salut"}]
+
+
+def test_piped_text_is_appended_to_the_prompt(openai_env, openai_server, workdir):
+    result = run_chatcli("-p", "Summarise this:", env=openai_env, input="line one\nline two\n", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert openai_server.requests[0].body["messages"][-1]["content"] == "Summarise this:\n\nline one\nline two"
+
+
+def test_piped_text_alone_is_the_prompt(openai_env, openai_server, workdir):
+    result = run_chatcli(env=openai_env, input="just stdin\n", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "You said: just stdin\n"
+
+
+def test_nothing_to_ask_is_a_usage_error(openai_env, workdir):
+    result = run_chatcli(env=openai_env, input="", cwd=workdir)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "nothing to ask" in result.stderr
+
+
+def test_flags_override_provider_and_model(env, openai_server, anthropic_server, workdir):
+    env.update(LLM_PROVIDER="anthropic", ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=anthropic_server.base_url,
+               OPENAI_BASE_URL=openai_server.base_url, LLM_MODEL="from-env")
+    result = run_chatcli("--provider", "openai", "--model", "from-flag", "-p", "q", env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert openai_server.requests[0].body["model"] == "from-flag"
+    assert anthropic_server.requests == []
+
+
+def test_chatcli_provider_names_are_accepted_as_aliases(env, anthropic_server, workdir):
+    env.update(LLM_PROVIDER="CLAUDEAI", ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=anthropic_server.base_url)
+    result = run_chatcli("-p", "q", env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert anthropic_server.requests[0].body["model"] == "claude-sonnet-4-5"
+
+
+def test_unreachable_provider_is_one_line_and_exit_code_1(env, workdir):
+    env.update(LLM_PROVIDER="openai", OPENAI_API_KEY="x", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    result = run_chatcli("-p", "hi", env=env, cwd=workdir)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert "cannot reach http://127.0.0.1:9" in result.stderr and "connection refused" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_debug_shows_the_traceback(env, workdir):
+    env.update(LLM_PROVIDER="openai", OPENAI_API_KEY="x", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    result = run_chatcli("--debug", "-p", "hi", env=env, cwd=workdir)
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "cannot reach" in result.stderr
+
+
+def test_bad_key_is_one_clear_line(openai_env, openai_server, workdir):
+    openai_server.reply(status=401, error="Incorrect API key provided")
+    result = run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 1
+    assert result.stderr == "chatcli: error: openai: HTTP 401 Unauthorized: Incorrect API key provided (check the API key)\n"
+    assert len(openai_server.requests) == 1  # 401 is not retried
+
+
+def test_rate_limit_and_server_errors_are_retried(openai_env, openai_server, workdir):
+    openai_server.reply(status=429, error="slow down", headers={"Retry-After": "0"})
+    openai_server.reply(status=503, error="overloaded", headers={"Retry-After": "0"})
+    openai_server.reply("finally")
+    result = run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "finally\n"
+    assert len(openai_server.requests) == 3
+
+
+def test_persistent_server_error_gives_up_with_one_line(openai_env, openai_server, workdir):
+    for _ in range(4):
+        openai_server.reply(status=500, error="boom", headers={"Retry-After": "0"})
+    result = run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 1
+    assert result.stderr == "chatcli: error: openai: HTTP 500 Internal Server Error after 4 attempts: boom\n"
+    assert len(openai_server.requests) == 4
+
+
+def test_timeout_is_one_line(openai_env, openai_server, workdir):
+    openai_server.reply("never", stall_before=5)
+    result = run_chatcli("--timeout", "0.5", "-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 1
+    assert "no response from http://127.0.0.1" in result.stderr and "within 0.5 s" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_stream_error_event_is_reported(env, anthropic_server, workdir):
+    env.update(LLM_PROVIDER="anthropic", ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=anthropic_server.base_url)
+    result = run_chatcli("-p", "hi", env=env, cwd=workdir)  # sanity: the server works
+    assert result.returncode == 0
+    anthropic_server.reply(status=529, error="Overloaded", headers={"Retry-After": "0"})
+    anthropic_server.reply(status=529, error="Overloaded", headers={"Retry-After": "0"})
+    anthropic_server.reply(status=529, error="Overloaded", headers={"Retry-After": "0"})
+    anthropic_server.reply(status=529, error="Overloaded", headers={"Retry-After": "0"})
+    result = run_chatcli("-p", "hi", env=env, cwd=workdir)
+    assert result.returncode == 1
+    assert "HTTP 529" in result.stderr and "Overloaded" in result.stderr
+
+
+def test_usage_errors_exit_2_with_one_line(env, workdir):
+    for args in (["--no-such-flag"], ["--timeout", "soon", "-p", "x"], ["--provider", "nope", "-p", "x"]):
+        result = run_chatcli(*args, env=env, cwd=workdir)
+        assert result.returncode == 2, args
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("chatcli: error:"), result.stderr
+    result = run_chatcli("-p", "x", env={**env, "LLM_PROVIDER": "mystery"}, cwd=workdir)
+    assert result.returncode == 2 and "unknown provider 'mystery'" in result.stderr
+
+
+def test_missing_key_for_the_official_endpoint_is_a_clear_error(env, workdir):
+    result = run_chatcli("--provider", "openai", "-p", "hi", env=env, cwd=workdir)
+    assert result.returncode == 1
+    assert "OPENAI_API_KEY is not set" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_version_and_help(env, workdir):
+    result = run_chatcli("--version", env=env, cwd=workdir)
+    assert result.returncode == 0 and result.stdout.startswith("chatcli ")
+    from chatcli import __version__
+
+    assert result.stdout.strip() == f"chatcli {__version__}"
+    result = run_chatcli("--help", env=env, cwd=workdir)
+    assert result.returncode == 0
+    for flag in ("-p", "--provider", "--model", "--timeout", "--raw", "--debug", "--version"):
+        assert flag in result.stdout
+
+
+def test_oneshot_never_writes_a_session(openai_env, home, workdir):
+    result = run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 0
+    chatcli_home = home / ".chatcli"
+    assert not (chatcli_home / "sessions").exists() or not any((chatcli_home / "sessions").iterdir())
+
+
+def test_bootstrap_files_form_the_system_prompt(openai_env, openai_server, home, tmp_path):
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / "sub").mkdir()
+    (project / "AGENTS.md").write_text("Project rule: answer in French.")
+    chatcli_home = home / ".chatcli"
+    chatcli_home.mkdir()
+    (chatcli_home / "USER.md").write_text("The user is called Ana.")
+    (chatcli_home / "AGENTS.md").write_text("Global agents file, shadowed by the project's.")
+    result = run_chatcli("-p", "hi", env=openai_env, cwd=project / "sub")
+    assert result.returncode == 0, result.stderr
+    messages = openai_server.requests[0].body["messages"]
+    assert messages[0]["role"] == "system"
+    system = messages[0]["content"]
+    assert "answer in French" in system and "called Ana" in system
+    assert "Global agents file" not in system
+    assert system.index("called Ana") < system.index("answer in French")  # USER.md before AGENTS.md
+    assert messages[1:] == [{"role": "user", "content": "hi"}]
+
+
+def test_no_bootstrap_files_means_no_system_message(openai_env, openai_server, workdir):
+    run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
+    assert [m["role"] for m in openai_server.requests[0].body["messages"]] == ["user"]
+
+
+def test_raw_output_is_plain_text(openai_env, openai_server, workdir):
+    openai_server.reply("# Title\n\n", "**bold**")
+    result = run_chatcli("--raw", "-p", "hi", env=openai_env, cwd=workdir)
+    assert result.stdout == "# Title\n\n**bold**\n"
+
+
+def test_ollama_preset_needs_no_key(env, openai_server, workdir):
+    env.update(LLM_PROVIDER="ollama", OLLAMA_BASE_URL=openai_server.base_url, OLLAMA_MODEL="llama3.2")
+    result = run_chatcli("-p", "hi", env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    seen = openai_server.requests[0]
+    assert "authorization" not in seen.headers and seen.body["model"] == "llama3.2"
