@@ -24,6 +24,11 @@ class Reply:
     delay: float = 0.0  # seconds between chunks
     hang_after: bool = False  # keep the stream open after the chunks (until the server stops)
     stall_before: float = 0.0  # seconds before sending any response at all
+    cut: bool = False  # end the stream after the chunks, without the closing events
+    error_event: str | None = None  # an in-stream error after the chunks
+    finish_reason: str = "stop"  # OpenAI finish_reason (Anthropic: "length" becomes "max_tokens")
+    frames: list[str] | None = None  # exact SSE frames to send instead of the generated ones
+    content_type: str = "text/event-stream"
 
 
 @dataclass
@@ -67,7 +72,7 @@ class FakeModelServer:
                     self.wfile.write(payload)
                     return
                 self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Type", reply.content_type)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 try:
@@ -105,7 +110,9 @@ class FakeModelServer:
 
     # -- wire formats ------------------------------------------------------------------------
     def frames(self, reply: Reply, body: dict):
-        if self.kind == "openai":
+        if reply.frames is not None:
+            yield from reply.frames
+        elif self.kind == "openai":
             yield from self._openai_frames(reply, body)
         else:
             yield from self._anthropic_frames(reply, body)
@@ -119,7 +126,11 @@ class FakeModelServer:
                 yield None
         if reply.hang_after:
             yield "HANG"
-        final = {"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        if reply.error_event:
+            yield f"data: {json.dumps({'error': {'message': reply.error_event}})}\n\n"
+        if reply.cut or reply.error_event:
+            return
+        final = {"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}],
                  "usage": {"prompt_tokens": 5, "completion_tokens": len(reply.chunks)}}
         yield f"data: {json.dumps(final)}\n\n"
         yield "data: [DONE]\n\n"
@@ -138,8 +149,13 @@ class FakeModelServer:
                 yield None
         if reply.hang_after:
             yield "HANG"
+        if reply.error_event:
+            yield event("error", {"error": {"type": "overloaded_error", "message": reply.error_event}})
+        if reply.cut or reply.error_event:
+            return
+        stop = {"stop": "end_turn", "length": "max_tokens"}.get(reply.finish_reason, reply.finish_reason)
         yield event("content_block_stop", {"index": 0})
-        yield event("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}})
+        yield event("message_delta", {"delta": {"stop_reason": stop}, "usage": {"output_tokens": 3}})
         yield event("message_stop", {})
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -70,6 +70,37 @@ def test_endpoints_and_aliases():
     assert load({"OPENAI_BASE_URL": "http://b/v1", "OPENAI_API_URL": "http://c/v1"}).endpoint("openai").base_url == "http://b/v1"
 
 
+def test_ollama_base_url_without_a_path_gets_v1():
+    assert load({"OLLAMA_BASE_URL": "http://gpu-box:11434"}).endpoint("ollama").base_url == "http://gpu-box:11434/v1"
+    assert load({"OLLAMA_BASE_URL": "http://gpu-box:11434/v1/"}).endpoint("ollama").base_url == "http://gpu-box:11434/v1"
+
+
+def test_an_explicit_model_the_local_provider_cannot_run_is_refused():
+    with pytest.raises(ConfigError, match="runs .gguf files"):
+        load({}, model="gpt-4o")
+
+
+def test_provider_switch_does_not_carry_llm_model_over():
+    settings = load({"OPENAI_API_KEY": "o", "LLM_MODEL": "gpt-4o"})
+    assert settings.model == "gpt-4o"
+    assert settings.with_provider("anthropic").model == "claude-sonnet-4-5"
+
+
+def test_proxies_skip_loopback_and_no_proxy_hosts():
+    settings = load({"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": ".internal,example.org"})
+    assert settings.proxies.for_url("https", "api.openai.com") == "http://proxy:3128"
+    assert settings.proxies.for_url("https", "llm.internal") is None
+    assert settings.proxies.for_url("https", "example.org") is None
+    assert settings.proxies.for_url("https", "127.0.0.1") is None
+    assert settings.proxies.for_url("http", "api.openai.com") is None  # no HTTP_PROXY set
+
+
+def test_home_relative_paths_use_the_given_home():
+    settings = Settings.load({"HOME": "/users/ana"})
+    assert str(settings.home) == "/users/ana/.chatcli"
+    assert str(settings.history_file) == "/users/ana/.chatcli_history"
+
+
 def test_history_settings_and_a_bad_size_warns_once_and_uses_the_default():
     settings = load({"HISTORY_FILE": "/tmp/h", "HISTORY_MAX_SIZE": "2MB"})
     assert str(settings.history_file) == "/tmp/h" and settings.history_max_size == 2 * 1024 * 1024

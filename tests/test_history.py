@@ -36,8 +36,37 @@ def test_history_drops_the_oldest_entries_past_the_size_cap(tmp_path):
     assert entries == [f"prompt number {n}" for n in range(50 - len(entries), 50)]
 
 
+def test_an_entry_larger_than_the_cap_is_kept_rather_than_wiping_the_file(tmp_path):
+    history = PromptHistory(tmp_path / "h", max_size=100)
+    history.append("small")
+    history.append("x" * 500)
+    assert history.load() == ["x" * 500]
+
+
+def test_trimming_leaves_room_so_it_does_not_run_on_every_prompt(tmp_path):
+    path = tmp_path / "h"
+    history = PromptHistory(path, max_size=1000)
+    sizes = []
+    for number in range(60):
+        history.append(f"prompt number {number}")
+        sizes.append(path.stat().st_size)
+    trims = [i for i in range(1, len(sizes)) if sizes[i] < sizes[i - 1]]
+    assert trims, "the cap was never reached"
+    assert sizes[trims[0]] <= 800  # trimmed to 80% of the cap
+    assert sizes[trims[0] + 1] > sizes[trims[0]]  # the next prompt is a plain append
+    assert max(sizes) <= 1000
+
+
+def test_redaction_covers_more_providers_and_private_keys():
+    for secret in ("sk_live_abcdefghijklmnop1234", "xai-abcdefghijklmnopqrstu123", "gsk_abcdefghijklmnopqrstuv",
+                   "glpat-abcdefghijklmnopqrst", "-----BEGIN RSA PRIVATE KEY-----\nMIIabc\n-----END RSA PRIVATE KEY-----"):
+        assert redact_secrets(f"here: {secret} done") == "here: [REDACTED] done"
+    assert redact_secrets("key=ABCDEF1234567890") == "key=[REDACTED]"
+    assert redact_secrets("AWS_SECRET_ACCESS_KEY=abcd1234efgh") == "AWS_SECRET_ACCESS_KEY=[REDACTED]"
+
+
 def test_redaction_keeps_ordinary_prose():
-    text = "The skeleton key opened the door; token economy; password reset emails"
+    text = "The skeleton key opened the door; token economy; password reset emails; The key: patience"
     assert redact_secrets(text) == text
     assert redact_secrets("Authorization: Bearer abcdefghijklmnopqrstuvwxyz") == "Authorization: Bearer [REDACTED]"
     assert redact_secrets("AKIAABCDEFGHIJKLMNOP") == "[REDACTED]"

@@ -37,6 +37,9 @@ def test_another_gguf_runs_from_chatcli_local_model(env, workdir, tmp_path):
     other = tmp_path / "my-model.gguf"
     other.symlink_to(bundled_model_path())
     env["CHATCLI_LOCAL_MODEL"] = str(other)
+    result = run_chatcli("-p", "Name a colour.", env=env, cwd=workdir, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert any(ch.isalpha() for ch in result.stdout)
     env["NO_COLOR"] = "1"
     repl = Repl(env, "my-model", cwd=workdir)
     try:

@@ -124,21 +124,87 @@ def test_timeout_is_one_line(openai_env, openai_server, workdir):
     assert result.stderr.count("\n") == 1
 
 
-def test_stream_error_event_is_reported(env, anthropic_server, workdir):
+def test_overloaded_anthropic_is_retried_then_reported(env, anthropic_server, workdir):
     env.update(LLM_PROVIDER="anthropic", ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=anthropic_server.base_url)
-    result = run_chatcli("-p", "hi", env=env, cwd=workdir)  # sanity: the server works
-    assert result.returncode == 0
-    anthropic_server.reply(status=529, error="Overloaded", headers={"Retry-After": "0"})
-    anthropic_server.reply(status=529, error="Overloaded", headers={"Retry-After": "0"})
-    anthropic_server.reply(status=529, error="Overloaded", headers={"Retry-After": "0"})
-    anthropic_server.reply(status=529, error="Overloaded", headers={"Retry-After": "0"})
+    for _ in range(4):
+        anthropic_server.reply(status=529, error="Overloaded", headers={"Retry-After-Ms": "1"})
     result = run_chatcli("-p", "hi", env=env, cwd=workdir)
     assert result.returncode == 1
     assert "HTTP 529" in result.stderr and "Overloaded" in result.stderr
+    assert len(anthropic_server.requests) == 4
+
+
+def test_client_errors_are_not_retried(openai_env, openai_server, workdir):
+    openai_server.reply(status=400, error="model 'm' does not exist")
+    result = run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 1
+    assert "HTTP 400 Bad Request: model 'm' does not exist" in result.stderr
+    assert len(openai_server.requests) == 1
+
+
+def test_error_event_mid_stream_keeps_the_partial_answer_and_fails(env, openai_server, anthropic_server, workdir):
+    env.update(OPENAI_API_KEY="x", OPENAI_BASE_URL=openai_server.base_url, ANTHROPIC_API_KEY="k",
+               ANTHROPIC_BASE_URL=anthropic_server.base_url)
+    for provider, server in (("openai", openai_server), ("anthropic", anthropic_server)):
+        server.reply("half an ", error_event="upstream overloaded")
+        result = run_chatcli("--provider", provider, "-p", "hi", env=env, cwd=workdir)
+        assert result.returncode == 1, provider
+        assert result.stdout == "half an \n"
+        assert result.stderr == f"chatcli: error: {provider}: upstream overloaded\n"
+
+
+def test_a_stream_cut_short_is_an_error_not_a_complete_answer(env, openai_server, anthropic_server, workdir):
+    env.update(OPENAI_API_KEY="x", OPENAI_BASE_URL=openai_server.base_url, ANTHROPIC_API_KEY="k",
+               ANTHROPIC_BASE_URL=anthropic_server.base_url)
+    for provider, server in (("openai", openai_server), ("anthropic", anthropic_server)):
+        server.reply("The answer is", cut=True)
+        result = run_chatcli("--provider", provider, "-p", "hi", env=env, cwd=workdir)
+        assert result.returncode == 1, provider
+        assert result.stdout == "The answer is\n"
+        assert "stream ended before the answer was complete" in result.stderr
+
+
+def test_a_stream_that_stalls_mid_answer_times_out(openai_env, openai_server, workdir):
+    openai_server.reply("started", hang_after=True)
+    result = run_chatcli("--timeout", "0.5", "-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 1
+    assert result.stdout == "started\n"
+    assert result.stderr == "chatcli: error: openai: the answer stalled for more than 0.5 s\n"
+
+
+def test_a_200_that_is_not_a_stream_is_an_error(openai_env, openai_server, workdir):
+    openai_server.reply(frames=["<html>welcome to nginx</html>"], content_type="text/html")
+    result = run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 1
+    assert "answered with text/html, not a stream (check the base URL)" in result.stderr
+
+
+def test_malformed_events_are_a_clear_error(openai_env, openai_server, workdir):
+    openai_server.reply(frames=['data: {"choices": ["oops"]}\n\n'])
+    result = run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 1
+    assert result.stderr.startswith("chatcli: error: openai: unexpected event from the server")
+
+
+def test_an_answer_cut_at_the_token_limit_says_so(openai_env, openai_server, workdir):
+    openai_server.reply("a long answ", finish_reason="length")
+    result = run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 0
+    assert result.stdout == "a long answ\n"
+    assert "stopped at the token limit" in result.stderr
+
+
+def test_max_tokens_setting_reaches_the_request(env, anthropic_server, workdir):
+    env.update(LLM_PROVIDER="anthropic", ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=anthropic_server.base_url)
+    run_chatcli("-p", "hi", env=env, cwd=workdir)
+    env["CHATCLI_MAX_TOKENS"] = "16000"
+    run_chatcli("-p", "hi", env=env, cwd=workdir)
+    assert [r.body["max_tokens"] for r in anthropic_server.requests] == [4096, 16000]
 
 
 def test_usage_errors_exit_2_with_one_line(env, workdir):
-    for args in (["--no-such-flag"], ["--timeout", "soon", "-p", "x"], ["--provider", "nope", "-p", "x"]):
+    for args in (["--no-such-flag"], ["--timeout", "soon", "-p", "x"], ["--provider", "nope", "-p", "x"],
+                 ["--timeout", "nan", "-p", "x"], ["--timeout", "-1", "-p", "x"]):
         result = run_chatcli(*args, env=env, cwd=workdir)
         assert result.returncode == 2, args
         assert result.stderr.count("\n") == 1 and result.stderr.startswith("chatcli: error:"), result.stderr
@@ -164,11 +230,35 @@ def test_version_and_help(env, workdir):
         assert flag in result.stdout
 
 
-def test_oneshot_never_writes_a_session(openai_env, home, workdir):
+def test_oneshot_writes_nothing_to_disk(openai_env, home, workdir):
     result = run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
     assert result.returncode == 0
-    chatcli_home = home / ".chatcli"
-    assert not (chatcli_home / "sessions").exists() or not any((chatcli_home / "sessions").iterdir())
+    assert list(home.iterdir()) == []  # no CHATCLI_HOME, no sessions, no prompt history
+    assert list(workdir.iterdir()) == []
+
+
+def test_a_model_the_local_provider_cannot_run_is_a_usage_error(env, workdir):
+    result = run_chatcli("--model", "gpt-4o", "-p", "hi", env=env, cwd=workdir)
+    assert result.returncode == 2
+    assert "the local provider runs .gguf files; 'gpt-4o' is not one" in result.stderr
+
+
+def test_start_up_paths_import_no_provider_sdk_or_model_runtime(openai_env, workdir):
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from chatcli.main import main\n"
+        "code = main(sys.argv[1:])\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'openai', 'anthropic', 'mcp', 'acp', "
+        "'llama_cpp', 'numpy', 'httpx', 'prompt_toolkit', 'rich'})\n"
+        "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n"
+    )
+    for args in (["--version"], ["-p", "hi"], ["--raw", "-p", "hi"]):
+        result = subprocess.run([sys.executable, "-c", probe, *args], env=openai_env, cwd=workdir,
+                                capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+        assert "HEAVY=\n" in result.stderr, (args, result.stderr)
 
 
 def test_bootstrap_files_form_the_system_prompt(openai_env, openai_server, home, tmp_path):

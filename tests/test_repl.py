@@ -42,7 +42,7 @@ def test_repl_keeps_the_conversation_across_turns(repl, openai_server):
 
 
 def test_repl_renders_markdown_on_a_terminal(openai_env, openai_server, workdir):
-    openai_server.reply("Some **bold", "** words\n\n", "- item one\n- item two\n")
+    openai_server.reply("Some **bold", "** words\n\n", "- item one\n- item two\n", stall_before=0.5)
     repl = Repl(openai_env, "m", cwd=workdir)
     try:
         out = plain(repl.send("md"))
@@ -53,6 +53,7 @@ def test_repl_renders_markdown_on_a_terminal(openai_env, openai_server, workdir)
     final = [line for line in out.splitlines() if "bold" in line][-1]
     assert "Some bold words" in final and "**" not in final
     assert "• item one" in out and "• item two" in out
+    assert out.index("thinking") < out.index("Some")  # the spinner shows until the first token
 
 
 def test_help_is_generated_from_the_registry(repl):
@@ -66,6 +67,29 @@ def test_unknown_command_is_an_error_line(repl, openai_server):
     out = plain(repl.send("/frobnicate now"))
     assert "Unknown command '/frobnicate'" in out
     assert openai_server.requests == []
+
+
+def test_a_path_or_a_double_slash_goes_to_the_model(repl, openai_server):
+    assert "You said: /usr/bin/python3 segfaults, why?" in plain(repl.send("/usr/bin/python3 segfaults, why?"))
+    assert "You said: /help is a command" in plain(repl.send("//help is a command"))
+    assert len(openai_server.requests) == 2
+
+
+def test_a_malformed_answer_is_one_error_line_and_the_repl_goes_on(repl, openai_server):
+    openai_server.reply(frames=['data: {"choices": ["oops"]}\n\n'])
+    out = plain(repl.send("first"))
+    assert "error: openai: unexpected event from the server" in out
+    assert "You said: second" in plain(repl.send("second"))
+
+
+def test_setting_warnings_are_shown_once(repl_env, workdir):
+    repl_env["HISTORY_MAX_SIZE"] = "lots"
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        shown = repl.child.before
+        assert shown.count("HISTORY_MAX_SIZE") == 1
+    finally:
+        repl.close()
 
 
 def test_model_command_shows_and_switches_the_model(repl, openai_server):
@@ -105,6 +129,15 @@ def test_alt_enter_inserts_a_newline(repl, openai_server):
     repl.child.expect("You said: first line")
     repl.expect_prompt()
     assert openai_server.requests[0].body["messages"][-1]["content"] == "first line\nsecond line"
+
+
+def test_pasted_text_keeps_its_newlines_until_enter(repl, openai_server):
+    repl.child.send("\x1b[200~pasted one\npasted two\x1b[201~")  # a bracketed paste
+    repl.child.expect("pasted two")
+    assert openai_server.requests == []  # the newline inside the paste did not send
+    repl.child.send("\r")
+    repl.child.expect("You said: pasted one")
+    assert openai_server.requests[0].body["messages"][-1]["content"] == "pasted one\npasted two"
 
 
 def test_ctrl_c_at_the_prompt_clears_the_line(repl, openai_server):

@@ -8,6 +8,7 @@ from chatcli.config import Settings
 from chatcli.core.errors import UsageError
 from chatcli.engine import Conversation, load_system_prompt
 from chatcli.render import make_renderer
+from chatcli.render.stream import TRUNCATED
 
 
 def compose_prompt(flag: str | None, piped: str | None) -> str:
@@ -32,4 +33,6 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None) -> int:
         renderer.finish()  # end the partial line and stop the spinner; the error follows on stderr
         raise
     renderer.finish(interrupted=result.interrupted)
+    if result.truncated:
+        renderer.note(TRUNCATED)
     return 130 if result.interrupted else 0

@@ -56,7 +56,7 @@ class CommandRegistry:
         return decorate
 
     def find(self, name: str) -> Command | None:
-        return self._by_alias.get(name.lstrip("/").lower())
+        return self._by_alias.get(name.removeprefix("/").lower())
 
     def words(self) -> list[str]:
         """Every name and alias, as typed ('/help', '/quit', …)."""
@@ -64,14 +64,29 @@ class CommandRegistry:
 
     @staticmethod
     def is_command(line: str) -> bool:
-        return line.lstrip().startswith("/")
+        """A line is a command when its first word is `/name`.
+
+        A path (`/usr/bin/python3 crashes, why?`) goes to the model, and so does `//text`,
+        sent as `/text` (see `as_prompt`).
+        """
+        word = line.strip().split(maxsplit=1)[0] if line.strip() else ""
+        return word.startswith("/") and not word.startswith("//") and "/" not in word[1:]
+
+    @staticmethod
+    def as_prompt(line: str) -> str:
+        """The text to send for a line that is not a command: `//x` is the escape for `/x`."""
+        stripped = line.lstrip()
+        return stripped[1:] if stripped.startswith("//") else line
 
     def dispatch(self, line: str, conversation: Conversation) -> Result:
         """Run the command a `/…` line names. Failures come back as error results, never raise."""
         word, _, args = line.strip().partition(" ")
         command = self.find(word)
         if command is None:
-            return Result(f"Unknown command '{word}'. Type /help for the list.", error=True)
+            return Result(
+                f"Unknown command '{word}'. Type /help for the list (start a message with // to send it as text).",
+                error=True,
+            )
         try:
             return command.handler(conversation, args.strip())
         except ChatcliError as exc:

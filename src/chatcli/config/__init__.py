@@ -1,5 +1,5 @@
 """Typed settings from the environment and flags; the one layer that knows paths."""
 
-from chatcli.config.settings import PROVIDERS, Endpoint, Settings, canonical_provider
+from chatcli.config.settings import PROVIDERS, Endpoint, Proxies, Settings, canonical_provider
 
-__all__ = ["PROVIDERS", "Endpoint", "Settings", "canonical_provider"]
+__all__ = ["PROVIDERS", "Endpoint", "Proxies", "Settings", "canonical_provider"]

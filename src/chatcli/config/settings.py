@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from chatcli.core.errors import ConfigError
 
@@ -70,6 +72,38 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
+class Proxies:
+    """HTTP(S)_PROXY and NO_PROXY, parsed once. Loopback hosts are never proxied."""
+
+    http: str | None = None
+    https: str | None = None
+    no_proxy: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "Proxies":
+        def get(name: str) -> str | None:
+            return env.get(name.lower()) or env.get(name.upper()) or None
+
+        no_proxy = tuple(
+            item.strip().lstrip(".").lower() for item in (get("no_proxy") or "").split(",") if item.strip()
+        )
+        return cls(http=get("http_proxy"), https=get("https_proxy"), no_proxy=no_proxy)
+
+    def for_url(self, scheme: str, host: str) -> str | None:
+        """The proxy URL to use for a request to `host`, or None to connect directly."""
+        host = host.lower()
+        if host in _LOOPBACK or host.startswith("127."):
+            return None
+        for entry in self.no_proxy:
+            if entry == "*" or host == entry or host.endswith("." + entry):
+                return None
+        return self.https if scheme == "https" else self.http
+
+
+_LOOPBACK = ("localhost", "::1")
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     provider: str
@@ -77,9 +111,14 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT
     raw: bool = False
     no_color: bool = False
+    dumb_terminal: bool = False
     debug: bool = False
     history_file: Path = Path("~/.chatcli_history")
     history_max_size: int = DEFAULT_HISTORY_MAX_SIZE
+    # CHATCLI_MAX_TOKENS: a cap on the length of each answer; None lets each provider decide.
+    max_tokens: int | None = None
+    proxies: Proxies = field(default_factory=Proxies)
+    # The environment this was parsed from; only config reads it (endpoints, per-provider models).
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     # Problems with optional settings, each reported once; the default was used instead.
     warnings: tuple[str, ...] = ()
@@ -97,9 +136,8 @@ class Settings:
     ) -> "Settings":
         env = dict(os.environ if env is None else env)
         warnings: list[str] = []
-        home = Path(env.get("CHATCLI_HOME") or "~/.chatcli").expanduser()
         chosen = _select_provider(env, provider)
-        if timeout is not None and timeout <= 0:
+        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
             raise ConfigError(f"--timeout must be a positive number of seconds, not {timeout:g}")
         history_max = DEFAULT_HISTORY_MAX_SIZE
         if env.get("HISTORY_MAX_SIZE"):
@@ -109,43 +147,67 @@ class Settings:
                 warnings.append(
                     f"HISTORY_MAX_SIZE={env['HISTORY_MAX_SIZE']!r} is not a size like 100MB; using 100MB"
                 )
+        max_tokens = None
+        if env.get("CHATCLI_MAX_TOKENS", "").strip():
+            try:
+                max_tokens = int(env["CHATCLI_MAX_TOKENS"])
+                if max_tokens <= 0:
+                    raise ValueError
+            except ValueError:
+                max_tokens = None
+                warnings.append(
+                    f"CHATCLI_MAX_TOKENS={env['CHATCLI_MAX_TOKENS']!r} is not a positive whole number; "
+                    "using each provider's default"
+                )
         settings = cls(
-            home=home,
+            home=_expand(env.get("CHATCLI_HOME") or "~/.chatcli", env),
             provider=chosen,
             model="",
             timeout=timeout or DEFAULT_TIMEOUT,
             raw=raw,
-            no_color="NO_COLOR" in env and env["NO_COLOR"] != "",
+            no_color=bool(env.get("NO_COLOR")),
+            dumb_terminal=env.get("TERM", "") == "dumb",
             debug=debug,
-            history_file=Path(env.get("HISTORY_FILE") or "~/.chatcli_history").expanduser(),
+            history_file=_expand(env.get("HISTORY_FILE") or "~/.chatcli_history", env),
             history_max_size=history_max,
+            max_tokens=max_tokens,
+            proxies=Proxies.from_env(env),
             env=env,
             warnings=tuple(warnings),
         )
-        return settings.with_provider(chosen, model)
+        return replace(settings, model=settings.model_for(chosen, model))
 
-    def with_provider(self, provider: str, model: str | None = None) -> "Settings":
-        """These settings for another provider; its model by the precedence of SPEC §2."""
-        from dataclasses import replace
+    def with_provider(self, provider: str) -> "Settings":
+        """These settings for another provider (/provider): its own model, by <PROVIDER>_MODEL or default.
 
+        --model and LLM_MODEL are not carried over: they were chosen for the first provider.
+        """
         provider = canonical_provider(provider)
-        return replace(self, provider=provider, model=self.model_for(provider, model))
+        return replace(self, provider=provider, model=self.model_for(provider, general=False))
 
-    def model_for(self, provider: str, explicit: str | None = None) -> str:
+    def with_model(self, model: str) -> "Settings":
+        """These settings with another model for the same provider (/model)."""
+        return replace(self, model=self.model_for(self.provider, model))
+
+    def model_for(self, provider: str, explicit: str | None = None, *, general: bool = True) -> str:
         """--model, else LLM_MODEL, else <PROVIDER>_MODEL, else the provider's default.
 
-        The local provider runs GGUF files only, so for it a candidate that is not a
-        `.gguf` path (an LLM_MODEL meant for a hosted provider, say) is passed over.
+        The local provider runs GGUF files only: an explicit model that is not a `.gguf`
+        path is a usage error, while an LLM_MODEL meant for a hosted provider is passed over.
         """
-        for candidate in (explicit, self.env.get("LLM_MODEL"), self.env.get(_MODEL_VARS[provider])):
-            if not candidate or not candidate.strip():
-                continue
-            candidate = candidate.strip()
-            if provider == "local" and not candidate.lower().endswith(".gguf"):
-                if candidate == DEFAULT_MODELS["local"]:
-                    return candidate
-                continue
-            return candidate
+        explicit = (explicit or "").strip()
+        if explicit:
+            if provider == "local" and not _runs_locally(explicit):
+                raise ConfigError(
+                    f"the local provider runs .gguf files; '{explicit}' is not one "
+                    "(choose a hosted provider with --provider, or give a .gguf path)"
+                )
+            return explicit
+        chain = (self.env.get("LLM_MODEL") if general else None, self.env.get(_MODEL_VARS[provider]))
+        for candidate in chain:
+            candidate = (candidate or "").strip()
+            if candidate and (provider != "local" or _runs_locally(candidate)):
+                return candidate
         return DEFAULT_MODELS[provider]
 
     def endpoint(self, provider: str | None = None) -> Endpoint:
@@ -157,6 +219,9 @@ class Settings:
             base = env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URLS["anthropic"]
         elif provider == "ollama":
             base = env.get("OLLAMA_BASE_URL") or DEFAULT_BASE_URLS["ollama"]
+            # Ollama is usually given as http://host:11434; its OpenAI-compatible API lives under /v1.
+            if not urlsplit(base).path.strip("/"):
+                base = base.rstrip("/") + "/v1"
         else:
             base = ""
         key = env.get(_KEY_VARS[provider]) if provider in _KEY_VARS else None
@@ -184,6 +249,18 @@ class Settings:
         if self.home not in dirs:
             dirs.append(self.home)
         return dirs
+
+
+def _runs_locally(model: str) -> bool:
+    return model.lower().endswith(".gguf") or model == DEFAULT_MODELS["local"]
+
+
+def _expand(path: str, env: Mapping[str, str]) -> Path:
+    """expanduser against the HOME of `env` (not necessarily this process's)."""
+    if path == "~" or path.startswith("~/"):
+        home = env.get("HOME") or str(Path.home())
+        path = home + path[1:]
+    return Path(path).expanduser()
 
 
 def _select_provider(env: Mapping[str, str], flag: str | None) -> str:

@@ -17,13 +17,22 @@ _PATTERNS = [
     re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),           # Slack
     re.compile(r"\bhf_[A-Za-z0-9]{30,}"),                     # Hugging Face
     re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),  # JWT
+    re.compile(r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),   # Stripe
+    re.compile(r"\bxai-[A-Za-z0-9]{20,}"),                   # xAI
+    re.compile(r"\bgsk_[A-Za-z0-9]{20,}"),                   # Groq
+    re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"),              # GitLab
+    re.compile(r"\bnpm_[A-Za-z0-9]{30,}"),                   # npm
+    # A pasted private key, whole block.
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)"),
 ]
 # `Bearer <token>` and `api_key=…`-style assignments: keep the name, hide the value.
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._\-+/=]{16,}")
 _ASSIGN = re.compile(
-    r"(?i)\b([A-Z0-9_]*(?:api[_-]?key|secret|token|password|passwd)[A-Z0-9_]*\s*[=:]\s*)"
+    r"(?i)\b([A-Z0-9_]*(?:api[_-]?key|_key|secret|token|password|passwd)[A-Z0-9_]*\s*[=:]\s*)"
     r"(['\"]?)[^\s'\"]{8,}\2"
 )
+# A bare `key=…` only when the value looks machine-made (has a digit): "The key: patience" stays.
+_BARE_KEY = re.compile(r"(?i)\b(key\s*[=:]\s*)(['\"]?)(?=[^\s'\"]*\d)[^\s'\"]{12,}\2")
 
 
 def redact_secrets(text: str) -> str:
@@ -32,4 +41,5 @@ def redact_secrets(text: str) -> str:
         text = pattern.sub(REDACTED, text)
     text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
     text = _ASSIGN.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _BARE_KEY.sub(lambda m: m.group(1) + REDACTED, text)
     return text

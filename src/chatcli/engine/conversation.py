@@ -27,6 +27,11 @@ class TurnResult:
     interrupted: bool = False
     done: Done | None = None
 
+    @property
+    def truncated(self) -> bool:
+        """The answer stopped at the token limit rather than where the model meant to end."""
+        return self.done is not None and self.done.stop_reason in ("length", "max_tokens")
+
 
 class Conversation:
     """One live conversation. Front ends drive it; it never prints.
@@ -60,17 +65,16 @@ class Conversation:
 
     def switch_provider(self, name: str) -> None:
         """Use another provider; its model follows SPEC §2 precedence for that provider."""
-        settings = self.settings.with_provider(name)
-        provider = self.registry.create(settings)  # fails (and changes nothing) on a missing key
-        self.settings, self._provider = settings, provider
+        self._replace(self.settings.with_provider(name))
 
     def switch_model(self, model: str) -> None:
-        settings = self.settings.with_provider(self.settings.provider, model)
-        if settings.model != model:
-            raise ProviderError(f"{settings.provider}: cannot run model '{model}' (the local provider runs .gguf files)")
-        # Hosted providers take the model per request; a local one loads the file it runs.
-        provider = self.registry.create(settings) if settings.provider == "local" else self._provider
-        self.settings, self._provider = settings, provider
+        self._replace(self.settings.with_model(model))
+
+    def _replace(self, settings: Settings) -> None:
+        # Build the new provider first: a missing key or model file fails here and changes nothing.
+        provider = self.registry.create(settings)
+        with self._provider_lock:
+            self.settings, self._provider = settings, provider
 
     def warm(self) -> None:
         """Do the slow part of the first request now (load a local model); safe from a thread."""
@@ -91,6 +95,7 @@ class Conversation:
             messages=list(self.history),
             system=self.system_prompt,
             timeout=self.settings.timeout,
+            max_tokens=self.settings.max_tokens,
         )
         parts: list[str] = []
         done: Done | None = None

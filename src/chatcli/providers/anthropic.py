@@ -4,26 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from chatcli.config import Settings
 from chatcli.core.errors import ProviderError
 from chatcli.providers.base import Delta, Done, Request
-from chatcli.providers.http import error_text, iter_sse, parse_json, post_stream
+from chatcli.providers.http import (
+    HostedProvider,
+    error_text,
+    incomplete,
+    iter_sse,
+    malformed,
+    parse_json,
+    post_stream,
+)
 
 API_VERSION = "2023-06-01"
-# The Messages API requires max_tokens; this is what a request asks for unless told otherwise.
-DEFAULT_MAX_TOKENS = 8192
+# The Messages API requires max_tokens. 4096 is the ceiling every Claude model accepts;
+# CHATCLI_MAX_TOKENS raises it for the models that allow more.
+DEFAULT_MAX_TOKENS = 4096
 
 
-class AnthropicProvider:
+class AnthropicProvider(HostedProvider):
     name = "anthropic"
-
-    def __init__(self, settings: Settings) -> None:
-        endpoint = settings.endpoint(self.name)
-        self.base_url = endpoint.base_url
-        self.api_key = endpoint.api_key
-        self.env = settings.env
-        if not self.api_key and "api.anthropic.com" in self.base_url:
-            raise ProviderError("anthropic: ANTHROPIC_API_KEY is not set")
+    key_var = "ANTHROPIC_API_KEY"
+    official_host = "api.anthropic.com"
 
     def stream(self, request: Request) -> Iterator[Delta | Done]:
         system_parts = [request.system] if request.system else []
@@ -48,7 +50,7 @@ class AnthropicProvider:
         if self.api_key:
             headers["x-api-key"] = self.api_key
         response = post_stream(
-            self.name, f"{self.base_url}/v1/messages", headers, payload, request.timeout, env=self.env
+            self.name, f"{self.base_url}/v1/messages", headers, payload, request.timeout, proxies=self.proxies
         )
         stop_reason = None
         input_tokens = output_tokens = None
@@ -56,17 +58,24 @@ class AnthropicProvider:
             body = parse_json(self.name, data)
             kind = body.get("type", event)
             if kind == "content_block_delta":
-                delta = body.get("delta") or {}
-                if delta.get("type") == "text_delta" and delta.get("text"):
+                delta = body.get("delta")
+                if not isinstance(delta, dict):
+                    raise malformed(self.name, data)
+                if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str) and delta["text"]:
                     yield Delta(delta["text"])
             elif kind == "message_start":
-                usage = (body.get("message") or {}).get("usage") or {}
+                usage = _dict(_dict(body.get("message")).get("usage"))
                 input_tokens = usage.get("input_tokens")
             elif kind == "message_delta":
-                stop_reason = (body.get("delta") or {}).get("stop_reason") or stop_reason
-                output_tokens = (body.get("usage") or {}).get("output_tokens", output_tokens)
+                stop_reason = _dict(body.get("delta")).get("stop_reason") or stop_reason
+                output_tokens = _dict(body.get("usage")).get("output_tokens", output_tokens)
             elif kind == "error":
                 raise ProviderError(f"{self.name}: {error_text(body)}")
             elif kind == "message_stop":
-                break
-        yield Done(stop_reason, input_tokens, output_tokens)
+                yield Done(stop_reason, input_tokens, output_tokens)
+                return
+        raise incomplete(self.name)
+
+
+def _dict(value: object) -> dict:
+    return value if isinstance(value, dict) else {}

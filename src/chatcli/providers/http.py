@@ -13,18 +13,35 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from urllib.parse import urlsplit
 
+from chatcli.config import Proxies, Settings
 from chatcli.core.errors import ProviderError
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_RETRIES = 3
 MAX_RETRY_DELAY = 30.0
-_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+class HostedProvider:
+    """What the hosted providers share: an endpoint and key from settings, checked up front."""
+
+    name = ""
+    key_var = ""
+    # The vendor's own endpoint requires a key; self-hosted compatible servers usually do not.
+    official_host = ""
+    missing_key_hint = ""
+
+    def __init__(self, settings: Settings) -> None:
+        endpoint = settings.endpoint(self.name)
+        self.base_url = endpoint.base_url
+        self.api_key = endpoint.api_key
+        self.proxies = settings.proxies
+        if not self.api_key and self.official_host and self.official_host in self.base_url:
+            raise ProviderError(f"{self.name}: {self.key_var} is not set{self.missing_key_hint}")
 
 
 def post_stream(
@@ -34,7 +51,7 @@ def post_stream(
     payload: dict,
     timeout: float,
     *,
-    env: Mapping[str, str] | None = None,
+    proxies: Proxies | None = None,
     max_retries: int = MAX_RETRIES,
     sleep: Callable[[float], None] = time.sleep,
 ) -> http.client.HTTPResponse:
@@ -43,7 +60,7 @@ def post_stream(
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ProviderError(f"{provider}: invalid endpoint URL '{url}'")
-    env = os.environ if env is None else env
+    proxies = proxies or Proxies()
     all_headers = {
         "Content-Type": "application/json",
         "Accept": "text/event-stream",
@@ -52,7 +69,7 @@ def post_stream(
     }
     attempt = 0
     while True:
-        conn, target = _connect(parts, timeout, env)
+        conn, target = _connect(parts, timeout, proxies)
         try:
             conn.request("POST", target, body=body, headers=all_headers)
             response = conn.getresponse()
@@ -63,11 +80,18 @@ def post_stream(
             conn.close()
             raise ProviderError(f"{provider}: cannot reach {_origin(parts)} ({_reason(exc)})") from None
         if response.status == 200:
+            kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
+            if kind and kind != "text/event-stream":
+                conn.close()
+                raise ProviderError(
+                    f"{provider}: the server at {_origin(parts)} answered with {kind}, not a stream "
+                    "(check the base URL)"
+                )
             return response
         detail = _error_detail(response)
         conn.close()
         if response.status in RETRY_STATUSES and attempt < max_retries:
-            sleep(_retry_delay(response.getheader("Retry-After"), attempt))
+            sleep(_retry_delay(response, attempt))
             attempt += 1
             continue
         retried = f" after {attempt + 1} attempts" if attempt else ""
@@ -112,13 +136,21 @@ def iter_sse(provider: str, response: http.client.HTTPResponse, timeout: float) 
         response.close()
 
 
+def incomplete(provider: str) -> ProviderError:
+    return ProviderError(f"{provider}: the stream ended before the answer was complete")
+
+
+def malformed(provider: str, data: str) -> ProviderError:
+    return ProviderError(f"{provider}: unexpected event from the server: {data[:80]!r}")
+
+
 def parse_json(provider: str, data: str) -> dict:
     try:
         value = json.loads(data)
     except ValueError:
         raise ProviderError(f"{provider}: the server sent something that is not JSON: {data[:80]!r}") from None
     if not isinstance(value, dict):
-        raise ProviderError(f"{provider}: unexpected event from the server: {data[:80]!r}")
+        raise malformed(provider, data)
     return value
 
 
@@ -132,14 +164,17 @@ def error_text(value: object) -> str:
     return str(value)
 
 
-def _connect(parts, timeout: float, env: Mapping[str, str]):
+def _connect(parts, timeout: float, proxies: Proxies):
     host, port = parts.hostname, parts.port
     secure = parts.scheme == "https"
     port = port or (443 if secure else 80)
     target = parts.path or "/"
     if parts.query:
         target += "?" + parts.query
-    proxy = _proxy_for(parts.scheme, host, env)
+    proxy_url = proxies.for_url(parts.scheme, host)
+    proxy = urlsplit(proxy_url if "://" in proxy_url else "http://" + proxy_url) if proxy_url else None
+    if proxy is not None and not proxy.hostname:
+        proxy = None
     if secure:
         import ssl
 
@@ -156,30 +191,15 @@ def _connect(parts, timeout: float, env: Mapping[str, str]):
     return http.client.HTTPConnection(host, port, timeout=timeout), target
 
 
-def _proxy_for(scheme: str, host: str, env: Mapping[str, str]):
-    """The proxy URL for this request, if the environment names one and NO_PROXY does not exempt it.
-
-    Loopback addresses are never proxied: a local model server is always reached directly.
-    """
-    if host in _LOOPBACK:
-        return None
-    value = env.get(f"{scheme}_proxy") or env.get(f"{scheme.upper()}_PROXY")
-    if not value:
-        return None
-    no_proxy = env.get("no_proxy") or env.get("NO_PROXY") or ""
-    for entry in (item.strip().lstrip(".") for item in no_proxy.split(",")):
-        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
-            return None
-    parsed = urlsplit(value if "://" in value else "http://" + value)
-    return parsed if parsed.hostname else None
-
-
-def _retry_delay(retry_after: str | None, attempt: int) -> float:
-    if retry_after:
-        try:
-            return min(max(float(retry_after), 0.0), MAX_RETRY_DELAY)
-        except ValueError:
-            pass
+def _retry_delay(response: http.client.HTTPResponse, attempt: int) -> float:
+    """The server's Retry-After-Ms / Retry-After (seconds) if given, else exponential backoff."""
+    for header, scale in (("Retry-After-Ms", 0.001), ("Retry-After", 1.0)):
+        value = response.getheader(header)
+        if value:
+            try:
+                return min(max(float(value) * scale, 0.0), MAX_RETRY_DELAY)
+            except ValueError:
+                pass
     return min(0.5 * 2**attempt, MAX_RETRY_DELAY)
 
 

@@ -4,28 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from chatcli.config import Settings
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message
 from chatcli.providers.base import Delta, Done, Request
-from chatcli.providers.http import error_text, iter_sse, parse_json, post_stream
+from chatcli.providers.http import (
+    HostedProvider,
+    error_text,
+    incomplete,
+    iter_sse,
+    malformed,
+    parse_json,
+    post_stream,
+)
 
-_OFFICIAL_HOST = "api.openai.com"
 
-
-class OpenAIProvider:
+class OpenAIProvider(HostedProvider):
     name = "openai"
-
-    def __init__(self, settings: Settings) -> None:
-        endpoint = settings.endpoint(self.name)
-        self.base_url = endpoint.base_url
-        self.api_key = endpoint.api_key
-        self.env = settings.env
-        # Self-hosted OpenAI-compatible servers usually need no key; OpenAI itself does.
-        if not self.api_key and _OFFICIAL_HOST in self.base_url:
-            raise ProviderError(
-                "openai: OPENAI_API_KEY is not set (or point OPENAI_BASE_URL at a server that needs no key)"
-            )
+    key_var = "OPENAI_API_KEY"
+    official_host = "api.openai.com"
+    missing_key_hint = " (or point OPENAI_BASE_URL at a server that needs no key)"
 
     def stream(self, request: Request) -> Iterator[Delta | Done]:
         messages = [{"role": "system", "content": request.system}] if request.system else []
@@ -35,22 +32,33 @@ class OpenAIProvider:
             payload["max_tokens"] = request.max_tokens
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         response = post_stream(
-            self.name, f"{self.base_url}/chat/completions", headers, payload, request.timeout, env=self.env
+            self.name, f"{self.base_url}/chat/completions", headers, payload, request.timeout,
+            proxies=self.proxies,
         )
         stop_reason = None
+        finished = False
         usage: dict = {}
         for _event, data in iter_sse(self.name, response, request.timeout):
             if data.strip() == "[DONE]":
+                finished = True
                 break
             chunk = parse_json(self.name, data)
             if "error" in chunk:
                 raise ProviderError(f"{self.name}: {error_text(chunk)}")
-            for choice in chunk.get("choices") or ():
-                text = (choice.get("delta") or {}).get("content")
-                if text:
+            choices = chunk.get("choices") or []
+            if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+                raise malformed(self.name, data)
+            for choice in choices:
+                delta = choice.get("delta") or {}
+                text = delta.get("content") if isinstance(delta, dict) else None
+                if isinstance(text, str) and text:
                     yield Delta(text)
                 stop_reason = choice.get("finish_reason") or stop_reason
-            usage = chunk.get("usage") or usage
+            if isinstance(chunk.get("usage"), dict):
+                usage = chunk["usage"]
+        # Some compatible servers end with finish_reason and no [DONE]; neither means a cut stream.
+        if not finished and stop_reason is None:
+            raise incomplete(self.name)
         yield Done(stop_reason, usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
 
@@ -58,6 +66,8 @@ class OllamaProvider(OpenAIProvider):
     """Ollama's OpenAI-compatible endpoint at OLLAMA_BASE_URL (default localhost:11434/v1), no key."""
 
     name = "ollama"
+    key_var = ""
+    official_host = ""
 
 
 def _wire(message: Message) -> dict:

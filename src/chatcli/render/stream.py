@@ -8,19 +8,25 @@ from typing import Protocol, TextIO
 from chatcli.config import Settings
 
 INTERRUPTED = "[interrupted]"
+TRUNCATED = "[the answer stopped at the token limit; CHATCLI_MAX_TOKENS raises it]"
 
 
 class StreamRenderer(Protocol):
     def start(self) -> None: ...
     def feed(self, text: str) -> None: ...
     def finish(self, interrupted: bool = False) -> None: ...
+    def note(self, text: str) -> None: ...
 
 
 class PlainStream:
-    """Writes text exactly as it arrives: for pipes, --raw and NO_COLOR."""
+    """Writes text exactly as it arrives: for pipes, --raw and NO_COLOR.
 
-    def __init__(self, out: TextIO | None = None) -> None:
+    Markers such as [interrupted] go to stderr, so that redirected output holds only the answer.
+    """
+
+    def __init__(self, out: TextIO | None = None, notes: TextIO | None = None) -> None:
         self.out = out or sys.stdout
+        self.notes = notes or sys.stderr
         self._last = "\n"
 
     def start(self) -> None:
@@ -32,11 +38,16 @@ class PlainStream:
         self._last = text[-1:] or self._last
 
     def finish(self, interrupted: bool = False) -> None:
-        if interrupted:
-            self.out.write(("" if self._last == "\n" else "\n") + INTERRUPTED + "\n")
-        elif self._last != "\n":
+        if self._last != "\n":
             self.out.write("\n")
+            self._last = "\n"
         self.out.flush()
+        if interrupted:
+            self.note(INTERRUPTED)
+
+    def note(self, text: str) -> None:
+        self.notes.write(text + "\n")
+        self.notes.flush()
 
 
 class MarkdownStream:
@@ -85,7 +96,10 @@ class MarkdownStream:
             self._print(self._pending)
             self._pending = ""
         if interrupted:
-            self.console.print(INTERRUPTED, style="dim")
+            self.note(INTERRUPTED)
+
+    def note(self, text: str) -> None:
+        self.console.print(text, style="dim", markup=False, highlight=False)
 
     def _print(self, block: str) -> None:
         from rich.markdown import Markdown
@@ -124,7 +138,7 @@ def wants_markdown(out: TextIO, settings: Settings) -> bool:
         out.isatty()
         and not settings.raw
         and not settings.no_color
-        and settings.env.get("TERM", "") != "dumb"
+        and not settings.dumb_terminal
     )
 
 

@@ -13,6 +13,7 @@ from chatcli.config import Settings
 from chatcli.core.errors import ChatcliError
 from chatcli.engine import Conversation, load_system_prompt
 from chatcli.render import make_renderer, wants_markdown
+from chatcli.render.stream import TRUNCATED
 from chatcli.repl.parts import PromptFileHistory, SlashCompleter, key_bindings, prompt_text
 from chatcli.store.history import PromptHistory
 
@@ -38,9 +39,7 @@ class Terminal:
 
 
 def build_repl(settings: Settings) -> tuple[PromptSession, Conversation, CommandRegistry, Terminal]:
-    terminal = Terminal()
-    for warning in settings.warnings:
-        terminal.warn(warning)
+    terminal = Terminal()  # settings.warnings were reported by main, once
     system_prompt, warnings = load_system_prompt(settings)
     for warning in warnings:
         terminal.warn(warning)
@@ -67,16 +66,30 @@ def run_repl(settings: Settings) -> int:
             continue
         except EOFError:  # Ctrl-D
             break
-        if not text.strip():
-            continue
-        if registry.is_command(text):
-            result = registry.dispatch(text, conversation)
-            _show(terminal, result)
-            if result.exit:
+        try:
+            if _handle(text, conversation, registry, terminal):
                 break
+        except KeyboardInterrupt:  # Ctrl-C outside an answer (while drawing, say): back to the prompt
             continue
-        _turn(conversation, text, terminal)
+        except Exception as exc:  # noqa: BLE001 - one bad turn must not end the conversation
+            if settings.debug:
+                import traceback
+
+                traceback.print_exc()
+            terminal.error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
     return 0
+
+
+def _handle(text: str, conversation: Conversation, registry: CommandRegistry, terminal: Terminal) -> bool:
+    """Run one line the user typed; True when the REPL should end."""
+    if not text.strip():
+        return False
+    if registry.is_command(text):
+        result = registry.dispatch(text, conversation)
+        _show(terminal, result)
+        return result.exit
+    _turn(conversation, registry.as_prompt(text), terminal)
+    return False
 
 
 def _turn(conversation: Conversation, text: str, terminal: Terminal) -> None:
@@ -88,10 +101,12 @@ def _turn(conversation: Conversation, text: str, terminal: Terminal) -> None:
         renderer.finish()
         terminal.error(str(exc))
         return
-    except KeyboardInterrupt:  # Ctrl-C while rendering the last piece; the engine kept the answer
-        renderer.finish(interrupted=True)
-        return
+    except BaseException:
+        renderer.finish(interrupted=True)  # stop the spinner before anything else is printed
+        raise
     renderer.finish(interrupted=result.interrupted)
+    if result.truncated:
+        renderer.note(TRUNCATED)
 
 
 def _show(terminal: Terminal, result: Result) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import fcntl
 import os
 from pathlib import Path
 
@@ -11,6 +12,9 @@ from chatcli.store.atomic import append_line, atomic_write
 
 # The format is prompt_toolkit's FileHistory format, so entries may span lines:
 #   "\n# <timestamp>\n+<line>\n+<line>\n"
+# Past the size cap the oldest entries are dropped down to TRIM_TO of the cap, so a full
+# history is rewritten once per many prompts, not on every one.
+TRIM_TO = 0.8
 
 
 class PromptHistory:
@@ -32,24 +36,32 @@ class PromptHistory:
         stamp = datetime.datetime.now().isoformat(sep=" ", timespec="milliseconds")
         block = f"\n# {stamp}\n" + "".join(f"+{line}\n" for line in text.split("\n"))
         append_line(self.path, block.encode("utf-8"))
-        try:
-            if os.stat(self.path).st_size > self.max_size:
-                self._trim()
-        except OSError:
-            pass
+        if os.stat(self.path).st_size > self.max_size:
+            self._trim()
 
     def _trim(self) -> None:
-        """Keep the newest entries that fit within max_size; written atomically."""
-        data = self.path.read_bytes().decode("utf-8", errors="replace")
-        blocks = [block for block, _ in _parse(data)]
-        kept: list[str] = []
-        size = 0
-        for block in reversed(blocks):
-            size += len(block.encode("utf-8"))
-            if size > self.max_size:
-                break
-            kept.append(block)
-        atomic_write(self.path, "".join(reversed(kept)).encode("utf-8"))
+        """Keep the newest entries that fit in TRIM_TO of the cap (always the newest one).
+
+        Under an exclusive lock on a side file, and re-checked inside it, so two REPLs
+        trimming at once do not drop each other's new entries twice over.
+        """
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with open(lock_path, "a") as lock:
+            os.chmod(lock_path, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = self.path.read_bytes()
+            if len(data) <= self.max_size:
+                return
+            blocks = [block for block, _ in _parse(data.decode("utf-8", errors="replace"))]
+            budget = int(self.max_size * TRIM_TO)
+            kept: list[str] = []
+            size = 0
+            for block in reversed(blocks):
+                size += len(block.encode("utf-8"))
+                if size > budget and kept:
+                    break
+                kept.append(block)
+            atomic_write(self.path, "".join(reversed(kept)).encode("utf-8"))
 
 
 def _parse(data: str) -> list[tuple[str, str]]:
