@@ -57,6 +57,12 @@ def test_local_provider_takes_gguf_paths_only():
     assert settings.model == "/models/tiny.gguf" and settings.model_label == "tiny"
 
 
+def test_a_local_model_that_is_not_gguf_is_reported_once():
+    settings = load({"CHATCLI_LOCAL_MODEL": "/models/model.bin"})
+    assert settings.model_label == "SmolLM2-135M-Instruct.Q4_1"
+    assert settings.warnings == ("CHATCLI_LOCAL_MODEL='/models/model.bin' is not a .gguf file; using the bundled model",)
+
+
 def test_switching_provider_follows_that_providers_precedence():
     settings = load({"OPENAI_API_KEY": "o", "ANTHROPIC_MODEL": "claude-x"})
     assert settings.with_provider("claudeai").model == "claude-x"

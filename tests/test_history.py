@@ -16,6 +16,15 @@ def test_history_round_trips_multi_line_entries(tmp_path):
     assert stat.S_IMODE((tmp_path / "h").stat().st_mode) == 0o600
 
 
+def test_an_existing_history_file_is_made_private(tmp_path):
+    path = tmp_path / "h"
+    path.write_text("\n# old\n+old entry\n")
+    path.chmod(0o644)
+    PromptHistory(path, max_size=10_000).append("new")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert PromptHistory(path, max_size=10_000).load() == ["old entry", "new"]
+
+
 def test_history_redacts_things_that_look_like_keys(tmp_path):
     history = PromptHistory(tmp_path / "h", max_size=10_000)
     history.append("use sk-proj-abcdefghijklmnopqrstuvwxyz0123 please")
@@ -63,6 +72,9 @@ def test_redaction_covers_more_providers_and_private_keys():
         assert redact_secrets(f"here: {secret} done") == "here: [REDACTED] done"
     assert redact_secrets("key=ABCDEF1234567890") == "key=[REDACTED]"
     assert redact_secrets("AWS_SECRET_ACCESS_KEY=abcd1234efgh") == "AWS_SECRET_ACCESS_KEY=[REDACTED]"
+    assert redact_secrets('{"api_key": "abcdef123456"}') == '{"api_key": [REDACTED]}'
+    assert redact_secrets('ANTHROPIC_API_KEY="abc def ghi"') == "ANTHROPIC_API_KEY=[REDACTED]"
+    assert redact_secrets("api_key=abcdefghij, next") == "api_key=[REDACTED], next"
 
 
 def test_redaction_keeps_ordinary_prose():

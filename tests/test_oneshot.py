@@ -44,6 +44,25 @@ def test_piped_text_is_appended_to_the_prompt(openai_env, openai_server, workdir
     assert openai_server.requests[0].body["messages"][-1]["content"] == "Summarise this:\n\nline one\nline two"
 
 
+def test_piped_bytes_that_are_not_utf8_are_replaced_not_fatal(openai_env, openai_server, workdir, tmp_path):
+    import subprocess
+
+    from conftest import CHATCLI
+
+    result = subprocess.run([CHATCLI, "-p", "fix:"], input=b"caf\xe9 latin1\n", env=openai_env, cwd=workdir,
+                            capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert openai_server.requests[0].body["messages"][-1]["content"] == "fix:\n\ncaf\ufffd latin1"
+
+
+def test_an_invalid_base_url_is_a_usage_error(env, workdir):
+    for url in ("http://127.0.0.1:99999/v1", "http://[::1/v1", "notaurl"):
+        env.update(LLM_PROVIDER="openai", OPENAI_API_KEY="x", OPENAI_BASE_URL=url)
+        result = run_chatcli("-p", "hi", env=env, cwd=workdir)
+        assert result.returncode == 2, (url, result.stderr)
+        assert result.stderr.count("\n") == 1 and "invalid endpoint URL" in result.stderr, result.stderr
+
+
 def test_piped_text_alone_is_the_prompt(openai_env, openai_server, workdir):
     result = run_chatcli(env=openai_env, input="just stdin\n", cwd=workdir)
     assert result.returncode == 0, result.stderr
@@ -112,7 +131,9 @@ def test_persistent_server_error_gives_up_with_one_line(openai_env, openai_serve
         openai_server.reply(status=500, error="boom", headers={"Retry-After": "0"})
     result = run_chatcli("-p", "hi", env=openai_env, cwd=workdir)
     assert result.returncode == 1
-    assert result.stderr == "chatcli: error: openai: HTTP 500 Internal Server Error after 4 attempts: boom\n"
+    *notices, error = result.stderr.splitlines()
+    assert error == "chatcli: error: openai: HTTP 500 Internal Server Error after 4 attempts: boom"
+    assert notices == [f"openai: HTTP 500, retrying in 0 s ({n}/3)" for n in (1, 2, 3)]  # said while waiting
     assert len(openai_server.requests) == 4
 
 

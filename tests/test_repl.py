@@ -122,6 +122,18 @@ def test_tab_completes_slash_commands(repl):
     repl.child.expect(r"Commands:[\s\S]*?m>")
 
 
+def test_tab_completes_model_names_the_configuration_knows(repl_env, workdir, openai_server):
+    repl_env["LLM_MODEL"] = "gpt-4o"
+    repl = Repl(repl_env, "gpt-4o", cwd=workdir)
+    try:
+        repl.child.send("/model gpt-4o-m\t")
+        repl.child.expect("ini")  # completed to the provider default, gpt-4o-mini
+        repl.prompt = "gpt-4o-mini"
+        assert "Model set to gpt-4o-mini." in plain(repl.send(""))
+    finally:
+        repl.close()
+
+
 def test_alt_enter_inserts_a_newline(repl, openai_server):
     repl.child.send("first line")
     repl.child.send("\x1b\r")

@@ -74,7 +74,8 @@ def _run(args) -> int:
     if args.prompt is not None or not sys.stdin.isatty():
         from chatcli.cli.oneshot import run_oneshot
 
-        piped = None if sys.stdin.isatty() else sys.stdin.read()
+        # Bytes that are not UTF-8 (a Latin-1 log, say) become U+FFFD rather than failing later.
+        piped = None if sys.stdin.isatty() else sys.stdin.buffer.read().decode("utf-8", errors="replace")
         return run_oneshot(settings, args.prompt, piped)
     from chatcli.repl.app import run_repl
 

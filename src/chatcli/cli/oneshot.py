@@ -28,7 +28,7 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None) -> int:
     renderer = make_renderer(sys.stdout, settings)
     renderer.start()
     try:
-        result = conversation.send(prompt, on_text=renderer.feed)
+        result = conversation.send(prompt, on_text=renderer.feed, on_notice=renderer.note)
     except BaseException:
         renderer.finish()  # end the partial line and stop the spinner; the error follows on stderr
         raise

@@ -4,8 +4,21 @@ from __future__ import annotations
 
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.config import PROVIDERS
+from chatcli.config.settings import DEFAULT_MODELS
 from chatcli.core.errors import UsageError
 from chatcli.engine import Conversation
+
+
+def _model_candidates(conv: Conversation, prefix: str) -> list[str]:
+    """Models this provider is configured to know: current, configured and default."""
+    settings = conv.settings
+    known = [
+        settings.model,
+        settings.model_for(settings.provider),
+        settings.model_for(settings.provider, general=False),
+        DEFAULT_MODELS[settings.provider],
+    ]
+    return [m for m in dict.fromkeys(known) if m.startswith(prefix)]
 
 
 def build_registry() -> CommandRegistry:
@@ -16,7 +29,7 @@ def build_registry() -> CommandRegistry:
     def help_(_conv: Conversation, _args: str) -> Result:
         return Result(registry.help_text())
 
-    @registry.command("model", "/model [name]", "show or switch the model")
+    @registry.command("model", "/model [name]", "show or switch the model", complete=_model_candidates)
     def model(conv: Conversation, args: str) -> Result:
         if not args:
             return Result(f"Model: {conv.settings.model_label} (provider {conv.settings.provider}).")

@@ -147,6 +147,9 @@ class Settings:
                 warnings.append(
                     f"HISTORY_MAX_SIZE={env['HISTORY_MAX_SIZE']!r} is not a size like 100MB; using 100MB"
                 )
+        local_model = env.get("CHATCLI_LOCAL_MODEL", "").strip()
+        if local_model and not _runs_locally(local_model):
+            warnings.append(f"CHATCLI_LOCAL_MODEL={local_model!r} is not a .gguf file; using the bundled model")
         max_tokens = None
         if env.get("CHATCLI_MAX_TOKENS", "").strip():
             try:

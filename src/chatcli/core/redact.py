@@ -27,9 +27,10 @@ _PATTERNS = [
 ]
 # `Bearer <token>` and `api_key=…`-style assignments: keep the name, hide the value.
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._\-+/=]{16,}")
+# The name may be quoted, as in pasted JSON or YAML: {"api_key": "…"}.
 _ASSIGN = re.compile(
-    r"(?i)\b([A-Z0-9_]*(?:api[_-]?key|_key|secret|token|password|passwd)[A-Z0-9_]*\s*[=:]\s*)"
-    r"(['\"]?)[^\s'\"]{8,}\2"
+    r"(?i)\b([A-Z0-9_-]*(?:api[_-]?key|_key|secret|token|password|passwd)[A-Z0-9_]*['\"]?\s*[=:]\s*)"
+    r"(['\"])?(?(2)[^'\"\n]{6,}\2|[^\s'\",}]{8,})"
 )
 # A bare `key=…` only when the value looks machine-made (has a digit): "The key: patience" stays.
 _BARE_KEY = re.compile(r"(?i)\b(key\s*[=:]\s*)(['\"]?)(?=[^\s'\"]*\d)[^\s'\"]{12,}\2")

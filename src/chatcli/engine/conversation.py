@@ -82,7 +82,12 @@ class Conversation:
         if warm:
             warm()
 
-    def send(self, text: str, on_text: Callable[[str], None] = lambda _t: None) -> TurnResult:
+    def send(
+        self,
+        text: str,
+        on_text: Callable[[str], None] = lambda _t: None,
+        on_notice: Callable[[str], None] | None = None,
+    ) -> TurnResult:
         """Run one turn. The user's message stays in the history whatever happens.
 
         Ctrl-C (KeyboardInterrupt) during the answer keeps the partial answer, marked
@@ -96,6 +101,7 @@ class Conversation:
             system=self.system_prompt,
             timeout=self.settings.timeout,
             max_tokens=self.settings.max_tokens,
+            on_retry=on_notice,
         )
         parts: list[str] = []
         done: Done | None = None

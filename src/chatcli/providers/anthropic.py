@@ -50,7 +50,8 @@ class AnthropicProvider(HostedProvider):
         if self.api_key:
             headers["x-api-key"] = self.api_key
         response = post_stream(
-            self.name, f"{self.base_url}/v1/messages", headers, payload, request.timeout, proxies=self.proxies
+            self.name, f"{self.base_url}/v1/messages", headers, payload, request.timeout,
+            proxies=self.proxies, on_retry=request.on_retry,
         )
         stop_reason = None
         input_tokens = output_tokens = None

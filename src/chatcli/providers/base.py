@@ -18,6 +18,8 @@ class Request:
     system: str = ""
     timeout: float = 120.0
     max_tokens: int | None = None
+    # Told when a request is retried (rate limit, overload), so the user is not left waiting in silence.
+    on_retry: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 from chatcli.config import Proxies, Settings
-from chatcli.core.errors import ProviderError
+from chatcli.core.errors import ConfigError, ProviderError
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_RETRIES = 3
@@ -54,12 +54,18 @@ def post_stream(
     proxies: Proxies | None = None,
     max_retries: int = MAX_RETRIES,
     sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[str], None] | None = None,
 ) -> http.client.HTTPResponse:
     """POST `payload` as JSON and return the open 200 response, retrying 429/5xx with backoff."""
     body = json.dumps(payload).encode("utf-8")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ProviderError(f"{provider}: invalid endpoint URL '{url}'")
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ConfigError(f"{provider}: invalid endpoint URL '{url}' (check the {provider} base URL setting)")
     proxies = proxies or Proxies()
     all_headers = {
         "Content-Type": "application/json",
@@ -91,7 +97,10 @@ def post_stream(
         detail = _error_detail(response)
         conn.close()
         if response.status in RETRY_STATUSES and attempt < max_retries:
-            sleep(_retry_delay(response, attempt))
+            delay = _retry_delay(response, attempt)
+            if on_retry:
+                on_retry(f"{provider}: HTTP {response.status}, retrying in {delay:.3g} s ({attempt + 1}/{max_retries})")
+            sleep(delay)
             attempt += 1
             continue
         retried = f" after {attempt + 1} attempts" if attempt else ""

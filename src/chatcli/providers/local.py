@@ -27,8 +27,10 @@ BUNDLED_FILE = DEFAULT_MODELS["local"] + ".gguf"
 CONTEXT_TOKENS = 4096
 DEFAULT_MAX_TOKENS = 512
 # SmolLM2's recommended sampling; other GGUFs get the same sensible, low-temperature defaults.
+# A small model loops on itself without a repetition penalty.
 TEMPERATURE = 0.2
 TOP_P = 0.9
+REPEAT_PENALTY = 1.3
 
 _models: dict[str, object] = {}
 _lock = threading.Lock()
@@ -83,7 +85,10 @@ class LocalProvider:
         messages = _window(llm, request, CONTEXT_TOKENS - max_tokens)
         try:
             chunks = llm.create_chat_completion(
-                messages=messages, stream=True, max_tokens=max_tokens, temperature=TEMPERATURE, top_p=TOP_P
+                messages=messages, stream=True, max_tokens=max_tokens,
+                temperature=TEMPERATURE,
+                top_p=TOP_P,
+                repeat_penalty=REPEAT_PENALTY,
             )
             stop_reason = None
             for chunk in chunks:
@@ -102,7 +107,7 @@ class LocalProvider:
 def _window(llm, request: Request, budget: int) -> list[dict]:
     """The system prompt plus the newest messages whose tokens fit in `budget`."""
     def cost(text: str) -> int:
-        return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)) + 8
+        return len(llm.tokenize(text.encode("utf-8", errors="replace"), add_bos=False, special=True)) + 8
 
     system = [{"role": "system", "content": request.system}] if request.system else []
     budget -= sum(cost(m["content"]) for m in system)

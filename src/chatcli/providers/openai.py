@@ -33,7 +33,7 @@ class OpenAIProvider(HostedProvider):
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         response = post_stream(
             self.name, f"{self.base_url}/chat/completions", headers, payload, request.timeout,
-            proxies=self.proxies,
+            proxies=self.proxies, on_retry=request.on_retry,
         )
         stop_reason = None
         finished = False

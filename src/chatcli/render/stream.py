@@ -65,6 +65,7 @@ class MarkdownStream:
         self._live = None
         self._pending = ""
         self._printed_any = False
+        self._separate_next = True
 
     def start(self) -> None:
         from rich.live import Live
@@ -86,6 +87,12 @@ class MarkdownStream:
         if cut > 0:
             done, self._pending = self._pending[:cut], self._pending[cut:]
             self._print(done)
+        elif self._pending.count("\n") > max(self.console.height - 4, 4) and not _in_fence(self._pending):
+            # One block taller than the screen (a long list): the live area cannot redraw what
+            # has scrolled away, so print its finished lines now and keep only the last one live.
+            cut = self._pending.rfind("\n") + 1
+            done, self._pending = self._pending[:cut], self._pending[cut:]
+            self._print(done, separate=False)
         self._live.update(Markdown(self._pending))
 
     def finish(self, interrupted: bool = False) -> None:
@@ -101,13 +108,14 @@ class MarkdownStream:
     def note(self, text: str) -> None:
         self.console.print(text, style="dim", markup=False, highlight=False)
 
-    def _print(self, block: str) -> None:
+    def _print(self, block: str, separate: bool = True) -> None:
         from rich.markdown import Markdown
 
         if not block.strip():
             return
-        if self._printed_any:
+        if self._printed_any and self._separate_next:
             self.console.print()
+        self._separate_next = separate
         self.console.print(Markdown(block.strip("\n")))
         self._printed_any = True
 
@@ -140,6 +148,11 @@ def wants_markdown(out: TextIO, settings: Settings) -> bool:
         and not settings.no_color
         and not settings.dumb_terminal
     )
+
+
+def _in_fence(text: str) -> bool:
+    fences = sum(1 for line in text.splitlines() if line.strip().startswith(("```", "~~~")))
+    return fences % 2 == 1
 
 
 def make_renderer(out: TextIO, settings: Settings) -> StreamRenderer:

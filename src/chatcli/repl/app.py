@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import termios
 import threading
 
 from prompt_toolkit import PromptSession
@@ -52,6 +54,7 @@ def build_repl(settings: Settings) -> tuple[PromptSession, Conversation, Command
         key_bindings=key_bindings(),
         style=STYLE,
         enable_history_search=False,
+        prompt_continuation=lambda width, _line, _wrap: "." * (width - 1) + " ",
     )
     return session, conversation, registry, terminal
 
@@ -96,7 +99,8 @@ def _turn(conversation: Conversation, text: str, terminal: Terminal) -> None:
     renderer = make_renderer(sys.stdout, conversation.settings)
     renderer.start()
     try:
-        result = conversation.send(text, on_text=renderer.feed)
+        with _no_echo():
+            result = conversation.send(text, on_text=renderer.feed, on_notice=renderer.note)
     except ChatcliError as exc:
         renderer.finish()
         terminal.error(str(exc))
@@ -107,6 +111,24 @@ def _turn(conversation: Conversation, text: str, terminal: Terminal) -> None:
     renderer.finish(interrupted=result.interrupted)
     if result.truncated:
         renderer.note(TRUNCATED)
+
+
+@contextlib.contextmanager
+def _no_echo():
+    """Keys typed during an answer are not echoed over it; they stay queued for the next prompt."""
+    try:
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd)
+    except (OSError, ValueError, termios.error):
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def _show(terminal: Terminal, result: Result) -> None:

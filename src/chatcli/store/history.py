@@ -21,6 +21,7 @@ class PromptHistory:
     def __init__(self, path: Path, max_size: int) -> None:
         self.path = path
         self.max_size = max_size
+        self._mode_checked = False
 
     def load(self) -> list[str]:
         """Entries oldest first. A missing file is an empty history; an unreadable one raises OSError."""
@@ -36,6 +37,9 @@ class PromptHistory:
         stamp = datetime.datetime.now().isoformat(sep=" ", timespec="milliseconds")
         block = f"\n# {stamp}\n" + "".join(f"+{line}\n" for line in text.split("\n"))
         append_line(self.path, block.encode("utf-8"))
+        if not self._mode_checked:  # a history file made elsewhere (0644, say) is made private
+            os.chmod(self.path, 0o600)
+            self._mode_checked = True
         if os.stat(self.path).st_size > self.max_size:
             self._trim()
 
