@@ -45,7 +45,3 @@ class Message:
             out["tool_call_id"] = self.tool_call_id
         out.update(self.extra)
         return out
-
-    @property
-    def interrupted(self) -> bool:
-        return bool(self.meta.get("interrupted"))

@@ -1,0 +1,27 @@
+"""The message value's JSON form keeps every field other tools wrote (SPEC §3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatcli.core.messages import Message
+
+
+def test_round_trip_keeps_unknown_fields_and_meta():
+    data = {"role": "assistant", "content": "hi", "meta": {"mode": "agent", "x": 1},
+            "images": ["a.png"], "is_error": False, "tool_calls": [{"id": "1", "type": "function",
+                                                                     "name": "f", "arguments": "{}"}]}
+    message = Message.from_dict(data)
+    assert message.extra == {"images": ["a.png"], "is_error": False}
+    assert message.to_dict() == data
+
+
+def test_missing_or_null_content_becomes_empty_text():
+    assert Message.from_dict({"role": "tool", "content": None, "tool_call_id": "1"}).content == ""
+    assert Message.from_dict({"role": "user"}).to_dict() == {"role": "user", "content": ""}
+
+
+@pytest.mark.parametrize("bad", [[], {"content": "x"}, {"role": 3}])
+def test_a_message_without_a_role_is_refused(bad):
+    with pytest.raises(ValueError):
+        Message.from_dict(bad)
