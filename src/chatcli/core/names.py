@@ -1,0 +1,38 @@
+"""Session names (SPEC §4 "Names"): what is allowed, and which prefixes belong to chatcli itself."""
+
+from __future__ import annotations
+
+import re
+
+from chatcli.core.errors import UsageError
+
+NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}")
+RESERVED_PREFIXES = ("autosave-", "mcp-")
+ALLOWED = (
+    "1 to 128 characters: letters, digits, '-', '_' and '.', starting with a letter or digit, "
+    "with no '..'"
+)
+
+
+def validate_name(name: str) -> str:
+    """Return `name` if it may name a session file, else raise a UsageError saying what is allowed."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or ".." in name:
+        shown = name if isinstance(name, str) and len(name) <= 60 else f"{str(name)[:57]}..."
+        raise UsageError(f"invalid session name {shown!r}: use {ALLOWED}")
+    return name
+
+
+def is_machine_name(name: str) -> bool:
+    """Sessions chatcli creates itself (autosaves, MCP mirrors)."""
+    return name.startswith(RESERVED_PREFIXES)
+
+
+def validate_user_target(name: str) -> str:
+    """A name the user may save, attach or fork to: valid and not reserved for chatcli."""
+    validate_name(name)
+    if is_machine_name(name):
+        raise UsageError(
+            f"'{name}' uses a prefix chatcli keeps for its own sessions ({', '.join(RESERVED_PREFIXES)}); "
+            "choose another name"
+        )
+    return name
