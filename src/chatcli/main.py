@@ -9,7 +9,7 @@ from chatcli import __version__
 USAGE_HINT = "see chatcli --help"
 
 
-def build_parser():
+def _parser_class():
     import argparse
 
     class Parser(argparse.ArgumentParser):
@@ -17,7 +17,11 @@ def build_parser():
             sys.stderr.write(f"chatcli: error: {message} ({USAGE_HINT})\n")
             raise SystemExit(2)
 
-    parser = Parser(
+    return Parser
+
+
+def build_parser():
+    parser = _parser_class()(
         prog="chatcli",
         description="Chat with large language models from the terminal. With no -p and no piped "
         "input, starts the interactive REPL.",
@@ -29,9 +33,14 @@ def build_parser():
     parser.add_argument("--provider", metavar="NAME", help="openai, anthropic, ollama or local")
     parser.add_argument("--model", metavar="NAME", help="model name (a .gguf path for the local provider)")
     parser.add_argument("--timeout", metavar="SECONDS", type=float, help="network timeout (default 120)")
+    parser.add_argument("-c", "--continue", dest="resume", action="store_true",
+                        help="resume the most recent session")
+    parser.add_argument("--session", metavar="NAME", help="attach to session NAME at start (created when "
+                        "missing); with -p the turn is written to it")
     parser.add_argument("--raw", action="store_true", help="print answers as plain text, no Markdown rendering")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     parser.add_argument("--version", action="version", version=f"chatcli {__version__}")
+    parser.epilog += (" Scripting: chatcli session list|show|delete|fork (see chatcli session --help).")
     return parser
 
 
@@ -40,9 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["--version"]:  # the common case, answered without loading argparse
         print(f"chatcli {__version__}")
         return 0
-    args = build_parser().parse_args(argv)
+    if argv and argv[0] == "session":
+        from chatcli.cli.session_cli import build_parser as session_parser
+
+        args = session_parser(_parser_class()).parse_args(argv[1:])
+        args.debug = False
+        runner = _run_session
+    else:
+        args = build_parser().parse_args(argv)
+        runner = _run
     try:
-        return _run(args)
+        return runner(args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -63,23 +80,38 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _run(args) -> int:
+def _settings(**flags):
     from chatcli.config import Settings
 
-    settings = Settings.load(
-        provider=args.provider, model=args.model, timeout=args.timeout, raw=args.raw, debug=args.debug
-    )
+    settings = Settings.load(**flags)
     for warning in settings.warnings:
         sys.stderr.write(f"chatcli: warning: {warning}\n")
+    return settings
+
+
+def _run(args) -> int:
+    settings = _settings(provider=args.provider, model=args.model, timeout=args.timeout, raw=args.raw,
+                         debug=args.debug)
+    if args.resume and args.session:
+        from chatcli.core.errors import UsageError
+
+        raise UsageError("--continue and --session NAME cannot be used together")
+    start = {"resume": args.resume, "name": args.session}
     if args.prompt is not None or not sys.stdin.isatty():
         from chatcli.cli.oneshot import run_oneshot
 
         # Bytes that are not UTF-8 (a Latin-1 log, say) become U+FFFD rather than failing later.
         piped = None if sys.stdin.isatty() else sys.stdin.buffer.read().decode("utf-8", errors="replace")
-        return run_oneshot(settings, args.prompt, piped)
+        return run_oneshot(settings, args.prompt, piped, start)
     from chatcli.repl.app import run_repl
 
-    return run_repl(settings)
+    return run_repl(settings, start)
+
+
+def _run_session(args) -> int:
+    from chatcli.cli.session_cli import run_session_command
+
+    return run_session_command(_settings(), args)
 
 
 def _silence_stdout() -> None:

@@ -6,7 +6,7 @@ import sys
 
 from chatcli.config import Settings
 from chatcli.core.errors import UsageError
-from chatcli.engine import Conversation, load_system_prompt
+from chatcli.engine import Conversation, load_system_prompt, sessions
 from chatcli.render import make_renderer
 from chatcli.render.stream import TRUNCATED
 
@@ -19,12 +19,15 @@ def compose_prompt(flag: str | None, piped: str | None) -> str:
     return "\n\n".join(part.strip("\n") for part in parts)
 
 
-def run_oneshot(settings: Settings, flag: str | None, piped: str | None) -> int:
+def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: dict | None = None) -> int:
+    """Without --session/--continue nothing is written; with them the turn goes to that session."""
     prompt = compose_prompt(flag, piped)
     system_prompt, warnings = load_system_prompt(settings)
     for warning in warnings:
         sys.stderr.write(f"chatcli: warning: {warning}\n")
     conversation = Conversation(settings, system_prompt=system_prompt)
+    for note in sessions.start(conversation, **(start or {})):
+        sys.stderr.write(note + "\n")
     renderer = make_renderer(sys.stdout, settings)
     renderer.start()
     try:
@@ -35,4 +38,6 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None) -> int:
     renderer.finish(interrupted=result.interrupted)
     if result.truncated:
         renderer.note(TRUNCATED)
+    for note in result.notes:
+        renderer.note(note)
     return 130 if result.interrupted else 0

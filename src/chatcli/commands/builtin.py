@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chatcli.commands import session as session_commands
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.config import PROVIDERS
 from chatcli.config.settings import DEFAULT_MODELS
@@ -52,6 +53,8 @@ def build_registry() -> CommandRegistry:
             raise UsageError("usage: /provider [name]")
         conv.switch_provider(args)
         return Result(f"Provider set to {conv.settings.provider}, model {conv.settings.model_label}.")
+
+    session_commands.register(registry)
 
     @registry.command("exit", "/exit", "leave chatcli", aliases=("quit",))
     def exit_(_conv: Conversation, _args: str) -> Result:

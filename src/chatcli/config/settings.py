@@ -117,6 +117,11 @@ class Settings:
     history_max_size: int = DEFAULT_HISTORY_MAX_SIZE
     # CHATCLI_MAX_TOKENS: a cap on the length of each answer; None lets each provider decide.
     max_tokens: int | None = None
+    # CHATCLI_SESSION_WRITETHROUGH: a bound session is written after every turn and newer
+    # writes by other surfaces are adopted before every turn (off disables both directions).
+    session_writethrough: bool = True
+    # CHATCLI_SESSION_AUTOSAVE: unbound conversations are kept as autosave-… sessions.
+    session_autosave: bool = True
     proxies: Proxies = field(default_factory=Proxies)
     # The environment this was parsed from; only config reads it (endpoints, per-provider models).
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -162,8 +167,12 @@ class Settings:
                     f"CHATCLI_MAX_TOKENS={env['CHATCLI_MAX_TOKENS']!r} is not a positive whole number; "
                     "using each provider's default"
                 )
+        writethrough = _flag(env, "CHATCLI_SESSION_WRITETHROUGH", True, warnings)
+        autosave = _flag(env, "CHATCLI_SESSION_AUTOSAVE", True, warnings)
         settings = cls(
             home=_expand(env.get("CHATCLI_HOME") or "~/.chatcli", env),
+            session_writethrough=writethrough,
+            session_autosave=autosave,
             provider=chosen,
             model="",
             timeout=timeout or DEFAULT_TIMEOUT,
@@ -231,6 +240,26 @@ class Settings:
         return Endpoint(base_url=base.rstrip("/"), api_key=key or None)
 
     @property
+    def sessions_dir(self) -> Path:
+        return self.home / "sessions"
+
+    def session_report(self) -> list[tuple[str, str, str]]:
+        """(variable, effective value, where it came from) for every session setting (/config session)."""
+        def source(var: str) -> str:
+            return "environment" if self.env.get(var, "").strip() else "default"
+
+        def on(value: bool) -> str:
+            return "on" if value else "off"
+
+        return [
+            ("CHATCLI_HOME", str(self.home), source("CHATCLI_HOME")),
+            ("sessions directory", str(self.sessions_dir), "CHATCLI_HOME"),
+            ("CHATCLI_SESSION_WRITETHROUGH", on(self.session_writethrough), source("CHATCLI_SESSION_WRITETHROUGH")),
+            ("CHATCLI_SESSION_AUTOSAVE", on(self.session_autosave), source("CHATCLI_SESSION_AUTOSAVE")),
+            ("HISTORY_MAX_SIZE", f"{self.history_max_size} bytes (a save above it warns)", source("HISTORY_MAX_SIZE")),
+        ]
+
+    @property
     def model_label(self) -> str:
         """The model as the prompt shows it: a GGUF path is shown by its file name."""
         if self.provider == "local":
@@ -252,6 +281,23 @@ class Settings:
         if self.home not in dirs:
             dirs.append(self.home)
         return dirs
+
+
+_FALSE = ("false", "0", "off", "no", "disabled")
+_TRUE = ("true", "1", "on", "yes", "enabled")
+
+
+def _flag(env: Mapping[str, str], var: str, default: bool, warnings: list[str]) -> bool:
+    value = env.get(var, "").strip().lower()
+    if not value:
+        return default
+    if value in _FALSE:
+        return False
+    if value in _TRUE:
+        return True
+    warnings.append(f"{var}={env[var]!r} is not on/off (true|1|on|yes or false|0|off|no|disabled); "
+                    f"using {'on' if default else 'off'}")
+    return default
 
 
 def _runs_locally(model: str) -> bool:

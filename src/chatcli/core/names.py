@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import re
+from collections.abc import Callable
 
 from chatcli.core.errors import UsageError
 
@@ -36,3 +38,18 @@ def validate_user_target(name: str) -> str:
             "choose another name"
         )
     return name
+
+
+def autosave_name(now: datetime.datetime, taken: Callable[[str], bool]) -> str:
+    """`autosave-YYYYMMDD-HHMMSS` in local time; `-2`, `-3`… keep two in the same second apart."""
+    base = "autosave-" + now.strftime("%Y%m%d-%H%M%S")
+    name, counter = base, 1
+    while taken(name):
+        counter += 1
+        name = f"{base}-{counter}"
+    return name
+
+
+def is_trivial(history: list) -> bool:
+    """Fewer than 2 non-system messages: not worth keeping automatically."""
+    return sum(1 for message in history if message.role != "system") < 2

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from chatcli.config import Settings
 from chatcli.core.bootstrap import compose_system_prompt
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message
+from chatcli.core.names import is_machine_name
+from chatcli.core.session import SessionData
 from chatcli.providers.base import Delta, Done, Provider, ProviderRegistry, Request, default_registry
 from chatcli.store.bootstrap import read_bootstrap
+from chatcli.store.sessions import SessionError, SessionStore, Stamp
 
 
 def load_system_prompt(settings: Settings, cwd: Path | None = None) -> tuple[str, list[str]]:
@@ -26,6 +29,8 @@ class TurnResult:
     text: str
     interrupted: bool = False
     done: Done | None = None
+    # Lines about what happened to the session after the answer (merged, unbound, too large…).
+    notes: tuple[str, ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -50,8 +55,14 @@ class Conversation:
         self.system_prompt = system_prompt
         self.registry = registry or default_registry()
         self.history: list[Message] = []
-        # The name of the bound session; the session commands set it (prompt shows `[name] model> `).
+        # The session fields carried with this conversation (title, attachments, unknown fields…).
+        self.session = SessionData()
+        # The name of the bound session (prompt shows `[name] model> `); None when unbound.
         self.session_name: str | None = None
+        # The bound file as of our last read or write, and how many messages it then held.
+        self.sync_stamp: Stamp | None = None
+        self.synced_count = 0
+        self._store: SessionStore | None = None
         self._provider: Provider | None = None
         self._provider_lock = threading.Lock()  # warm() may create it from a background thread
 
@@ -76,6 +87,88 @@ class Conversation:
         with self._provider_lock:
             self.settings, self._provider = settings, provider
 
+    @property
+    def store(self) -> SessionStore:
+        if self._store is None:
+            self._store = SessionStore(self.settings.sessions_dir)
+        return self._store
+
+    # -- binding (SPEC §6.1) ----------------------------------------------------------------
+    def bind(self, name: str | None, data: SessionData, stamp: Stamp | None) -> None:
+        """Make `data` the live conversation, bound to `name` unless that is a machine-made session."""
+        self.session = data
+        self.history = list(data.history)
+        self.session_name = None if name is None or is_machine_name(name) else name
+        self.sync_stamp = stamp if self.session_name else None
+        self.synced_count = len(self.history)
+
+    def unbind(self) -> None:
+        self.session_name = None
+        self.sync_stamp = None
+
+    def adopt(self) -> list[str]:
+        """Before a turn: take over what other surfaces wrote to the bound session since our last sync."""
+        name = self.session_name
+        if name is None or not self.settings.session_writethrough:
+            return []
+        stamp = self.store.stamp(name)
+        if stamp == self.sync_stamp:
+            return []
+        if stamp is None:
+            self.unbind()
+            return [f"Session '{name}' was deleted elsewhere; unbound (the conversation stays in memory)."]
+        try:
+            data, stamp = self.store.load(name)
+        except SessionError as exc:
+            self.unbind()
+            return [f"{exc}; unbound so that it is not overwritten."]
+        before = len(self.history)
+        self.bind(name, data, stamp)
+        return [f"Session '{name}' was updated elsewhere; adopted it ({before} → {len(self.history)} messages)."]
+
+    def write_through(self) -> list[str]:
+        """After a turn: write the bound session at once; if another surface wrote meanwhile, merge.
+
+        The merge keeps both sides: the file's history (the other surface's new messages
+        after the shared prefix) first, then the messages of this turn.
+        """
+        name = self.session_name
+        if name is None or not self.settings.session_writethrough:
+            return []
+        notes: list[str] = []
+        store = self.store
+        try:
+            with store.lock(name):
+                stamp = store.stamp(name)
+                if stamp is None:
+                    self.unbind()
+                    return [f"Session '{name}' was deleted elsewhere; unbound and not recreated "
+                            "(the conversation stays in memory)."]
+                if stamp != self.sync_stamp:
+                    data, _ = store.load(name)
+                    ours = self.history[self.synced_count:]
+                    theirs = len(data.history) - self.synced_count
+                    data.history = data.history + ours
+                    notes.append(
+                        f"Session '{name}' was also written by another surface during this turn; merged "
+                        f"({max(theirs, 0)} of its messages first, then this turn's {len(ours)})."
+                    )
+                else:
+                    data = self.session.copy()
+                    data.history = list(self.history)
+                stamp = store.save(name, data, check_existing=False)
+        except SessionError as exc:
+            return [f"{exc} (the conversation is still in memory; the next turn tries again)"]
+        self.bind(name, data, stamp)
+        return notes + self.size_notes(name, stamp)
+
+    def size_notes(self, name: str, stamp: Stamp) -> list[str]:
+        limit = self.settings.history_max_size
+        if stamp.size <= limit:
+            return []
+        return [f"Session '{name}' is {stamp.size / 1e6:.1f} MB, above HISTORY_MAX_SIZE ({limit / 1e6:.1f} MB); "
+                "/compact would shrink it. Nothing was truncated."]
+
     def warm(self) -> None:
         """Do the slow part of the first request now (load a local model); safe from a thread."""
         warm = getattr(self.provider, "warm", None)
@@ -94,14 +187,26 @@ class Conversation:
         `meta.interrupted`, and returns normally. A provider error keeps any partial answer
         the same way, then propagates.
         """
+        notice = on_notice or (lambda _text: None)
+        for note in self.adopt():
+            notice(note)
         self.history.append(Message("user", text))
+        try:
+            result = self._answer(on_text, notice)
+        except BaseException:
+            for note in self.write_through():  # the user's message is written even when the turn failed
+                notice(note)
+            raise
+        return replace(result, notes=tuple(self.write_through()))
+
+    def _answer(self, on_text: Callable[[str], None], notice: Callable[[str], None]) -> TurnResult:
         request = Request(
             model=self.settings.model,
             messages=list(self.history),
             system=self.system_prompt,
             timeout=self.settings.timeout,
             max_tokens=self.settings.max_tokens,
-            on_retry=on_notice,
+            on_retry=notice,
         )
         parts: list[str] = []
         done: Done | None = None

@@ -13,7 +13,7 @@ from prompt_toolkit.styles import Style
 from chatcli.commands import CommandRegistry, Result, build_registry
 from chatcli.config import Settings
 from chatcli.core.errors import ChatcliError
-from chatcli.engine import Conversation, load_system_prompt
+from chatcli.engine import Conversation, load_system_prompt, sessions
 from chatcli.render import make_renderer, wants_markdown
 from chatcli.render.stream import TRUNCATED
 from chatcli.repl.parts import PromptFileHistory, SlashCompleter, key_bindings, prompt_text
@@ -59,8 +59,10 @@ def build_repl(settings: Settings) -> tuple[PromptSession, Conversation, Command
     return session, conversation, registry, terminal
 
 
-def run_repl(settings: Settings) -> int:
+def run_repl(settings: Settings, start: dict | None = None) -> int:
     session, conversation, registry, terminal = build_repl(settings)
+    for note in sessions.start(conversation, **(start or {})):
+        terminal.say(note)
     _warm_after_first_draw(session, conversation, markdown=wants_markdown(sys.stdout, settings))
     while True:
         try:
@@ -111,6 +113,8 @@ def _turn(conversation: Conversation, text: str, terminal: Terminal) -> None:
     renderer.finish(interrupted=result.interrupted)
     if result.truncated:
         renderer.note(TRUNCATED)
+    for note in result.notes:
+        terminal.say(note)
 
 
 @contextlib.contextmanager

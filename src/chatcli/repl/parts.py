@@ -53,7 +53,7 @@ class SlashCompleter(Completer):
                     yield Completion(candidate, start_position=-len(word))
             return
         command = self.registry.find(word)
-        if command is None or command.complete is None or " " in rest:
+        if command is None or command.complete is None:
             return
         for candidate in command.complete(self.conversation, rest):
             yield Completion(candidate, start_position=-len(rest))

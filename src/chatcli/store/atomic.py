@@ -11,9 +11,19 @@ PRIVATE_FILE = 0o600
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create `path` (and parents) if missing; directories chatcli creates are 0700."""
+    """Create `path` and any missing parents; every directory chatcli creates is 0700."""
     if not path.is_dir():
-        path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+        missing = []
+        probe = path
+        while not probe.exists() and probe != probe.parent:
+            missing.append(probe)
+            probe = probe.parent
+        for directory in reversed(missing):
+            try:
+                directory.mkdir(mode=PRIVATE_DIR)
+            except FileExistsError:
+                pass
+            os.chmod(directory, PRIVATE_DIR)  # mkdir's mode is reduced by the umask
     return path
 
 

@@ -1,0 +1,61 @@
+"""`chatcli session list|show|delete|fork` for scripts: the same functions as /session, printed plainly."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+
+from chatcli.commands.session import format_listing
+from chatcli.config import Settings
+from chatcli.core.session import encode_session
+from chatcli.engine import Conversation
+from chatcli.engine import sessions
+
+
+def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    parser = parser_class(prog="chatcli session", description="Manage saved sessions without the REPL.")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                    parser_class=parser_class)
+    listing = actions.add_parser("list", help="every saved session, newest first")
+    listing.add_argument("--json", action="store_true", help="one JSON array, for scripts")
+    show = actions.add_parser("show", help="print a session's messages")
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true", help="the whole v2 document")
+    delete = actions.add_parser("delete", help="delete a session")
+    delete.add_argument("name")
+    fork = actions.add_parser("fork", help="copy a session to a new name")
+    fork.add_argument("source")
+    fork.add_argument("target")
+    return parser
+
+
+def run_session_command(settings: Settings, args: argparse.Namespace) -> int:
+    conv = Conversation(settings)
+    out = sys.stdout
+    if args.action == "list":
+        infos = sessions.listing(conv)
+        if args.json:
+            rows = [{"name": i.name, "messages": i.messages, "size": i.size, "title": i.title,
+                     "modified": datetime.datetime.fromtimestamp(i.mtime).astimezone().isoformat(timespec="seconds"),
+                     **({"problem": i.problem} if i.problem else {})} for i in infos]
+            out.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
+        else:
+            out.write(format_listing(infos, None) + "\n")
+    elif args.action == "show":
+        data, _ = conv.store.load(args.name)
+        if args.json:
+            out.write(json.dumps(encode_session(data), ensure_ascii=False, indent=2) + "\n")
+        else:
+            out.write(f"# {args.name}: {data.title or '(untitled)'} — {len(data.history)} messages\n")
+            for position, message in enumerate(data.history, 1):
+                flag = " (interrupted)" if message.meta.get("interrupted") else ""
+                out.write(f"\n#{position} {message.role}{flag}\n{message.content}\n")
+    elif args.action == "delete":
+        out.write(sessions.delete(conv, args.name).text + "\n")
+    elif args.action == "fork":
+        sessions.load(conv, args.source)
+        sessions.fork(conv, args.target)
+        out.write(f"Session '{args.source}' forked to '{args.target}' ({len(conv.history)} messages).\n")
+    return 0

@@ -1,0 +1,152 @@
+"""The session document (SPEC §4): v2 values, v1/legacy migration, titles. Pure: no I/O."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+from chatcli.core.messages import Message
+
+VERSION = 2
+TITLE_MAX = 60
+_KNOWN = ("version", "title", "chat_history", "agent_history", "coder_history", "shared_memory",
+          "transcript_id", "attachments", "checkpoints")
+# Where a message may carry its time, in the files other versions wrote.
+_TIME_KEYS = ("timestamp", "created_at", "time")
+
+
+class SessionFormatError(ValueError):
+    """The document is not a session chatcli can read; the text says why, in a few words."""
+
+
+@dataclass
+class SessionData:
+    history: list[Message] = field(default_factory=list)
+    title: str | None = None
+    transcript_id: str | None = None
+    attachments: list[Any] = field(default_factory=list)
+    checkpoints: list[Any] = field(default_factory=list)
+    shared_memory: list[Any] = field(default_factory=list)
+    # Top-level fields this version does not know, written back untouched.
+    extra: dict[str, Any] = field(default_factory=dict)
+    # What the file was: "v2", "v1" or "legacy" (a bare array); new documents are "v2".
+    source: str = "v2"
+
+    def copy(self) -> "SessionData":
+        return SessionData(list(self.history), self.title, self.transcript_id, list(self.attachments),
+                           list(self.checkpoints), list(self.shared_memory), dict(self.extra), self.source)
+
+
+def decode_session(document: Any) -> SessionData:
+    """A parsed JSON document → SessionData. v1 and legacy files are migrated; newer versions refused."""
+    if isinstance(document, list):
+        return SessionData(history=_messages(document, "the message list"), source="legacy")
+    if not isinstance(document, dict):
+        raise SessionFormatError("not a session document (expected an object or an array)")
+    version = document.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise SessionFormatError(f"unknown format version {version!r}")
+    if version > VERSION:
+        raise SessionFormatError(
+            f"format version {version} is newer than this chatcli understands ({VERSION}); "
+            "upgrade chatcli to open it"
+        )
+    chat = _messages(document.get("chat_history") or [], "chat_history")
+    agent = _messages(document.get("agent_history") or [], "agent_history")
+    coder = _messages(document.get("coder_history") or [], "coder_history")
+    history = chat if (version == VERSION and not agent and not coder) else merge_mode_histories(chat, agent, coder)
+    title = document.get("title")
+    transcript = document.get("transcript_id")
+    return SessionData(
+        history=history,
+        title=title if isinstance(title, str) and title.strip() else None,
+        transcript_id=transcript if isinstance(transcript, str) and transcript else None,
+        attachments=_list(document.get("attachments")),
+        checkpoints=_list(document.get("checkpoints")),
+        shared_memory=_list(document.get("shared_memory")),
+        extra={k: v for k, v in document.items() if k not in _KNOWN},
+        source="v2" if version == VERSION else "v1",
+    )
+
+
+def encode_session(data: SessionData) -> dict[str, Any]:
+    """SessionData → the v2 document, unknown fields carried over."""
+    document: dict[str, Any] = {"version": VERSION}
+    document["title"] = data.title or make_title(data.history) or ""
+    document["chat_history"] = [m.to_dict() for m in data.history]
+    document["agent_history"] = []
+    document["coder_history"] = []
+    document["shared_memory"] = data.shared_memory
+    document["transcript_id"] = data.transcript_id or ""
+    document["attachments"] = data.attachments
+    document["checkpoints"] = data.checkpoints
+    for key, value in data.extra.items():
+        document.setdefault(key, value)
+    return document
+
+
+def make_title(history: list[Message]) -> str | None:
+    """The first user message, whitespace collapsed, at most 60 characters (+ '…')."""
+    for message in history:
+        if message.role == "user" and message.content.strip():
+            text = " ".join(message.content.split())
+            return text if len(text) <= TITLE_MAX else text[:TITLE_MAX].rstrip() + "…"
+    return None
+
+
+def merge_mode_histories(chat: list[Message], agent: list[Message], coder: list[Message]) -> list[Message]:
+    """Merge v1 per-mode histories into one, chronologically (SPEC §4).
+
+    When every non-system message carries a timestamp the merge is by time (stable, so
+    equal times keep chat, agent, coder order); otherwise chat, then agent, then coder.
+    System messages repeated across the lists are kept once.
+    """
+    seen_system: set[str] = set()
+    tagged: list[tuple[int, int, Message]] = []
+    for rank, (mode, messages) in enumerate((("chat", chat), ("agent", agent), ("coder", coder))):
+        for index, message in enumerate(messages):
+            if message.role == "system":
+                if message.content in seen_system:
+                    continue
+                seen_system.add(message.content)
+            if "mode" not in message.meta:
+                message.meta["mode"] = mode
+            tagged.append((rank, index, message))
+    times = [_time_of(m) for _, _, m in tagged]
+    dated = all(time is not None for time, (_, _, m) in zip(times, tagged, strict=True) if m.role != "system")
+    if tagged and dated and any(times):
+        order = sorted(range(len(tagged)), key=lambda i: (times[i] or _EPOCH, tagged[i][0], tagged[i][1]))
+        return [tagged[i][2] for i in order]
+    return [m for _, _, m in tagged]
+
+
+_EPOCH = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+
+
+def _time_of(message: Message) -> datetime.datetime | None:
+    for source in (message.extra, message.meta):
+        for key in _TIME_KEYS:
+            value = source.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return datetime.datetime.fromtimestamp(value, datetime.timezone.utc)
+            if isinstance(value, str) and value:
+                try:
+                    parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+                except ValueError:
+                    continue
+                return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+    return None
+
+
+def _messages(items: Any, where: str) -> list[Message]:
+    if not isinstance(items, list):
+        raise SessionFormatError(f"{where} is not a list")
+    try:
+        return [Message.from_dict(item) for item in items]
+    except ValueError as exc:
+        raise SessionFormatError(f"{where}: {exc}") from None
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []

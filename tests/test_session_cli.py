@@ -1,0 +1,133 @@
+"""`chatcli session …`, `--continue` and `--session` for scripts (SPEC §13), through the real executable."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CHATCLI, run_chatcli
+
+
+def make_session(env, name: str, *pairs: str) -> None:
+    sessions = Path(env["CHATCLI_HOME"]) / "sessions"
+    sessions.mkdir(parents=True, exist_ok=True)
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(pairs)]
+    (sessions / f"{name}.json").write_text(json.dumps({"version": 2, "chat_history": history}))
+
+
+def test_session_list_plain_and_json(env, workdir):
+    make_session(env, "alpha", "first alpha question", "answer")
+    make_session(env, "beta", "beta")
+    result = run_chatcli("session", "list", env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "alpha" in result.stdout and "first alpha question" in result.stdout and "2 msgs" in result.stdout
+    rows = json.loads(run_chatcli("session", "list", "--json", env=env, cwd=workdir).stdout)
+    assert {row["name"]: row["messages"] for row in rows} == {"alpha": 2, "beta": 1}
+    assert all({"name", "messages", "modified", "size", "title"} <= set(row) for row in rows)
+
+
+def test_session_list_with_no_sessions(env, workdir):
+    result = run_chatcli("session", "list", env=env, cwd=workdir)
+    assert result.returncode == 0 and result.stdout == "No saved sessions.\n"
+    assert json.loads(run_chatcli("session", "list", "--json", env=env, cwd=workdir).stdout) == []
+
+
+def test_session_show_plain_and_json(env, workdir):
+    make_session(env, "proj", "question?", "answer!")
+    result = run_chatcli("session", "show", "proj", env=env, cwd=workdir)
+    assert result.returncode == 0
+    assert "#1 user\nquestion?" in result.stdout and "#2 assistant\nanswer!" in result.stdout
+    document = json.loads(run_chatcli("session", "show", "proj", "--json", env=env, cwd=workdir).stdout)
+    assert document["version"] == 2 and len(document["chat_history"]) == 2
+
+
+def test_session_delete_and_fork(env, workdir):
+    make_session(env, "src", "a", "b")
+    result = run_chatcli("session", "fork", "src", "dst", env=env, cwd=workdir)
+    assert result.returncode == 0 and "forked to 'dst' (2 messages)" in result.stdout
+    sessions = Path(env["CHATCLI_HOME"]) / "sessions"
+    assert json.loads((sessions / "dst.json").read_text())["chat_history"][1]["content"] == "b"
+    result = run_chatcli("session", "delete", "src", env=env, cwd=workdir)
+    assert result.returncode == 0 and result.stdout == "Session 'src' deleted.\n"
+    assert not (sessions / "src.json").exists()
+
+
+@pytest.mark.parametrize("args,code,needle", [
+    (["session", "show", "ghost"], 1, "session 'ghost' does not exist"),
+    (["session", "delete", "../x"], 2, "invalid session name"),
+    (["session", "fork", "a", "mcp-b"], 2, "prefix chatcli keeps"),
+    (["session", "explode"], 2, "invalid choice"),
+])
+def test_session_command_errors_are_one_line(env, workdir, args, code, needle):
+    make_session(env, "a", "x")
+    result = run_chatcli(*args, env=env, cwd=workdir)
+    assert result.returncode == code, result.stderr
+    assert needle in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_oneshot_with_session_writes_the_turn(openai_env, openai_server, workdir):
+    result = run_chatcli("--session", "notes", "-p", "first", env=openai_env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    result = run_chatcli("--session", "notes", "-p", "second", env=openai_env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert [m["content"] for m in openai_server.requests[1].body["messages"]] == [
+        "first", "You said: first", "second"]
+    document = json.loads((Path(openai_env["CHATCLI_HOME"]) / "sessions" / "notes.json").read_text())
+    assert len(document["chat_history"]) == 4
+
+
+def test_continue_resumes_the_most_recent_session(openai_env, openai_server, workdir):
+    make_session(openai_env, "older", "old topic", "old answer")
+    os.utime(Path(openai_env["CHATCLI_HOME"]) / "sessions" / "older.json", (1, 1))
+    make_session(openai_env, "newer", "new topic", "new answer")
+    result = run_chatcli("-c", "-p", "and then?", env=openai_env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "Session 'newer' resumed" in result.stderr
+    assert [m["content"] for m in openai_server.requests[0].body["messages"]] == [
+        "new topic", "new answer", "and then?"]
+
+
+def test_continue_with_nothing_saved_starts_fresh(openai_env, openai_server, workdir):
+    result = run_chatcli("--continue", "-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 0
+    assert "No saved session to continue" in result.stderr
+
+
+def test_session_list_does_not_import_the_repl_or_providers(env, workdir):
+    make_session(env, "a", "x")
+    probe = ("import sys\nfrom chatcli.main import main\nmain(['session', 'list'])\n"
+             "heavy = {m.split('.')[0] for m in sys.modules} & {'prompt_toolkit', 'rich', 'openai', 'anthropic', "
+             "'llama_cpp', 'mcp', 'acp'}\nsys.stderr.write('HEAVY=' + ','.join(sorted(heavy)) + '\\n')\n")
+    result = subprocess.run([sys.executable, "-c", probe], env=env, cwd=workdir, capture_output=True, text=True,
+                            timeout=60)
+    assert "HEAVY=\n" in result.stderr, result.stderr
+
+
+def test_a_read_only_sessions_directory_is_a_clear_error(env, tmp_path):
+    """Sessions on a read-only file system (a tmpfs remounted ro in a private mount namespace):
+    reading works, writing is one clear line and changes nothing. Root ignores file modes, so a
+    chmod would not do."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"]).returncode != 0:
+        pytest.skip("no private mount namespace here")
+    sessions = tmp_path / "ro" / ".chatcli" / "sessions"
+    sessions.mkdir(parents=True)
+    env["CHATCLI_HOME"] = str(sessions.parent)
+    script = (
+        f"mount -t tmpfs -o size=1m tmpfs {sessions} && "
+        f"printf '%s' '{{\"version\": 2, \"chat_history\": [{{\"role\": \"user\", \"content\": \"x\"}}]}}' "
+        f"> {sessions}/kept.json && mount -o remount,ro {sessions} && "
+        f"{CHATCLI} session show kept && {CHATCLI} session fork kept copy; echo rc=$?; ls {sessions}"
+    )
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert "#1 user\nx" in result.stdout  # reading a read-only session works
+    assert "rc=1" in result.stdout
+    assert result.stdout.strip().endswith("kept.json")  # nothing else was written
+    assert result.stderr == (f"chatcli: error: session 'copy': cannot write {sessions}/copy.json: "
+                             "read-only file system; nothing was written\n")

@@ -1,0 +1,170 @@
+"""The session store on real files: v2 format, migration, refusals, modes, listing (SPEC §4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from chatcli.core.messages import Message
+from chatcli.core.session import SessionData, make_title
+from chatcli.store.sessions import SessionError, SessionNotFound, SessionStore
+
+
+@pytest.fixture
+def store(tmp_path):
+    return SessionStore(tmp_path / "home" / ".chatcli" / "sessions")
+
+
+def conversation(*pairs: str) -> list[Message]:
+    return [Message("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(pairs)]
+
+
+def test_save_and_load_round_trip_in_the_v2_format(store):
+    store.save("proj", SessionData(history=conversation("hi", "hello")))
+    document = json.loads(store.path("proj").read_text())
+    assert document["version"] == 2
+    assert document["chat_history"] == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert document["agent_history"] == [] and document["coder_history"] == []
+    assert {"shared_memory", "transcript_id", "attachments", "checkpoints", "title"} <= set(document)
+    data, _ = store.load("proj")
+    assert [m.content for m in data.history] == ["hi", "hello"]
+
+
+def test_files_are_0600_and_directories_0700(store):
+    store.save("proj", SessionData(history=conversation("hi")))
+    assert stat.S_IMODE(store.path("proj").stat().st_mode) == 0o600
+    assert stat.S_IMODE(store.root.stat().st_mode) == 0o700
+    assert stat.S_IMODE(store.root.parent.stat().st_mode) == 0o700  # CHATCLI_HOME itself
+
+
+def test_unknown_fields_survive_a_re_save(store):
+    store.root.mkdir(parents=True)
+    store.path("foreign").write_text(json.dumps({
+        "version": 2, "title": "t", "chat_history": [{"role": "user", "content": "x", "images": ["i.png"],
+                                                      "meta": {"mode": "agent", "cost": 3}}],
+        "agent_history": [], "coder_history": [], "shared_memory": [], "hub_thread": {"id": 7},
+        "attachments": [{"context_id": "c1", "priority": 2}], "checkpoints": [["sha256:aa"]],
+    }))
+    data, _ = store.load("foreign")
+    data.history.append(Message("assistant", "y"))
+    store.save("foreign", data)
+    document = json.loads(store.path("foreign").read_text())
+    assert document["hub_thread"] == {"id": 7}
+    assert document["chat_history"][0]["images"] == ["i.png"]
+    assert document["chat_history"][0]["meta"] == {"mode": "agent", "cost": 3}
+    assert document["attachments"] == [{"context_id": "c1", "priority": 2}]
+    assert document["checkpoints"] == [["sha256:aa"]]
+
+
+def test_legacy_bare_array_loads(store):
+    store.root.mkdir(parents=True)
+    store.path("old").write_text(json.dumps([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]))
+    data, _ = store.load("old")
+    assert [m.content for m in data.history] == ["a", "b"] and data.source == "legacy"
+
+
+def test_v1_per_mode_histories_merge_chronologically(store):
+    store.root.mkdir(parents=True)
+    system = {"role": "system", "content": "You are helpful."}
+    store.path("v1").write_text(json.dumps({
+        "version": 1,
+        "chat_history": [system, {"role": "user", "content": "c1", "timestamp": "2025-01-01T10:00:00Z"},
+                         {"role": "assistant", "content": "c2", "timestamp": "2025-01-01T10:00:05Z"}],
+        "agent_history": [system, {"role": "user", "content": "a1", "timestamp": "2025-01-01T09:00:00Z"},
+                          {"role": "assistant", "content": "a2", "timestamp": "2025-01-01T09:00:09Z"}],
+        "coder_history": [{"role": "user", "content": "k1", "timestamp": "2025-01-01T11:00:00Z"}],
+    }))
+    data, _ = store.load("v1")
+    assert [m.content for m in data.history] == ["You are helpful.", "a1", "a2", "c1", "c2", "k1"]
+    assert [m.meta.get("mode") for m in data.history[1:]] == ["agent", "agent", "chat", "chat", "coder"]
+    store.save("v1", data)
+    assert json.loads(store.path("v1").read_text())["version"] == 2
+
+
+def test_v1_without_timestamps_keeps_chat_agent_coder_order(store):
+    store.root.mkdir(parents=True)
+    store.path("v1").write_text(json.dumps({
+        "chat_history": [{"role": "user", "content": "c"}],
+        "agent_history": [{"role": "user", "content": "a"}],
+        "coder_history": [{"role": "user", "content": "k"}],
+    }))
+    assert [m.content for m in store.load("v1")[0].history] == ["c", "a", "k"]
+
+
+@pytest.mark.parametrize("content,needle", [
+    (json.dumps({"version": 3, "chat_history": []}), "format version 3 is newer"),
+    ('{"version": 2, "chat_history": [{"role": "user", "cont', "is not valid JSON"),
+    ("", "is empty"),
+    (json.dumps({"version": 2, "chat_history": "nope"}), "chat_history is not a list"),
+])
+def test_unreadable_files_are_refused_and_never_rewritten(store, content, needle):
+    store.root.mkdir(parents=True)
+    path = store.path("bad")
+    path.write_text(content)
+    before = path.read_bytes()
+    with pytest.raises(SessionError, match=needle) as info:
+        store.load("bad")
+    assert "session 'bad'" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(SessionError, match="not overwriting"):
+        store.save("bad", SessionData(history=conversation("new")))
+    assert path.read_bytes() == before
+
+
+def test_missing_session_is_a_clear_error(store):
+    with pytest.raises(SessionNotFound, match="session 'ghost' does not exist"):
+        store.load("ghost")
+
+
+def test_a_crash_mid_write_leaves_the_old_file(store, monkeypatch):
+    store.save("proj", SessionData(history=conversation("old")))
+    before = store.path("proj").read_bytes()
+
+    def fail(*_args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(SessionError, match="session 'proj': cannot write .*disk full; nothing was written"):
+        store.save("proj", SessionData(history=conversation("new", "answer")))
+    assert store.path("proj").read_bytes() == before
+    assert [p.name for p in store.root.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_title_comes_from_the_first_user_message():
+    long = "  Explain   the\nrepository pattern " + "x" * 80
+    title = make_title([Message("system", "s"), Message("user", long)])
+    assert title.startswith("Explain the repository pattern x") and title.endswith("…")
+    assert len(title) == 61
+    assert make_title([Message("user", "short")]) == "short"
+
+
+def test_listing_uses_the_catalog_instead_of_parsing_unchanged_files(store):
+    store.save("a", SessionData(history=conversation("one", "two")))
+    store.save("b", SessionData(history=conversation("x")))
+    first = {info.name: info.messages for info in store.list()}
+    assert first == {"a": 2, "b": 1}
+    # Plant a count only the catalog can produce: an unchanged file is not opened again.
+    catalog_path = store.root / ".catalog.json"
+    catalog = json.loads(catalog_path.read_text())
+    catalog["entries"]["a"][2] = 99
+    catalog_path.write_text(json.dumps(catalog))
+    assert {info.name: info.messages for info in store.list()}["a"] == 99
+    # A file whose mtime changed is read again.
+    st = store.path("a").stat()
+    os.utime(store.path("a"), ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert {info.name: info.messages for info in store.list()}["a"] == 2
+    catalog = json.loads(catalog_path.read_text())
+    catalog["entries"]["a"][2] = 99
+    catalog_path.write_text(json.dumps(catalog))
+    (store.root / ".catalog.json").unlink()  # rebuildable
+    assert {info.name: info.messages for info in store.list()} == {"a": 2, "b": 1}
+
+
+def test_listing_reports_unreadable_files_without_failing(store):
+    store.save("good", SessionData(history=conversation("x")))
+    store.path("broken").write_text("{")
+    infos = {info.name: info for info in store.list()}
+    assert infos["good"].messages == 1
+    assert infos["broken"].messages is None and "not valid JSON" in infos["broken"].problem
