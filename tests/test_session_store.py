@@ -140,26 +140,51 @@ def test_title_comes_from_the_first_user_message():
     assert make_title([Message("user", "short")]) == "short"
 
 
-def test_listing_uses_the_catalog_instead_of_parsing_unchanged_files(store):
+def settle(store) -> None:
+    """Age the sessions directory past the catalog's settling time, as if written a minute ago."""
+    st = store.root.stat()
+    os.utime(store.root, ns=(st.st_atime_ns, st.st_mtime_ns - 60_000_000_000))
+
+
+def plant(store, name: str, count: int) -> None:
+    """Put a message count in the catalog that only the catalog can produce."""
+    document = json.loads(store.catalog_path.read_text())
+    document["entries"][name][2] = count
+    store.catalog_path.write_text(json.dumps(document))
+
+
+def test_listing_uses_the_catalog_instead_of_parsing_files(store):
     store.save("a", SessionData(history=conversation("one", "two")))
     store.save("b", SessionData(history=conversation("x")))
-    first = {info.name: info.messages for info in store.list()}
-    assert first == {"a": 2, "b": 1}
-    # Plant a count only the catalog can produce: an unchanged file is not opened again.
-    catalog_path = store.root / ".catalog.json"
-    catalog = json.loads(catalog_path.read_text())
-    catalog["entries"]["a"][2] = 99
-    catalog_path.write_text(json.dumps(catalog))
+    assert {info.name: info.messages for info in store.list()} == {"a": 2, "b": 1}
+    assert store.catalog_path.parent == store.root.parent  # beside the directory, not in it
+    # A recent directory is not trusted: files are stat'ed, unchanged ones are not opened.
+    plant(store, "a", 99)
     assert {info.name: info.messages for info in store.list()}["a"] == 99
     # A file whose mtime changed is read again.
     st = store.path("a").stat()
     os.utime(store.path("a"), ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert {info.name: info.messages for info in store.list()}["a"] == 2
-    catalog = json.loads(catalog_path.read_text())
-    catalog["entries"]["a"][2] = 99
-    catalog_path.write_text(json.dumps(catalog))
-    (store.root / ".catalog.json").unlink()  # rebuildable
-    assert {info.name: info.messages for info in store.list()} == {"a": 2, "b": 1}
+    # A settled, unchanged directory: the catalog alone answers.
+    settle(store)
+    store.list()
+    plant(store, "b", 77)
+    assert {info.name: info.messages for info in store.list()}["b"] == 77
+    # Any write (a rename into the directory) ends the fast path at once: the new file is
+    # found, while the unchanged 'b' is still not reopened.
+    store.save("c", SessionData(history=conversation("new")))
+    assert {info.name: info.messages for info in store.list()} == {"a": 2, "b": 77, "c": 1}
+    store.catalog_path.unlink()  # rebuildable
+    assert {info.name: info.messages for info in store.list()} == {"a": 2, "b": 1, "c": 1}
+
+
+def test_deleting_a_session_shows_in_the_next_listing(store):
+    store.save("a", SessionData(history=conversation("x")))
+    store.save("b", SessionData(history=conversation("y")))
+    settle(store)
+    assert len(store.list()) == 2
+    store.delete("a")
+    assert [info.name for info in store.list()] == ["b"]
 
 
 def test_listing_reports_unreadable_files_without_failing(store):

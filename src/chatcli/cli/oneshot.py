@@ -6,7 +6,8 @@ import sys
 
 from chatcli.config import Settings
 from chatcli.core.errors import UsageError
-from chatcli.engine import Conversation, load_system_prompt, sessions
+from chatcli.engine import sessions
+from chatcli.engine.conversation import Conversation, load_system_prompt
 from chatcli.render import make_renderer
 from chatcli.render.stream import TRUNCATED
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 
 from chatcli.commands.session import format_listing
 from chatcli.config import Settings
 from chatcli.core.session import encode_session
-from chatcli.engine import Conversation
-from chatcli.engine import sessions
+from chatcli.store.sessions import SessionStore
 
 
 def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -32,11 +30,13 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
 
 
 def run_session_command(settings: Settings, args: argparse.Namespace) -> int:
-    conv = Conversation(settings)
+    store = SessionStore(settings.sessions_dir)
     out = sys.stdout
     if args.action == "list":
-        infos = sessions.listing(conv)
+        infos = store.list()
         if args.json:
+            import datetime
+
             rows = [{"name": i.name, "messages": i.messages, "size": i.size, "title": i.title,
                      "modified": datetime.datetime.fromtimestamp(i.mtime).astimezone().isoformat(timespec="seconds"),
                      **({"problem": i.problem} if i.problem else {})} for i in infos]
@@ -44,7 +44,7 @@ def run_session_command(settings: Settings, args: argparse.Namespace) -> int:
         else:
             out.write(format_listing(infos, None) + "\n")
     elif args.action == "show":
-        data, _ = conv.store.load(args.name)
+        data, _ = store.load(args.name)
         if args.json:
             out.write(json.dumps(encode_session(data), ensure_ascii=False, indent=2) + "\n")
         else:
@@ -52,9 +52,14 @@ def run_session_command(settings: Settings, args: argparse.Namespace) -> int:
             for position, message in enumerate(data.history, 1):
                 flag = " (interrupted)" if message.meta.get("interrupted") else ""
                 out.write(f"\n#{position} {message.role}{flag}\n{message.content}\n")
-    elif args.action == "delete":
-        out.write(sessions.delete(conv, args.name).text + "\n")
-    elif args.action == "fork":
+    else:  # delete and fork act on a conversation, exactly as /session does
+        from chatcli.engine import sessions
+        from chatcli.engine.conversation import Conversation
+
+        conv = Conversation(settings)
+        if args.action == "delete":
+            out.write(sessions.delete(conv, args.name).text + "\n")
+            return 0
         sessions.load(conv, args.source)
         sessions.fork(conv, args.target)
         out.write(f"Session '{args.source}' forked to '{args.target}' ({len(conv.history)} messages).\n")

@@ -1,6 +1,5 @@
-"""Slash commands, each written once and called by every surface that takes text. No printing."""
+"""Slash commands, each written once and called by every surface that takes text. No printing.
 
-from chatcli.commands.builtin import build_registry
-from chatcli.commands.registry import Command, CommandRegistry, Result
-
-__all__ = ["Command", "CommandRegistry", "Result", "build_registry"]
+`commands.builtin.build_registry()` assembles them; importing this package loads nothing, so a
+script that needs one formatter (`chatcli session list`) does not pay for every command.
+"""

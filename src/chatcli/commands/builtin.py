@@ -7,7 +7,7 @@ from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.config import PROVIDERS
 from chatcli.config.settings import DEFAULT_MODELS
 from chatcli.core.errors import UsageError
-from chatcli.engine import Conversation
+from chatcli.engine.conversation import Conversation
 
 
 def _model_candidates(conv: Conversation, prefix: str) -> list[str]:

@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 from chatcli.core.errors import ChatcliError
-from chatcli.engine import Conversation
+
+if TYPE_CHECKING:
+    from chatcli.engine.conversation import Conversation
 
 
 @dataclass(frozen=True)
@@ -18,8 +22,8 @@ class Result:
     exit: bool = False
 
 
-Handler = Callable[[Conversation, str], Result]
-Completer = Callable[[Conversation, str], list[str]]
+Handler = Callable[["Conversation", str], Result]
+Completer = Callable[["Conversation", str], list[str]]
 
 
 @dataclass(frozen=True)

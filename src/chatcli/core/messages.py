@@ -12,7 +12,7 @@ ROLES = ("user", "assistant", "system", "tool")
 _KNOWN = ("role", "content", "meta", "tool_calls", "tool_call_id")
 
 
-@dataclass
+@dataclass(slots=True)
 class Message:
     role: str
     content: str = ""
@@ -23,17 +23,26 @@ class Message:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Message":
-        if not isinstance(data, dict) or not isinstance(data.get("role"), str):
+        """Build from a parsed JSON object. Hot when loading large sessions: keep it lean.
+
+        The object's own `meta` dict is kept (not copied): the caller hands over parsed data.
+        """
+        if data.__class__ is not dict:
             raise ValueError("a message must be an object with a string 'role'")
-        content = data.get("content")
-        return cls(
-            role=data["role"],
-            content=content if isinstance(content, str) else ("" if content is None else str(content)),
-            meta=dict(data.get("meta") or {}),
-            tool_calls=data.get("tool_calls"),
-            tool_call_id=data.get("tool_call_id"),
-            extra={k: v for k, v in data.items() if k not in _KNOWN},
+        role = data.get("role")
+        if role.__class__ is not str:
+            raise ValueError("a message must be an object with a string 'role'")
+        content = data.get("content", "")
+        if content.__class__ is not str:
+            content = "" if content is None else str(content)
+        meta = data.get("meta")
+        tool_calls = data.get("tool_calls")
+        tool_call_id = data.get("tool_call_id")
+        known = 1 + ("content" in data) + (meta is not None or "meta" in data) + ("tool_calls" in data) + (
+            "tool_call_id" in data
         )
+        extra = {} if len(data) == known else {k: v for k, v in data.items() if k not in _KNOWN}
+        return cls(role, content, meta if meta.__class__ is dict else {}, tool_calls, tool_call_id, extra)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.content}

@@ -143,7 +143,7 @@ def _messages(items: Any, where: str) -> list[Message]:
     if not isinstance(items, list):
         raise SessionFormatError(f"{where} is not a list")
     try:
-        return [Message.from_dict(item) for item in items]
+        return list(map(Message.from_dict, items))
     except ValueError as exc:
         raise SessionFormatError(f"{where}: {exc}") from None
 

@@ -1,5 +1,4 @@
-"""One turn at a time: history → provider → (later) journal and store; binding, switching."""
+"""One turn at a time: history → provider → store; binding, write-through, session operations.
 
-from chatcli.engine.conversation import Conversation, TurnResult, load_system_prompt
-
-__all__ = ["Conversation", "TurnResult", "load_system_prompt"]
+Import from the modules (`engine.conversation`, `engine.sessions`); this package loads nothing.
+"""

@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from chatcli.core.errors import UsageError
 from chatcli.core.names import autosave_name, is_trivial, validate_name, validate_user_target
 from chatcli.core.session import SessionData
-from chatcli.engine.conversation import Conversation
+from typing import TYPE_CHECKING
 from chatcli.store.sessions import SessionError, SessionInfo
+
+if TYPE_CHECKING:  # annotations only: scripts that list sessions need no conversation machinery
+    from chatcli.engine.conversation import Conversation
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,12 @@ import threading
 from prompt_toolkit import PromptSession
 from prompt_toolkit.styles import Style
 
-from chatcli.commands import CommandRegistry, Result, build_registry
+from chatcli.commands.builtin import build_registry
+from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.config import Settings
 from chatcli.core.errors import ChatcliError
-from chatcli.engine import Conversation, load_system_prompt, sessions
+from chatcli.engine import sessions
+from chatcli.engine.conversation import Conversation, load_system_prompt
 from chatcli.render import make_renderer, wants_markdown
 from chatcli.render.stream import TRUNCATED
 from chatcli.repl.parts import PromptFileHistory, SlashCompleter, key_bindings, prompt_text

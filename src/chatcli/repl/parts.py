@@ -9,8 +9,8 @@ from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import History
 from prompt_toolkit.key_binding import KeyBindings
 
-from chatcli.commands import CommandRegistry
-from chatcli.engine import Conversation
+from chatcli.commands.registry import CommandRegistry
+from chatcli.engine.conversation import Conversation
 from chatcli.store.history import PromptHistory
 
 
