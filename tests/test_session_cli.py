@@ -131,3 +131,37 @@ def test_a_read_only_sessions_directory_is_a_clear_error(env, tmp_path):
     assert result.stdout.strip().endswith("kept.json")  # nothing else was written
     assert result.stderr == (f"chatcli: error: session 'copy': cannot write {sessions}/copy.json: "
                              "read-only file system; nothing was written\n")
+
+
+def test_a_session_above_history_max_size_warns_and_keeps_everything(openai_env, openai_server, workdir):
+    openai_env["HISTORY_MAX_SIZE"] = "200"
+    openai_server.reply("x" * 500)
+    result = run_chatcli("--session", "big", "-p", "hi", env=openai_env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "above HISTORY_MAX_SIZE" in result.stderr and "Nothing was truncated" in result.stderr
+    document = json.loads((Path(openai_env["CHATCLI_HOME"]) / "sessions" / "big.json").read_text())
+    assert document["chat_history"][1]["content"] == "x" * 500
+
+
+def test_repl_session_flag_and_continue(openai_env, openai_server, workdir):
+    from repl_driver import Repl, plain
+
+    openai_env["NO_COLOR"] = "1"
+    repl = Repl(openai_env, "m", cwd=workdir, args=("--session", "work"))
+    try:
+        repl.send("remember this")
+        assert "[work] m>" in plain(repl.send("/session status"))
+    finally:
+        repl.close()
+    repl = Repl(openai_env, "m", cwd=workdir, args=("-c",))
+    try:
+        repl.send("what did I say?")
+        assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == [
+            "remember this", "You said: remember this", "what did I say?"]
+    finally:
+        repl.close()
+
+
+def test_continue_and_session_together_is_a_usage_error(env, workdir):
+    result = run_chatcli("-c", "--session", "x", "-p", "hi", env=env, cwd=workdir)
+    assert result.returncode == 2 and "cannot be used together" in result.stderr

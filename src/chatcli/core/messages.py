@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 ROLES = ("user", "assistant", "system", "tool")
@@ -12,21 +11,51 @@ ROLES = ("user", "assistant", "system", "tool")
 _KNOWN = ("role", "content", "meta", "tool_calls", "tool_call_id")
 
 
-@dataclass(slots=True)
 class Message:
-    role: str
-    content: str = ""
-    meta: dict[str, Any] = field(default_factory=dict)
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    """One message. A plain slotted class rather than a dataclass: a 100,000-message session
+    builds 100,000 of these on load, and `meta`/`extra` dicts are only made when touched."""
+
+    __slots__ = ("role", "content", "_meta", "tool_calls", "tool_call_id", "_extra")
+
+    def __init__(
+        self,
+        role: str,
+        content: str = "",
+        meta: dict[str, Any] | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+        tool_call_id: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.role = role
+        self.content = content
+        self._meta = meta
+        self.tool_calls = tool_calls
+        self.tool_call_id = tool_call_id
+        self._extra = extra
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._meta = value
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        if self._extra is None:
+            self._extra = {}
+        return self._extra
+
+    @extra.setter
+    def extra(self, value: dict[str, Any]) -> None:
+        self._extra = value
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Message":
-        """Build from a parsed JSON object. Hot when loading large sessions: keep it lean.
-
-        The object's own `meta` dict is kept (not copied): the caller hands over parsed data.
-        """
+        """Build from a parsed JSON object; the object's own dicts are kept, not copied."""
         if data.__class__ is not dict:
             raise ValueError("a message must be an object with a string 'role'")
         role = data.get("role")
@@ -35,22 +64,31 @@ class Message:
         content = data.get("content", "")
         if content.__class__ is not str:
             content = "" if content is None else str(content)
+        if len(data) == 2 and "content" in data:  # the common case: {"role", "content"}
+            return cls(role, content)
         meta = data.get("meta")
-        tool_calls = data.get("tool_calls")
-        tool_call_id = data.get("tool_call_id")
-        known = 1 + ("content" in data) + (meta is not None or "meta" in data) + ("tool_calls" in data) + (
-            "tool_call_id" in data
-        )
-        extra = {} if len(data) == known else {k: v for k, v in data.items() if k not in _KNOWN}
-        return cls(role, content, meta if meta.__class__ is dict else {}, tool_calls, tool_call_id, extra)
+        extra = {k: v for k, v in data.items() if k not in _KNOWN}
+        return cls(role, content, meta if meta.__class__ is dict else None, data.get("tool_calls"),
+                   data.get("tool_call_id"), extra or None)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.meta:
-            out["meta"] = dict(self.meta)
+        if self._meta:
+            out["meta"] = dict(self._meta)
         if self.tool_calls is not None:
             out["tool_calls"] = self.tool_calls
         if self.tool_call_id is not None:
             out["tool_call_id"] = self.tool_call_id
-        out.update(self.extra)
+        if self._extra:
+            out.update(self._extra)
         return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # mutable value
+
+    def __repr__(self) -> str:
+        return f"Message({self.to_dict()!r})"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import datetime
 
 from chatcli.core.errors import UsageError
 

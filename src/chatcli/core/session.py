@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,27 +114,29 @@ def merge_mode_histories(chat: list[Message], agent: list[Message], coder: list[
             tagged.append((rank, index, message))
     times = [_time_of(m) for _, _, m in tagged]
     dated = all(time is not None for time, (_, _, m) in zip(times, tagged, strict=True) if m.role != "system")
-    if tagged and dated and any(times):
-        order = sorted(range(len(tagged)), key=lambda i: (times[i] or _EPOCH, tagged[i][0], tagged[i][1]))
+    if tagged and dated and any(time is not None for time in times):
+        earliest = float("-inf")  # an undated system message sorts first
+        order = sorted(range(len(tagged)), key=lambda i: (
+            earliest if times[i] is None else times[i], tagged[i][0], tagged[i][1]))
         return [tagged[i][2] for i in order]
     return [m for _, _, m in tagged]
 
 
-_EPOCH = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+def _time_of(message: Message) -> float | None:
+    """A message's time as seconds since the epoch (UTC when the text names no zone), if it has one."""
+    import datetime  # only v1 files get here
 
-
-def _time_of(message: Message) -> datetime.datetime | None:
     for source in (message.extra, message.meta):
         for key in _TIME_KEYS:
             value = source.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return datetime.datetime.fromtimestamp(value, datetime.timezone.utc)
+                return float(value)
             if isinstance(value, str) and value:
                 try:
                     parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
                 except ValueError:
                     continue
-                return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+                return (parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)).timestamp()
     return None
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 PRIVATE_DIR = 0o700
@@ -38,7 +37,9 @@ def fsync_dir(path: Path) -> None:
 def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> None:
     """Replace `path` with `data` so that a crash leaves the old file or the new one, never a torn one."""
     ensure_private_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # A unique name beside the target (what tempfile.mkstemp does, without its import cost).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         os.fchmod(fd, mode)
         view = memoryview(data)
