@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from chatcli.commands.session import format_listing
+from chatcli.commands.listing import format_listing
 from chatcli.config import Settings
 from chatcli.core.session import encode_session
 from chatcli.store.sessions import SessionStore

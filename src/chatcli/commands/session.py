@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
 from typing import TYPE_CHECKING
 
+from chatcli.commands.listing import format_listing
 from chatcli.engine import sessions
-from chatcli.store.sessions import SessionInfo
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
@@ -37,26 +36,6 @@ def session_command(conv: Conversation, args: str) -> Result:
     else:
         outcome = getattr(sessions, action)(conv)
     return Result("\n".join((outcome.text, *outcome.notes)))
-
-
-def format_listing(infos: list[SessionInfo], active: str | None) -> str:
-    if not infos:
-        return "No saved sessions."
-    width = max(len(info.name) for info in infos)
-    lines = [f"Sessions ({len(infos)}), newest first:"]
-    minutes: dict[int, str] = {}  # formatting times is the costly part of 10,000 rows
-    for name, messages, mtime, _size, title, problem in infos:
-        minute = int(mtime // 60)
-        when = minutes.get(minute)
-        if when is None:
-            when = minutes[minute] = time.strftime("%Y-%m-%d %H:%M", time.localtime(minute * 60))
-        mark = "*" if name == active else " "
-        if messages is None:
-            lines.append(f" {mark} {name:<{width}}  {'unreadable':>10}  {when}  {problem}")
-        else:
-            count = f"{messages} msgs" if messages != 1 else "1 msg"
-            lines.append(f" {mark} {name:<{width}}  {count:>10}  {when}  {title}")
-    return "\n".join(lines)
 
 
 def config_command(conv: Conversation, args: str) -> Result:

@@ -1,0 +1,28 @@
+"""The session listing as text: one formatter for /session list and `chatcli session list`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from chatcli.store.sessions import SessionInfo
+
+
+def format_listing(infos: Sequence[SessionInfo], active: str | None) -> str:
+    if not infos:
+        return "No saved sessions."
+    width = max(len(info.name) for info in infos)
+    lines = [f"Sessions ({len(infos)}), newest first:"]
+    minutes: dict[int, str] = {}  # formatting times is the costly part of 10,000 rows
+    for name, messages, mtime, _size, title, problem in infos:
+        minute = int(mtime // 60)
+        when = minutes.get(minute)
+        if when is None:
+            when = minutes[minute] = time.strftime("%Y-%m-%d %H:%M", time.localtime(minute * 60))
+        mark = "*" if name == active else " "
+        if messages is None:
+            lines.append(f" {mark} {name:<{width}}  {'unreadable':>10}  {when}  {problem}")
+        else:
+            count = f"{messages} msgs" if messages != 1 else "1 msg"
+            lines.append(f" {mark} {name:<{width}}  {count:>10}  {when}  {title}")
+    return "\n".join(lines)
