@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os.path
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from chatcli.core.errors import UsageError
-from chatcli.core.names import validate_name, validate_user_target
+from chatcli.core.names import NAME_RE, validate_name, validate_user_target
+from chatcli.store.sessions import SessionStore
 
 
 @pytest.mark.parametrize("name", ["a", "debug-api", "Proj_2.v1", "x" * 128, "0", "a.b-c_d"])
@@ -31,15 +33,24 @@ def test_reserved_prefixes_are_refused_as_user_targets_but_valid_names(name):
         validate_user_target(name)
 
 
-@given(st.text(max_size=200))
+SESSIONS = Path("/home/u/.chatcli/sessions")
+# Arbitrary text, valid names, and near-misses built from the allowed alphabet plus '.', '/' and '..'.
+names = st.one_of(
+    st.text(max_size=200),
+    st.from_regex(NAME_RE, fullmatch=True),
+    st.lists(st.sampled_from(["a", "Z", "9", "-", "_", ".", "..", "/", "\\", " ", "~", "\x00"]), max_size=40).map("".join),
+)
+
+
+@given(names)
 def test_no_accepted_name_escapes_the_sessions_directory(name):
-    sessions = "/home/u/.chatcli/sessions"
+    store = SessionStore(SESSIONS)
     try:
-        validate_name(name)
+        path = store.path(name)
     except UsageError as exc:
         message = str(exc)
         assert "\n" not in message and message.startswith("invalid session name")
         return
-    path = os.path.normpath(os.path.join(sessions, name + ".json"))
-    assert os.path.dirname(path) == sessions
-    assert os.path.basename(path) == name + ".json"
+    assert os.path.normpath(path) == str(path)  # nothing to resolve: no '..', no '//'
+    assert path.parent == SESSIONS and path.name == name + ".json"
+    assert len(name) <= 128 and not name.startswith((".", "-", "_"))

@@ -88,9 +88,12 @@ def test_continue_resumes_the_most_recent_session(openai_env, openai_server, wor
     make_session(openai_env, "newer", "new topic", "new answer")
     result = run_chatcli("-c", "-p", "and then?", env=openai_env, cwd=workdir)
     assert result.returncode == 0, result.stderr
-    assert "Session 'newer' resumed" in result.stderr
+    assert "Resumed session 'newer' (2 messages)." in result.stderr
     assert [m["content"] for m in openai_server.requests[0].body["messages"]] == [
         "new topic", "new answer", "and then?"]
+    # Decision: `-c -p` continues the session, so the follow-up is recorded in it.
+    document = json.loads((Path(openai_env["CHATCLI_HOME"]) / "sessions" / "newer.json").read_text())
+    assert [m["content"] for m in document["chat_history"]][-2:] == ["and then?", "You said: and then?"]
 
 
 def test_continue_with_nothing_saved_starts_fresh(openai_env, openai_server, workdir):

@@ -193,3 +193,34 @@ def test_listing_reports_unreadable_files_without_failing(store):
     infos = {info.name: info for info in store.list()}
     assert infos["good"].messages == 1
     assert infos["broken"].messages is None and "not valid JSON" in infos["broken"].problem
+
+
+def test_multi_part_content_and_foreign_meta_survive_a_re_save(store):
+    store.root.mkdir(parents=True)
+    parts = [{"type": "text", "text": "look at"}, {"type": "image_url", "image_url": {"url": "data:x"}}]
+    store.path("parts").write_text(json.dumps({"version": 2, "chat_history": [
+        {"role": "user", "content": parts, "meta": "legacy-string-meta"}]}))
+    data, _ = store.load("parts")
+    assert data.history[0].content == "look at"  # its text, for display and requests
+    store.save("parts", data)
+    message = json.loads(store.path("parts").read_text())["chat_history"][0]
+    assert message["content"] == parts and message["meta"] == "legacy-string-meta"
+
+
+def test_a_legacy_array_is_written_back_as_v2(store):
+    store.root.mkdir(parents=True)
+    store.path("old").write_text(json.dumps([{"role": "user", "content": "a"}]))
+    data, _ = store.load("old")
+    store.save("old", data)
+    document = json.loads(store.path("old").read_text())
+    assert document["version"] == 2 and document["chat_history"] == [{"role": "user", "content": "a"}]
+
+
+def test_v1_with_some_timestamps_orders_by_time_where_known(store):
+    store.root.mkdir(parents=True)
+    store.path("v1").write_text(json.dumps({
+        "chat_history": [{"role": "user", "content": "c-late", "timestamp": "2025-01-01T12:00:00Z"},
+                         {"role": "assistant", "content": "c-undated"}],
+        "agent_history": [{"role": "user", "content": "a-early", "timestamp": "2025-01-01T08:00:00Z"}],
+    }))
+    assert [m.content for m in store.load("v1")[0].history] == ["a-early", "c-late", "c-undated"]

@@ -79,7 +79,7 @@ def test_two_repls_alternate_turns_and_each_sees_the_others(repl_env, workdir, s
         right.send("/session attach shared")
         left.send("from left")
         out = plain(right.send("from right"))
-        assert "adopted" in out
+        assert "was updated elsewhere: took its 2 new message(s)" in out
         assert sent(openai_server) == ["from left", "You said: from left", "from right"]
         left.send("left again")
         assert sent(openai_server) == ["from left", "You said: from left", "from right", "You said: from right",
@@ -103,7 +103,7 @@ def test_two_repls_answering_at_the_same_moment_both_keep_their_turns(repl_env, 
         openai_server.wait_for_requests(1)
         right.child.send("right question\r")
         right.child.expect("quick right answer")
-        left.child.expect("merged")
+        left.child.expect("was also written by another surface")
         left.expect_prompt()
         right.expect_prompt()
     finally:

@@ -62,16 +62,23 @@ class Message:
         if role.__class__ is not str:
             raise ValueError("a message must be an object with a string 'role'")
         content = data.get("content", "")
-        if content.__class__ is not str:
-            content = "" if content is None else str(content)
-        if len(data) == 2 and "content" in data:  # the common case: {"role", "content"}
+        if content.__class__ is str and len(data) == 2:  # the common case: {"role", "content"}
             return cls(role, content)
-        meta = data.get("meta")
         extra = {k: v for k, v in data.items() if k not in _KNOWN}
-        return cls(role, content, meta if meta.__class__ is dict else None, data.get("tool_calls"),
-                   data.get("tool_call_id"), extra or None)
+        if content.__class__ is not str:
+            # Multi-part content (a list of parts) or null: keep the original to write back,
+            # and use its text for display and requests.
+            if content is not None:
+                extra["content"] = content
+            content = _text_of(content)
+        meta = data.get("meta")
+        if meta is not None and meta.__class__ is not dict:
+            extra["meta"] = meta  # not ours to interpret; written back as it was
+            meta = None
+        return cls(role, content, meta, data.get("tool_calls"), data.get("tool_call_id"), extra or None)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form; fields kept from the original (including a multi-part content) win."""
         out: dict[str, Any] = {"role": self.role, "content": self.content}
         if self._meta:
             out["meta"] = dict(self._meta)
@@ -92,3 +99,12 @@ class Message:
 
     def __repr__(self) -> str:
         return f"Message({self.to_dict()!r})"
+
+
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        parts = [part.get("text", "") if isinstance(part, dict) else str(part) for part in content]
+        return "\n".join(part for part in parts if part)
+    return str(content)

@@ -97,9 +97,9 @@ def make_title(history: list[Message]) -> str | None:
 def merge_mode_histories(chat: list[Message], agent: list[Message], coder: list[Message]) -> list[Message]:
     """Merge v1 per-mode histories into one, chronologically (SPEC §4).
 
-    When every non-system message carries a timestamp the merge is by time (stable, so
-    equal times keep chat, agent, coder order); otherwise chat, then agent, then coder.
-    System messages repeated across the lists are kept once.
+    By timestamps where messages carry them (equal times keep chat, agent, coder order);
+    otherwise chat, then agent, then coder, each list keeping its order. System messages
+    repeated across the lists are kept once.
     """
     seen_system: set[str] = set()
     tagged: list[tuple[int, int, Message]] = []
@@ -112,14 +112,18 @@ def merge_mode_histories(chat: list[Message], agent: list[Message], coder: list[
             if "mode" not in message.meta:
                 message.meta["mode"] = mode
             tagged.append((rank, index, message))
-    times = [_time_of(m) for _, _, m in tagged]
-    dated = all(time is not None for time, (_, _, m) in zip(times, tagged, strict=True) if m.role != "system")
-    if tagged and dated and any(time is not None for time in times):
-        earliest = float("-inf")  # an undated system message sorts first
-        order = sorted(range(len(tagged)), key=lambda i: (
-            earliest if times[i] is None else times[i], tagged[i][0], tagged[i][1]))
-        return [tagged[i][2] for i in order]
-    return [m for _, _, m in tagged]
+    # A message without a time takes the time of the one before it in its own list (or the
+    # earliest time if none), so every list keeps its order and undated messages stay with
+    # their neighbours; with no times at all this is simply chat, then agent, then coder.
+    keyed = []
+    last: dict[int, float] = {}
+    for rank, index, message in tagged:
+        own = _time_of(message)
+        when = own if own is not None else last.get(rank, float("-inf"))
+        last[rank] = when
+        keyed.append((when, rank, index, message))
+    keyed.sort(key=lambda item: item[:3])
+    return [message for *_, message in keyed]
 
 
 def _time_of(message: Message) -> float | None:

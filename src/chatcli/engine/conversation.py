@@ -18,6 +18,15 @@ from chatcli.store.bootstrap import read_bootstrap
 from chatcli.store.sessions import SessionError, SessionStore, Stamp
 
 
+def _shared_prefix(left: list[Message], right: list[Message]) -> int:
+    count = 0
+    for a, b in zip(left, right):
+        if a is not b and (a.role != b.role or a.content != b.content or a != b):
+            break
+        count += 1
+    return count
+
+
 def load_system_prompt(settings: Settings, cwd: Path | None = None) -> tuple[str, list[str]]:
     """The system prompt composed from the bootstrap files, and warnings about unreadable ones."""
     parts, warnings = read_bootstrap(settings.bootstrap_dirs(cwd))
@@ -106,8 +115,21 @@ class Conversation:
         self.session_name = None
         self.sync_stamp = None
 
+    def snapshot(self) -> SessionData:
+        """The live conversation as a session document: carried fields plus the current history."""
+        data = self.session.copy()
+        data.history = list(self.history)
+        return data
+
+    @property
+    def unsynced(self) -> int:
+        """Messages of a bound conversation that are not yet in its file (a write failed, or
+        write-through is off)."""
+        return len(self.history) - self.synced_count if self.session_name else 0
+
     def adopt(self) -> list[str]:
-        """Before a turn: take over what other surfaces wrote to the bound session since our last sync."""
+        """Before a turn: take over what other surfaces wrote to the bound session since our last
+        sync. Messages of ours not yet written are kept after the file's (and written next)."""
         name = self.session_name
         if name is None or not self.settings.session_writethrough:
             return []
@@ -122,45 +144,53 @@ class Conversation:
         except SessionError as exc:
             self.unbind()
             return [f"{exc}; unbound so that it is not overwritten."]
-        before = len(self.history)
-        self.bind(name, data, stamp)
-        return [f"Session '{name}' was updated elsewhere; adopted it ({before} → {len(self.history)} messages)."]
+        note = self._merge(name, data, "was updated elsewhere")
+        self.sync_stamp = stamp
+        return [note]
 
-    def write_through(self) -> list[str]:
-        """After a turn: write the bound session at once; if another surface wrote meanwhile, merge.
+    def write_through(self, force: bool = False) -> list[str]:
+        """After a turn (or on /session save): write the bound session at once.
 
-        The merge keeps both sides: the file's history (the other surface's new messages
-        after the shared prefix) first, then the messages of this turn.
+        If another surface wrote meanwhile, merge instead of overwriting: the file's history
+        first, then our messages that it does not have. `force` writes even when
+        CHATCLI_SESSION_WRITETHROUGH is off (an explicit save).
         """
         name = self.session_name
-        if name is None or not self.settings.session_writethrough:
+        if name is None or not (force or self.settings.session_writethrough):
             return []
         notes: list[str] = []
         store = self.store
         try:
             with store.lock(name):
                 stamp = store.stamp(name)
-                if stamp is None:
+                if stamp is None and not force:
                     self.unbind()
                     return [f"Session '{name}' was deleted elsewhere; unbound and not recreated "
                             "(the conversation stays in memory)."]
-                if stamp != self.sync_stamp:
+                if stamp is not None and stamp != self.sync_stamp:
                     data, _ = store.load(name)
-                    ours = self.history[self.synced_count:]
-                    theirs = len(data.history) - self.synced_count
-                    data.history = data.history + ours
-                    notes.append(
-                        f"Session '{name}' was also written by another surface during this turn; merged "
-                        f"({max(theirs, 0)} of its messages first, then this turn's {len(ours)})."
-                    )
-                else:
-                    data = self.session.copy()
-                    data.history = list(self.history)
-                stamp = store.save(name, data, check_existing=False)
+                    notes.append(self._merge(name, data, "was also written by another surface"))
+                stamp = store.write(name, self.snapshot())
         except SessionError as exc:
             return [f"{exc} (the conversation is still in memory; the next turn tries again)"]
-        self.bind(name, data, stamp)
+        self.sync_stamp = stamp
+        self.synced_count = len(self.history)
         return notes + self.size_notes(name, stamp)
+
+    def _merge(self, name: str, data: SessionData, what: str) -> str:
+        """Make the history the file's, followed by our messages the file does not have yet."""
+        ours = self.history[self.synced_count:]
+        base = self.history[: self.synced_count]
+        shared = _shared_prefix(data.history, base)
+        self.session = data
+        self.history = list(data.history) + ours
+        self.synced_count = len(data.history)
+        if shared == len(base):
+            theirs = len(data.history) - shared
+            text = f"Session '{name}' {what}: took its {theirs} new message(s)"
+        else:
+            text = f"Session '{name}' {what} and rewritten there: took its version ({len(data.history)} messages)"
+        return text + (f", then this conversation's {len(ours)}." if ours else ".")
 
     def size_notes(self, name: str, stamp: Stamp) -> list[str]:
         limit = self.settings.history_max_size

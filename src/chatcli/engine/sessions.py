@@ -1,19 +1,20 @@
-"""Named sessions for a live conversation: save, load, attach, fork…, write-through and adoption (SPEC §5, §6.1).
+"""Named-session operations on a live conversation: save, load, attach, fork… (SPEC §5).
 
-Each operation is one function over a Conversation and its SessionStore; the /session
-commands, the CLI twins and (later) the MCP and ACP servers all call these.
+Each is one function over a Conversation and its SessionStore; the /session commands, the
+CLI twins and (later) the MCP and ACP servers all call these. Every check that decides
+whether a file may be written happens under that session's lock.
 """
 
 from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from chatcli.core.errors import UsageError
 from chatcli.core.names import autosave_name, is_trivial, validate_name, validate_user_target
 from chatcli.core.session import SessionData
-from typing import TYPE_CHECKING
-from chatcli.store.sessions import SessionError, SessionInfo
+from chatcli.store.sessions import SessionError, SessionExists, SessionInfo
 
 if TYPE_CHECKING:  # annotations only: scripts that list sessions need no conversation machinery
     from chatcli.engine.conversation import Conversation
@@ -29,15 +30,16 @@ class Outcome:
 
 def save(conv: Conversation, name: str) -> Outcome:
     validate_user_target(name)
-    store = conv.store
-    data = conv.session.copy()
-    data.history = list(conv.history)
-    # Our own bound file, unchanged since we synced, needs no re-read before overwriting.
-    ours = name == conv.session_name and store.stamp(name) == conv.sync_stamp
-    with store.lock(name):
-        stamp = store.save(name, data, check_existing=not ours)
+    if name == conv.session_name:
+        # Our own session: the same merge-safe write as after a turn, even with write-through off.
+        notes = conv.write_through(force=True)
+        if conv.unsynced:
+            raise SessionError(notes[-1] if notes else f"session '{name}' could not be written")
+        return Outcome(f"Session '{name}' saved ({len(conv.history)} messages).", tuple(notes))
+    data = conv.snapshot()
+    stamp = conv.store.save(name, data)
     conv.bind(name, data, stamp)
-    return Outcome(f"Session '{name}' saved ({len(data.history)} messages).", conv.size_notes(name, stamp))
+    return Outcome(f"Session '{name}' saved ({len(data.history)} messages).", tuple(conv.size_notes(name, stamp)))
 
 
 def load(conv: Conversation, name: str) -> Outcome:
@@ -54,34 +56,42 @@ def load(conv: Conversation, name: str) -> Outcome:
 def attach(conv: Conversation, name: str) -> Outcome:
     """Bind to `name`: load it when it exists, create it from this conversation when it does not."""
     validate_user_target(name)
-    if conv.store.exists(name):
-        data, stamp = conv.store.load(name)
-        notes = _keep_unsaved(conv, name)
-        conv.bind(name, data, stamp)
-        return Outcome(f"Attached to session '{name}' ({len(data.history)} messages).", notes)
-    data = conv.session.copy()
-    data.history = list(conv.history)
-    with conv.store.lock(name):
-        stamp = conv.store.save(name, data)
+    if name == conv.session_name:
+        return Outcome(f"Already attached to session '{name}' ({len(conv.history)} messages).",
+                       tuple(conv.adopt()))
+    store = conv.store
+    with store.lock(name):
+        if store.stamp(name) is None:
+            data = conv.snapshot()
+            conv.bind(name, data, store.write(name, data))
+            return Outcome(f"Attached to session '{name}' ({len(data.history)} messages; created).")
+        data, stamp = store.load(name)
+    notes = _keep_unsaved(conv, name)
     conv.bind(name, data, stamp)
-    return Outcome(f"Attached to session '{name}' ({len(data.history)} messages; created).")
+    return Outcome(f"Attached to session '{name}' ({len(data.history)} messages).", notes)
 
 
 def detach(conv: Conversation) -> Outcome:
     if conv.session_name is None:
         return Outcome("Not bound to a session.")
     name = conv.session_name
+    notes = conv.write_through() if conv.unsynced else []
     conv.unbind()
-    return Outcome(f"Detached from session '{name}'; the conversation stays in memory ({len(conv.history)} messages).")
+    return Outcome(f"Detached from session '{name}'; the conversation stays in memory ({len(conv.history)} messages).",
+                   tuple(notes))
 
 
 def status(conv: Conversation) -> Outcome:
+    notes = tuple(conv.adopt())
     count = len(conv.history)
     if conv.session_name is None:
-        return Outcome(f"Not bound to a session ({count} messages in memory).")
+        return Outcome(f"Not bound to a session ({count} messages in memory).", notes)
     mode = "write-through on" if conv.settings.session_writethrough else "write-through off"
+    pending = f", {conv.unsynced} not yet written" if conv.unsynced else ""
     return Outcome(
-        f"Bound to session '{conv.session_name}' ({count} messages, {mode}): {conv.store.path(conv.session_name)}"
+        f"Bound to session '{conv.session_name}' ({count} messages{pending}, {mode}): "
+        f"{conv.store.path(conv.session_name)}",
+        notes,
     )
 
 
@@ -92,8 +102,7 @@ def new(conv: Conversation) -> Outcome:
 
 def delete(conv: Conversation, name: str) -> Outcome:
     validate_name(name)
-    with conv.store.lock(name):
-        conv.store.delete(name)
+    conv.store.delete(name)
     if name == conv.session_name:
         new(conv)
         return Outcome(f"Session '{name}' deleted. It was the active session: history cleared, new conversation started.")
@@ -103,19 +112,21 @@ def delete(conv: Conversation, name: str) -> Outcome:
 def fork(conv: Conversation, name: str) -> Outcome:
     """An independent copy of the current conversation (saved or not) under `name`; continue there."""
     validate_user_target(name)
-    if conv.store.exists(name):
-        raise UsageError(f"session '{name}' already exists; fork to a new name")
+    notes = tuple(conv.adopt())  # fork what the session is now, not what this window last saw
     parent = conv.session_name
-    data = conv.session.copy()
-    data.history = list(conv.history)
+    data = conv.snapshot()
     data.transcript_id = None  # the fork gets a journal of its own
-    with conv.store.lock(name):
-        stamp = conv.store.save(name, data)
+    data.title = None
+    try:
+        stamp = conv.store.create(name, data)
+    except SessionExists:
+        raise UsageError(f"session '{name}' already exists; fork to a new name") from None
     conv.bind(name, data, stamp)
     origin = f"'{parent}'" if parent else "the unsaved conversation"
     return Outcome(
         f"Session forked.\n  from:     {origin}\n  to:       '{name}'\n  messages: {len(data.history)}\n"
-        "Now working in the fork; the original is untouched."
+        "Now working in the fork; the original is untouched.",
+        notes,
     )
 
 
@@ -124,34 +135,47 @@ def listing(conv: Conversation) -> list[SessionInfo]:
 
 
 def most_recent(conv: Conversation) -> str | None:
-    sessions = [info for info in conv.store.list() if info.messages is not None]
+    """The newest readable session, by a fresh look at every file (not the listing cache)."""
+    sessions = [info for info in conv.store.list(fresh=True) if info.messages is not None]
     return sessions[0].name if sessions else None
-
-
-def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
-    """Before a load replaces the history: keep an unbound, non-trivial conversation as an autosave."""
-    if conv.session_name is not None or is_trivial(conv.history) or not conv.settings.session_autosave:
-        return ()
-    data = conv.session.copy()
-    data.history = list(conv.history)
-    name = autosave_name(datetime.datetime.now(), conv.store.exists)
-    try:
-        conv.store.save(name, data)
-    except SessionError as exc:
-        raise SessionError(f"{exc}; not loading '{replacing}', so the unsaved conversation is not lost") from None
-    return (f"The unsaved conversation was kept as '{name}'.",)
-
-
 
 
 def start(conv: Conversation, *, resume: bool = False, name: str | None = None) -> list[str]:
     """Bind at start-up: `--session NAME` attaches (creating it), `--continue` loads the newest session."""
     if name:
-        return [attach(conv, name).text]
+        outcome = attach(conv, name)
+        return [outcome.text, *outcome.notes]
     if resume:
         newest = most_recent(conv)
         if newest is None:
             return ["No saved session to continue; starting a new conversation."]
         outcome = load(conv, newest)
-        return [outcome.text.replace("loaded", "resumed", 1), *outcome.notes]
+        bound = "" if conv.session_name else " (made by chatcli: not bound; save it under a name of yours to keep it)"
+        return [f"Resumed session '{newest}' ({len(conv.history)} messages){bound}.", *outcome.notes]
     return []
+
+
+def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
+    """Before a load replaces the history, keep what would otherwise be lost: an unbound,
+    non-trivial conversation, or turns of a bound one that never reached its file. It goes to
+    the bound session when that can be written, else to a new autosave."""
+    if conv.session_name is not None:
+        if not conv.unsynced:
+            return ()
+        notes = conv.write_through(force=not conv.settings.session_writethrough)
+        if not conv.unsynced:
+            return tuple(notes)
+    elif is_trivial(conv.history) or not conv.settings.session_autosave:
+        return ()
+    data = conv.snapshot()
+    now = datetime.datetime.now()
+    for _ in range(100):
+        name = autosave_name(now, conv.store.exists)
+        try:
+            conv.store.create(name, data)
+        except SessionExists:
+            continue  # another process took that name in the meantime
+        except SessionError as exc:
+            raise SessionError(f"{exc}; not loading '{replacing}', so the conversation is not lost") from None
+        return (f"The unsaved conversation was kept as '{name}'.",)
+    raise SessionError(f"could not find a free autosave name; not loading '{replacing}'")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from chatcli.core.errors import ChatcliError
-from chatcli.core.names import validate_name
+from chatcli.core.names import NAME_RE, validate_name
 from chatcli.core.session import SessionData, SessionFormatError, decode_session, encode_session, make_title
 from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir
 
@@ -36,6 +36,10 @@ class SessionError(ChatcliError):
 
 
 class SessionNotFound(SessionError):
+    pass
+
+
+class SessionExists(SessionError):
     pass
 
 
@@ -105,7 +109,7 @@ class SessionStore:
             raise self._error(name, exc) from None
 
     def exists(self, name: str) -> bool:
-        return self.path(name).is_file()
+        return self.stamp(name) is not None
 
     # -- read / write --------------------------------------------------------------------
     def load(self, name: str) -> tuple[SessionData, Stamp]:
@@ -137,15 +141,27 @@ class SessionStore:
         except SessionFormatError as exc:
             raise SessionError(f"session '{name}': {exc}; the file was left untouched") from None
 
-    def save(self, name: str, data: SessionData, *, check_existing: bool = True) -> Stamp:
-        """Write `data` as session `name`. Unless told the caller has read the current file,
-        an existing file that cannot be read is refused, never overwritten."""
+    def save(self, name: str, data: SessionData) -> Stamp:
+        """Replace session `name` with `data`, under its lock. An existing file that cannot be
+        read (newer version, malformed) is refused, never overwritten."""
+        with self.lock(name):
+            if self.stamp(name) is not None:
+                try:
+                    self.load(name)
+                except SessionError as exc:
+                    raise SessionError(f"{exc}; not overwriting it (delete it or choose another name)") from None
+            return self.write(name, data)
+
+    def create(self, name: str, data: SessionData) -> Stamp:
+        """Write a new session; SessionExists if another process (or an earlier run) made it first."""
+        with self.lock(name):
+            if self.stamp(name) is not None:
+                raise SessionExists(f"session '{name}' already exists")
+            return self.write(name, data)
+
+    def write(self, name: str, data: SessionData) -> Stamp:
+        """The atomic write itself, with no checks: callers hold `lock(name)` and have decided."""
         path = self.path(name)
-        if check_existing and path.exists():
-            try:
-                self.load(name)
-            except SessionError as exc:
-                raise SessionError(f"{exc}; not overwriting it (delete it or choose another name)") from None
         if data.title is None:
             data.title = make_title(data.history)
         document = encode_session(data)
@@ -163,14 +179,14 @@ class SessionStore:
             raise self._error(name, exc, writing=True) from None
 
     def delete(self, name: str) -> None:
-        try:
-            os.unlink(self.path(name))
-        except FileNotFoundError:
-            raise SessionNotFound(f"session '{name}' does not exist") from None
-        except OSError as exc:
-            raise self._error(name, exc, writing=True) from None
-        with contextlib.suppress(OSError):
-            os.unlink(self.root / f".{name}.lock")
+        # The lock file stays: a process already waiting on it must keep excluding the next one.
+        with self.lock(name):
+            try:
+                os.unlink(self.path(name))
+            except FileNotFoundError:
+                raise SessionNotFound(f"session '{name}' does not exist") from None
+            except OSError as exc:
+                raise self._error(name, exc, writing=True) from None
 
     @contextlib.contextmanager
     def lock(self, name: str) -> Iterator[None]:
@@ -188,7 +204,7 @@ class SessionStore:
             os.close(fd)
 
     # -- listing -------------------------------------------------------------------------
-    def list(self) -> list[SessionInfo]:
+    def list(self, fresh: bool = False) -> list[SessionInfo]:
         """Every session, newest first, from a catalog keyed by stat data (never by parsing all files).
 
         Fast path: when the directory has not changed since the catalog recorded it (every
@@ -196,7 +212,9 @@ class SessionStore:
         no file is even stat'ed. Otherwise each file is stat'ed, and only files whose mtime or
         size differ from the catalog are opened. A directory changed within the last
         SETTLE_NS is not trusted (timestamps are coarse), and the catalog is a cache:
-        deleting it costs one slower listing.
+        deleting it costs one slower listing. A file edited in place by another program
+        (no rename) shows on the next change to the directory; `fresh=True` (used where
+        correctness matters, such as picking the newest session) always stats every file.
         """
         try:
             directory = os.stat(self.root)
@@ -205,7 +223,7 @@ class SessionStore:
         except OSError as exc:
             raise SessionError(f"cannot list sessions in {self.root}: {exc.strerror or exc}") from None
         recorded, catalog = self._read_catalog()
-        if recorded is not None and recorded == directory.st_mtime_ns:
+        if not fresh and recorded is not None and recorded == directory.st_mtime_ns:
             rows = catalog
         else:
             rows = self._scan(catalog)
@@ -228,6 +246,10 @@ class SessionStore:
             try:
                 st = entry.stat()
             except OSError:
+                continue
+            if not NAME_RE.fullmatch(name) or ".." in name:
+                rows[name] = [st.st_mtime_ns, st.st_size, None, "",
+                              "not a valid session name; rename the file to use it"]
                 continue
             cached = catalog.get(name)
             if cached and cached[0] == st.st_mtime_ns and cached[1] == st.st_size:
