@@ -168,3 +168,21 @@ def test_repl_session_flag_and_continue(openai_env, openai_server, workdir):
 def test_continue_and_session_together_is_a_usage_error(env, workdir):
     result = run_chatcli("-c", "--session", "x", "-p", "hi", env=env, cwd=workdir)
     assert result.returncode == 2 and "cannot be used together" in result.stderr
+
+
+def test_an_empty_session_name_is_a_usage_error_not_a_silent_no(env, workdir):
+    result = run_chatcli("--session", "", "-p", "hi", env=env, cwd=workdir)
+    assert result.returncode == 2 and "invalid session name ''" in result.stderr
+
+
+def test_reserved_prefixes_are_refused_in_any_case(env, workdir):
+    result = run_chatcli("--session", "AUTOSAVE-x", "-p", "hi", env=env, cwd=workdir)
+    assert result.returncode == 2 and "prefix chatcli keeps" in result.stderr
+
+
+def test_an_invalid_setting_is_shown_as_such_in_config_session(tmp_path):
+    from chatcli.config import Settings
+
+    settings = Settings.load({"HOME": str(tmp_path), "CHATCLI_SESSION_WRITETHROUGH": "maybe"})
+    row = [r for r in settings.session_report() if r[0] == "CHATCLI_SESSION_WRITETHROUGH"][0]
+    assert row[1:] == ("on", "default; the environment's value is invalid")

@@ -247,3 +247,91 @@ def test_config_session_lists_the_settings_and_their_sources(repl):
     for name in ("CHATCLI_HOME", "CHATCLI_SESSION_WRITETHROUGH", "CHATCLI_SESSION_AUTOSAVE", "HISTORY_MAX_SIZE"):
         assert name in out
     assert "(environment)" in out and "(default)" in out
+
+
+def test_saving_over_another_session_keeps_what_it_held(repl, sessions_dir, repl_env, workdir):
+    other = Repl(repl_env, "m", cwd=workdir)
+    try:
+        other.send("their important work")
+        other.send("/session save proj")
+    finally:
+        other.close()
+    repl.send("my unrelated chat")
+    out = plain(repl.send("/session save proj"))
+    assert "Session 'proj' held 2 other messages; they were kept as 'autosave-" in out
+    kept = [p for p in sessions_dir.glob("autosave-*.json")
+            if "their important work" in contents(p)]
+    assert len(kept) == 1
+    assert contents(sessions_dir / "proj.json") == ["my unrelated chat", "You said: my unrelated chat"]
+
+
+def test_new_keeps_an_unsaved_conversation_as_an_autosave(repl, sessions_dir):
+    repl.send("precious unsaved idea")
+    out = plain(repl.send("/session new"))
+    assert "The unsaved conversation was kept as 'autosave-" in out
+    assert any("precious unsaved idea" in contents(p) for p in sessions_dir.glob("autosave-*.json"))
+
+
+def test_leaving_keeps_an_unbound_conversation_and_says_where(repl_env, workdir, sessions_dir):
+    import pexpect
+
+    repl = Repl(repl_env, "m", cwd=workdir)
+    repl.send("worth keeping")
+    repl.child.send("/exit\r")
+    repl.child.expect(r"Conversation kept as session '(autosave-\d{8}-\d{6}(?:-\d+)?)'")
+    name = repl.child.match.group(1)
+    repl.child.expect(pexpect.EOF)
+    assert contents(sessions_dir / f"{name}.json") == ["worth keeping", "You said: worth keeping"]
+
+
+def test_leaving_a_trivial_conversation_writes_nothing(repl_env, workdir, sessions_dir):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    repl.send("/help")
+    repl.close()
+    assert not sessions_dir.exists() or not list(sessions_dir.glob("autosave-*.json"))
+
+
+def test_leaving_a_bound_session_with_write_through_off_writes_it_once_more(repl_env, workdir, sessions_dir):
+    repl_env["CHATCLI_SESSION_WRITETHROUGH"] = "off"
+    repl = Repl(repl_env, "m", cwd=workdir)
+    repl.send("/session save wt")
+    repl.send("late turn")
+    assert contents(sessions_dir / "wt.json") == []
+    repl.close()
+    assert contents(sessions_dir / "wt.json") == ["late turn", "You said: late turn"]
+    assert not list(sessions_dir.glob("autosave-*.json"))  # a bound REPL makes no autosave copy
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_signal_mid_answer_keeps_the_question_and_the_partial_answer(repl_env, workdir, sessions_dir,
+                                                                       openai_server, signame):
+    import signal
+
+    import pexpect
+
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "sig"))
+    openai_server.reply("half an ", "answer", hang_after=True)
+    repl.child.send("a question\r")
+    repl.child.expect("half an answer")
+    repl.child.kill(getattr(signal, signame))
+    repl.child.expect(pexpect.EOF, timeout=20)
+    document = json.loads((sessions_dir / "sig.json").read_text())
+    assert document["chat_history"] == [
+        {"role": "user", "content": "a question"},
+        {"role": "assistant", "content": "half an answer", "meta": {"interrupted": True}},
+    ]
+
+
+def test_a_long_session_name_is_shortened_in_the_prompt(repl):
+    name = "a" * 100 + "z"
+    repl.child.send(f"/session save {name}\r")
+    repl.child.expect("saved")
+    repl.child.expect(r"\[a{15}…a{15}z\] ")
+
+
+def test_tab_completes_session_actions_and_names(repl, sessions_dir):
+    repl.send("/session save alpha-notes")
+    repl.child.send("/ses\t")
+    repl.child.send("LOAD al\t")
+    repl.child.expect("pha-notes")
+    assert "Session 'alpha-notes' loaded" in plain(repl.send(""))

@@ -96,6 +96,10 @@ def _run(args) -> int:
         from chatcli.core.errors import UsageError
 
         raise UsageError("--continue and --session NAME cannot be used together")
+    if args.session is not None:
+        from chatcli.core.names import validate_user_target
+
+        validate_user_target(args.session)  # an empty or bad --session must not silently mean "none"
     start = {"resume": args.resume, "name": args.session}
     if args.prompt is not None or not sys.stdin.isatty():
         from chatcli.cli.oneshot import run_oneshot

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
+from chatcli.core.names import is_machine_name
 from typing import TYPE_CHECKING
 
 from chatcli.commands.listing import format_listing
@@ -49,13 +50,18 @@ def config_command(conv: Conversation, args: str) -> Result:
 
 def _complete(conv: Conversation, prefix: str) -> list[str]:
     words = prefix.split(" ")
+    action = words[0].lower()
     if len(words) == 1:
-        return [action for action in SUBCOMMANDS if action.startswith(words[0].lower())]
-    if len(words) == 2 and words[0] in ("load", "attach", "delete"):
+        return [f"{candidate} " if candidate in _NEEDS_NAME else candidate
+                for candidate in SUBCOMMANDS if candidate.startswith(action)]
+    if len(words) == 2 and action in ("load", "attach", "delete"):
         try:
-            names = [info.name for info in conv.store.list()]
+            infos = conv.store.list()
         except Exception:  # noqa: BLE001 - completion never fails loudly
             return []
+        names = [info.name for info in infos
+                 if (info.messages is not None or action == "delete")
+                 and not (action == "attach" and is_machine_name(info.name))]
         return [f"{words[0]} {name}" for name in names if name.startswith(words[1])]
     return []
 

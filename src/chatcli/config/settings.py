@@ -246,7 +246,10 @@ class Settings:
     def session_report(self) -> list[tuple[str, str, str]]:
         """(variable, effective value, where it came from) for every session setting (/config session)."""
         def source(var: str) -> str:
-            return "environment" if self.env.get(var, "").strip() else "default"
+            if not self.env.get(var, "").strip():
+                return "default"
+            invalid = any(warning.startswith(f"{var}=") for warning in self.warnings)
+            return "default; the environment's value is invalid" if invalid else "environment"
 
         def on(value: bool) -> str:
             return "on" if value else "off"

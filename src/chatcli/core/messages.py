@@ -101,6 +101,16 @@ class Message:
         return f"Message({self.to_dict()!r})"
 
 
+def shared_prefix(left: list[Message], right: list[Message]) -> int:
+    """How many leading messages two histories have in common."""
+    count = 0
+    for a, b in zip(left, right, strict=False):  # stops at the shorter one
+        if a is not b and (a.role != b.role or a.content != b.content or a != b):
+            break
+        count += 1
+    return count
+
+
 def _text_of(content: Any) -> str:
     if content is None:
         return ""

@@ -28,8 +28,8 @@ def validate_name(name: str) -> str:
 
 
 def is_machine_name(name: str) -> bool:
-    """Sessions chatcli creates itself (autosaves, MCP mirrors)."""
-    return name.startswith(RESERVED_PREFIXES)
+    """Sessions chatcli creates itself (autosaves, MCP mirrors), in any letter case."""
+    return name.lower().startswith(RESERVED_PREFIXES)
 
 
 def validate_user_target(name: str) -> str:

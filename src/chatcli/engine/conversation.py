@@ -10,21 +10,12 @@ from pathlib import Path
 from chatcli.config import Settings
 from chatcli.core.bootstrap import compose_system_prompt
 from chatcli.core.errors import ProviderError
-from chatcli.core.messages import Message
+from chatcli.core.messages import Message, shared_prefix
 from chatcli.core.names import is_machine_name
 from chatcli.core.session import SessionData
 from chatcli.providers.base import Delta, Done, Provider, ProviderRegistry, Request, default_registry
 from chatcli.store.bootstrap import read_bootstrap
 from chatcli.store.sessions import SessionError, SessionStore, Stamp
-
-
-def _shared_prefix(left: list[Message], right: list[Message]) -> int:
-    count = 0
-    for a, b in zip(left, right):
-        if a is not b and (a.role != b.role or a.content != b.content or a != b):
-            break
-        count += 1
-    return count
 
 
 def load_system_prompt(settings: Settings, cwd: Path | None = None) -> tuple[str, list[str]]:
@@ -181,7 +172,7 @@ class Conversation:
         """Make the history the file's, followed by our messages the file does not have yet."""
         ours = self.history[self.synced_count:]
         base = self.history[: self.synced_count]
-        shared = _shared_prefix(data.history, base)
+        shared = shared_prefix(data.history, base)
         self.session = data
         self.history = list(data.history) + ours
         self.synced_count = len(data.history)

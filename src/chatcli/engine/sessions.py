@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chatcli.core.errors import UsageError
+from chatcli.core.messages import shared_prefix
 from chatcli.core.names import autosave_name, is_trivial, validate_name, validate_user_target
 from chatcli.core.session import SessionData
 from chatcli.store.sessions import SessionError, SessionExists, SessionInfo
@@ -37,15 +38,29 @@ def save(conv: Conversation, name: str) -> Outcome:
             raise SessionError(notes[-1] if notes else f"session '{name}' could not be written")
         return Outcome(f"Session '{name}' saved ({len(conv.history)} messages).", tuple(notes))
     data = conv.snapshot()
-    stamp = conv.store.save(name, data)
+    store = conv.store
+    notes: list[str] = []
+    with store.lock(name):
+        if store.stamp(name) is not None:
+            try:
+                previous, _ = store.load(name)
+            except SessionError as exc:
+                raise SessionError(f"{exc}; not overwriting it (delete it or choose another name)") from None
+            # Replacing another session: what it held that this conversation lacks is kept.
+            if shared_prefix(previous.history, data.history) < len(previous.history):
+                kept = _autosave(conv, previous, f"not saving over '{name}'")
+                notes.append(f"Session '{name}' held {len(previous.history)} other messages; "
+                             f"they were kept as '{kept}'.")
+        stamp = store.write(name, data)
     conv.bind(name, data, stamp)
-    return Outcome(f"Session '{name}' saved ({len(data.history)} messages).", tuple(conv.size_notes(name, stamp)))
+    notes += conv.size_notes(name, stamp)
+    return Outcome(f"Session '{name}' saved ({len(data.history)} messages).", tuple(notes))
 
 
 def load(conv: Conversation, name: str) -> Outcome:
     validate_name(name)
     data, stamp = conv.store.load(name)  # fails before anything in memory changes
-    notes = _keep_unsaved(conv, name)
+    notes = _keep_unsaved(conv, f"'{name}'")
     conv.bind(name, data, stamp)
     text = f"Session '{name}' loaded ({len(data.history)} messages)."
     if conv.session_name is None:
@@ -66,7 +81,7 @@ def attach(conv: Conversation, name: str) -> Outcome:
             conv.bind(name, data, store.write(name, data))
             return Outcome(f"Attached to session '{name}' ({len(data.history)} messages; created).")
         data, stamp = store.load(name)
-    notes = _keep_unsaved(conv, name)
+    notes = _keep_unsaved(conv, f"'{name}'")
     conv.bind(name, data, stamp)
     return Outcome(f"Attached to session '{name}' ({len(data.history)} messages).", notes)
 
@@ -96,15 +111,16 @@ def status(conv: Conversation) -> Outcome:
 
 
 def new(conv: Conversation) -> Outcome:
+    notes = _keep_unsaved(conv, "a new conversation")
     conv.bind(None, SessionData(), None)
-    return Outcome("New conversation started; history cleared.")
+    return Outcome("New conversation started; history cleared.", notes)
 
 
 def delete(conv: Conversation, name: str) -> Outcome:
     validate_name(name)
     conv.store.delete(name)
     if name == conv.session_name:
-        new(conv)
+        conv.bind(None, SessionData(), None)  # what was deleted on purpose is not autosaved
         return Outcome(f"Session '{name}' deleted. It was the active session: history cleared, new conversation started.")
     return Outcome(f"Session '{name}' deleted.")
 
@@ -134,10 +150,14 @@ def listing(conv: Conversation) -> list[SessionInfo]:
     return conv.store.list()
 
 
-def most_recent(conv: Conversation) -> str | None:
-    """The newest readable session, by a fresh look at every file (not the listing cache)."""
-    sessions = [info for info in conv.store.list(fresh=True) if info.messages is not None]
-    return sessions[0].name if sessions else None
+def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:
+    """The newest readable session, and the newer ones passed over because they cannot be read."""
+    skipped: list[str] = []
+    for info in conv.store.list():
+        if info.messages is not None:
+            return info.name, skipped
+        skipped.append(f"Skipped session '{info.name}', newer but unreadable: {info.problem}")
+    return None, skipped
 
 
 def start(conv: Conversation, *, resume: bool = False, name: str | None = None) -> list[str]:
@@ -146,13 +166,32 @@ def start(conv: Conversation, *, resume: bool = False, name: str | None = None) 
         outcome = attach(conv, name)
         return [outcome.text, *outcome.notes]
     if resume:
-        newest = most_recent(conv)
+        newest, skipped = most_recent(conv)
         if newest is None:
-            return ["No saved session to continue; starting a new conversation."]
+            return [*skipped, "No saved session to continue; starting a new conversation."]
         outcome = load(conv, newest)
         bound = "" if conv.session_name else " (made by chatcli: not bound; save it under a name of yours to keep it)"
-        return [f"Resumed session '{newest}' ({len(conv.history)} messages){bound}.", *outcome.notes]
+        return [*skipped, f"Resumed session '{newest}' ({len(conv.history)} messages){bound}.", *outcome.notes]
     return []
+
+
+def finish(conv: Conversation) -> list[str]:
+    """When an interactive conversation ends (exit, Ctrl-D, SIGTERM, SIGHUP): a bound one is
+    written one last time; an unbound, non-trivial one is kept as an autosave (SPEC §6.2).
+    Returns the line that says where the conversation went."""
+    name = conv.session_name
+    if name is not None:
+        notes = conv.write_through(force=True) if conv.unsynced else []
+        if conv.unsynced:
+            return [*notes, f"Session '{name}' could not be written; the last turns are lost."]
+        return [*notes, f"Conversation saved in session '{name}'."]
+    if is_trivial(conv.history) or not conv.settings.session_autosave:
+        return []
+    try:
+        kept = _autosave(conv, conv.snapshot(), "exiting")
+    except SessionError as exc:
+        return [str(exc)]
+    return [f"Conversation kept as session '{kept}' (chatcli --continue resumes it)."]
 
 
 def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
@@ -167,7 +206,12 @@ def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
             return tuple(notes)
     elif is_trivial(conv.history) or not conv.settings.session_autosave:
         return ()
-    data = conv.snapshot()
+    kept = _autosave(conv, conv.snapshot(), f"not switching to {replacing}")
+    return (f"The unsaved conversation was kept as '{kept}'.",)
+
+
+def _autosave(conv: Conversation, data: SessionData, refusing: str) -> str:
+    """Write `data` as a new autosave-YYYYMMDD-HHMMSS[-N] session and return its name."""
     now = datetime.datetime.now()
     for _ in range(100):
         name = autosave_name(now, conv.store.exists)
@@ -176,6 +220,6 @@ def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
         except SessionExists:
             continue  # another process took that name in the meantime
         except SessionError as exc:
-            raise SessionError(f"{exc}; not loading '{replacing}', so the conversation is not lost") from None
-        return (f"The unsaved conversation was kept as '{name}'.",)
-    raise SessionError(f"could not find a free autosave name; not loading '{replacing}'")
+            raise SessionError(f"{exc}; {refusing}, so nothing is lost") from None
+        return name
+    raise SessionError(f"could not find a free autosave name; {refusing}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 import termios
 import threading
@@ -66,25 +67,53 @@ def run_repl(settings: Settings, start: dict | None = None) -> int:
     for note in sessions.start(conversation, **(start or {})):
         terminal.say(note)
     _warm_after_first_draw(session, conversation, markdown=wants_markdown(sys.stdout, settings))
-    while True:
-        try:
-            text = session.prompt(lambda: prompt_text(conversation))
-        except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line
-            continue
-        except EOFError:  # Ctrl-D
-            break
-        try:
-            if _handle(text, conversation, registry, terminal):
+    ended = _end_on_signals()
+    try:
+        while not ended.is_set():
+            try:
+                text = session.prompt(lambda: prompt_text(conversation))
+            except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line (or a signal ends it)
+                continue
+            except EOFError:  # Ctrl-D
                 break
-        except KeyboardInterrupt:  # Ctrl-C outside an answer (while drawing, say): back to the prompt
-            continue
-        except Exception as exc:  # noqa: BLE001 - one bad turn must not end the conversation
-            if settings.debug:
-                import traceback
+            try:
+                if _handle(text, conversation, registry, terminal):
+                    break
+            except KeyboardInterrupt:  # Ctrl-C outside an answer (while drawing, say): back to the prompt
+                continue
+            except Exception as exc:  # noqa: BLE001 - one bad turn must not end the conversation
+                if settings.debug:
+                    import traceback
 
-                traceback.print_exc()
-            terminal.error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
+                    traceback.print_exc()
+                terminal.error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
+    finally:
+        for signum in _END_SIGNALS:  # nothing interrupts the last write
+            signal.signal(signum, signal.SIG_IGN)
+        notes = sessions.finish(conversation)
+        with contextlib.suppress(OSError):  # after SIGHUP there may be no terminal to tell
+            for note in notes:
+                terminal.say(note)
     return 0
+
+
+class EndRequested(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stop like Ctrl-C (an answer in flight is kept as interrupted), then leave."""
+
+
+_END_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _end_on_signals() -> threading.Event:
+    ended = threading.Event()
+
+    def handler(_signum, _frame) -> None:
+        ended.set()
+        raise EndRequested
+
+    for signum in _END_SIGNALS:
+        signal.signal(signum, handler)
+    return ended
 
 
 def _handle(text: str, conversation: Conversation, registry: CommandRegistry, terminal: Terminal) -> bool:

@@ -18,10 +18,18 @@ def prompt_text(conversation: Conversation) -> FormattedText:
     """`<model>> `, or `[<session>] <model>> ` once a session is bound."""
     parts = []
     if conversation.session_name:
-        parts.append(("class:session", f"[{conversation.session_name}] "))
+        parts.append(("class:session", f"[{_shorten(conversation.session_name)}] "))
     parts.append(("class:model", conversation.settings.model_label))
     parts.append(("class:arrow", "> "))
     return FormattedText(parts)
+
+
+def _shorten(name: str, limit: int = 32) -> str:
+    """Long session names (up to 128 characters) would push the prompt off a narrow screen."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    return name[:head] + "…" + name[-(limit - 1 - head):]
 
 
 def key_bindings() -> KeyBindings:
@@ -50,7 +58,11 @@ class SlashCompleter(Completer):
         if not space:
             for candidate in self.registry.words():
                 if candidate.startswith(word.lower()):
-                    yield Completion(candidate, start_position=-len(word))
+                    command = self.registry.find(candidate)
+                    takes_arguments = command is not None and " " in command.usage
+                    # A trailing space, so that the argument can be typed (or Tab-completed) next.
+                    yield Completion(candidate + (" " if takes_arguments else ""), start_position=-len(word),
+                                     display=candidate)
             return
         command = self.registry.find(word)
         if command is None or command.complete is None:

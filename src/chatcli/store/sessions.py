@@ -13,7 +13,6 @@ import fcntl
 import gc
 import json
 import os
-import time
 from collections.abc import Iterator
 from operator import itemgetter
 from dataclasses import dataclass
@@ -27,8 +26,7 @@ from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir
 
 SUFFIX = ".json"
 CATALOG_SUFFIX = ".catalog.json"
-CATALOG_VERSION = 2
-SETTLE_NS = 2_000_000_000
+CATALOG_VERSION = 3
 
 
 class SessionError(ChatcliError):
@@ -95,6 +93,7 @@ def _gc_paused() -> Iterator[None]:
 class SessionStore:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._checked_mode = False
 
     # -- paths ---------------------------------------------------------------------------
     def path(self, name: str) -> Path:
@@ -173,12 +172,23 @@ class SessionStore:
             payload = json.dumps(document, ensure_ascii=False).encode("utf-8")
         try:
             ensure_private_dir(self.root)
+            if self._loose_dir():
+                os.chmod(self.root, PRIVATE_DIR)
             atomic_write(path, payload)
             return Stamp.of(os.stat(path))
         except OSError as exc:
             raise self._error(name, exc, writing=True) from None
 
+    def _loose_dir(self) -> bool:
+        """A sessions directory made by someone else with group/other access (checked once)."""
+        if self._checked_mode:
+            return False
+        self._checked_mode = True
+        return bool(os.stat(self.root).st_mode & 0o077)
+
     def delete(self, name: str) -> None:
+        if self.stamp(name) is None:
+            raise SessionNotFound(f"session '{name}' does not exist")
         # The lock file stays: a process already waiting on it must keep excluding the next one.
         with self.lock(name):
             try:
@@ -204,31 +214,14 @@ class SessionStore:
             os.close(fd)
 
     # -- listing -------------------------------------------------------------------------
-    def list(self, fresh: bool = False) -> list[SessionInfo]:
-        """Every session, newest first, from a catalog keyed by stat data (never by parsing all files).
-
-        Fast path: when the directory has not changed since the catalog recorded it (every
-        chatcli write is a rename, which changes the directory), the catalog is the answer and
-        no file is even stat'ed. Otherwise each file is stat'ed, and only files whose mtime or
-        size differ from the catalog are opened. A directory changed within the last
-        SETTLE_NS is not trusted (timestamps are coarse), and the catalog is a cache:
-        deleting it costs one slower listing. A file edited in place by another program
-        (no rename) shows on the next change to the directory; `fresh=True` (used where
-        correctness matters, such as picking the newest session) always stats every file.
-        """
-        try:
-            directory = os.stat(self.root)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise SessionError(f"cannot list sessions in {self.root}: {exc.strerror or exc}") from None
-        recorded, catalog = self._read_catalog()
-        if not fresh and recorded is not None and recorded == directory.st_mtime_ns:
-            rows = catalog
-        else:
-            rows = self._scan(catalog)
-            settled = time.time_ns() - directory.st_mtime_ns > SETTLE_NS
-            self._write_catalog(directory.st_mtime_ns if settled else None, rows)
+    def list(self) -> list[SessionInfo]:
+        """Every session, newest first. Each file is stat'ed; only files whose mtime or size
+        differ from the catalog's are opened. The catalog (beside the directory) is a cache:
+        deleting it costs one slower listing."""
+        catalog = self._read_catalog()
+        rows = self._scan(catalog)
+        if rows != catalog:
+            self._write_catalog(rows)
         make = SessionInfo._make
         infos = [make((name, row[2], row[0] / 1e9, row[1], row[3], row[4] if len(row) > 4 else ""))
                  for name, row in rows.items()]
@@ -238,6 +231,8 @@ class SessionStore:
     def _scan(self, catalog: dict[str, list]) -> dict[str, list]:
         try:
             entries = [e for e in os.scandir(self.root) if e.name.endswith(SUFFIX) and not e.name.startswith(".")]
+        except FileNotFoundError:
+            return {}
         except OSError as exc:
             raise SessionError(f"cannot list sessions in {self.root}: {exc.strerror or exc}") from None
         rows: dict[str, list] = {}
@@ -268,27 +263,23 @@ class SessionStore:
 
     @property
     def catalog_path(self) -> Path:
-        # Beside the sessions directory, not in it: writing the catalog must not change the
-        # directory whose modification time tells whether the catalog is still current.
+        # Beside the sessions directory, so that it never shows up as a session.
         return self.root.with_name(self.root.name + CATALOG_SUFFIX)
 
-    def _read_catalog(self) -> tuple[int | None, dict[str, list]]:
+    def _read_catalog(self) -> dict[str, list]:
         # The standard json module here: importing orjson costs more (~30 ms) than it would
         # save on a catalog, and a listing of unchanged sessions needs nothing else from it.
         try:
             value = json.loads(self.catalog_path.read_bytes())
         except (OSError, ValueError):
-            return None, {}
+            return {}
         if not isinstance(value, dict) or value.get("version") != CATALOG_VERSION:
-            return None, {}
+            return {}
         entries = value.get("entries")
-        recorded = value.get("directory_mtime_ns")
-        if not isinstance(entries, dict):
-            return None, {}
-        return (recorded if isinstance(recorded, int) else None), entries
+        return entries if isinstance(entries, dict) else {}
 
-    def _write_catalog(self, directory_mtime_ns: int | None, entries: dict[str, list]) -> None:
-        document = {"version": CATALOG_VERSION, "directory_mtime_ns": directory_mtime_ns, "entries": entries}
+    def _write_catalog(self, entries: dict[str, list]) -> None:
+        document = {"version": CATALOG_VERSION, "entries": entries}
         try:  # a cache: failing to write it only costs the next listing some work
             atomic_write(self.catalog_path, json.dumps(document, separators=(",", ":")).encode("utf-8"))
         except OSError:
