@@ -8,8 +8,7 @@ from chatcli.config import Settings
 from chatcli.core.errors import UsageError
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation, load_system_prompt
-from chatcli.render import make_renderer
-from chatcli.render.stream import TRUNCATED
+from chatcli.render.turn import stream_turn
 
 
 def compose_prompt(flag: str | None, piped: str | None) -> str:
@@ -29,16 +28,5 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
     conversation = Conversation(settings, system_prompt=system_prompt)
     for note in sessions.start(conversation, **(start or {})):
         sys.stderr.write(note + "\n")
-    renderer = make_renderer(sys.stdout, settings)
-    renderer.start()
-    try:
-        result = conversation.send(prompt, on_text=renderer.feed, on_notice=renderer.note)
-    except BaseException:
-        renderer.finish()  # end the partial line and stop the spinner; the error follows on stderr
-        raise
-    renderer.finish(interrupted=result.interrupted)
-    if result.truncated:
-        renderer.note(TRUNCATED)
-    for note in result.notes:
-        renderer.note(note)
+    result = stream_turn(conversation, prompt, sys.stdout)
     return 130 if result.interrupted else 0

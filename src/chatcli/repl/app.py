@@ -17,8 +17,8 @@ from chatcli.config import Settings
 from chatcli.core.errors import ChatcliError
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation, load_system_prompt
-from chatcli.render import make_renderer, wants_markdown
-from chatcli.render.stream import TRUNCATED
+from chatcli.render import wants_markdown
+from chatcli.render.turn import stream_turn
 from chatcli.repl.parts import PromptFileHistory, SlashCompleter, key_bindings, prompt_text
 from chatcli.store.history import PromptHistory
 
@@ -129,23 +129,10 @@ def _handle(text: str, conversation: Conversation, registry: CommandRegistry, te
 
 
 def _turn(conversation: Conversation, text: str, terminal: Terminal) -> None:
-    renderer = make_renderer(sys.stdout, conversation.settings)
-    renderer.start()
     try:
-        with _no_echo():
-            result = conversation.send(text, on_text=renderer.feed, on_notice=renderer.note)
+        stream_turn(conversation, text, sys.stdout, guard=_no_echo)
     except ChatcliError as exc:
-        renderer.finish()
         terminal.error(str(exc))
-        return
-    except BaseException:
-        renderer.finish(interrupted=True)  # stop the spinner before anything else is printed
-        raise
-    renderer.finish(interrupted=result.interrupted)
-    if result.truncated:
-        renderer.note(TRUNCATED)
-    for note in result.notes:
-        terminal.say(note)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,39 @@
+"""One turn on a terminal: spinner, streamed answer, then the notes about it. Shared by cli and repl."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TextIO
+
+from chatcli.core.errors import ChatcliError
+from chatcli.engine.conversation import Conversation, TurnResult
+from chatcli.render.stream import TRUNCATED, make_renderer
+
+
+def stream_turn(
+    conversation: Conversation,
+    text: str,
+    out: TextIO,
+    guard: Callable[[], AbstractContextManager] = contextlib.nullcontext,
+) -> TurnResult:
+    """Send `text` and render the answer as it arrives. A provider error ends the partial line
+    and propagates (the caller says it in one line); anything else is marked interrupted."""
+    renderer = make_renderer(out, conversation.settings)
+    renderer.start()
+    try:
+        with guard():
+            result = conversation.send(text, on_text=renderer.feed, on_notice=renderer.note)
+    except ChatcliError:
+        renderer.finish()
+        raise
+    except BaseException:
+        renderer.finish(interrupted=True)  # stop the spinner before anything else is printed
+        raise
+    renderer.finish(interrupted=result.interrupted)
+    if result.truncated:
+        renderer.note(TRUNCATED)
+    for note in result.notes:
+        renderer.note(note)
+    return result
