@@ -165,17 +165,25 @@ def test_listing_uses_the_catalog_instead_of_parsing_files(store):
     st = store.path("a").stat()
     os.utime(store.path("a"), ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert {info.name: info.messages for info in store.list()}["a"] == 2
-    # A settled, unchanged directory: the catalog alone answers.
+    # A settled, unchanged directory: the catalog alone answers (no file is stat'ed).
     settle(store)
     store.list()
     plant(store, "b", 77)
     assert {info.name: info.messages for info in store.list()}["b"] == 77
-    # Any write (a rename into the directory) ends the fast path at once: the new file is
-    # found, while the unchanged 'b' is still not reopened.
+    assert {info.name: info.messages for info in store.list(fresh=True)}["b"] == 77  # stat'ed, unchanged
+    # Any write (a rename into the directory) ends that at once.
     store.save("c", SessionData(history=conversation("new")))
     assert {info.name: info.messages for info in store.list()} == {"a": 2, "b": 77, "c": 1}
     store.catalog_path.unlink()  # rebuildable
     assert {info.name: info.messages for info in store.list()} == {"a": 2, "b": 1, "c": 1}
+
+
+def test_an_in_place_edit_shows_with_a_fresh_listing(store):
+    store.save("a", SessionData(history=conversation("one", "two")))
+    settle(store)
+    store.list()
+    store.path("a").write_text(json.dumps({"version": 2, "chat_history": [{"role": "user", "content": "x"}]}))
+    assert {info.name: info.messages for info in store.list(fresh=True)} == {"a": 1}
 
 
 def test_deleting_a_session_shows_in_the_next_listing(store):

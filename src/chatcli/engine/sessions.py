@@ -153,7 +153,7 @@ def listing(conv: Conversation) -> list[SessionInfo]:
 def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:
     """The newest readable session, and the newer ones passed over because they cannot be read."""
     skipped: list[str] = []
-    for info in conv.store.list():
+    for info in conv.store.list(fresh=True):  # correctness over speed: every file is stat'ed
         if info.messages is not None:
             return info.name, skipped
         skipped.append(f"Skipped session '{info.name}', newer but unreadable: {info.problem}")

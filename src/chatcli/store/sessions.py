@@ -13,9 +13,10 @@ import fcntl
 import gc
 import json
 import os
+import time
 from collections.abc import Iterator
-from operator import itemgetter
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,6 +28,7 @@ from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir
 SUFFIX = ".json"
 CATALOG_SUFFIX = ".catalog.json"
 CATALOG_VERSION = 3
+SETTLE_NS = 2_000_000_000
 
 
 class SessionError(ChatcliError):
@@ -214,14 +216,35 @@ class SessionStore:
             os.close(fd)
 
     # -- listing -------------------------------------------------------------------------
-    def list(self) -> list[SessionInfo]:
-        """Every session, newest first. Each file is stat'ed; only files whose mtime or size
-        differ from the catalog's are opened. The catalog (beside the directory) is a cache:
-        deleting it costs one slower listing."""
-        catalog = self._read_catalog()
-        rows = self._scan(catalog)
-        if rows != catalog:
-            self._write_catalog(rows)
+    def list(self, fresh: bool = False) -> list[SessionInfo]:
+        """Every session, newest first, from a catalog keyed by stat data (never by parsing all files).
+
+        Every write chatcli makes in the sessions directory is a create, rename or unlink, and
+        each of those changes the directory's mtime. So when the directory's mtime is the one
+        the catalog recorded, the catalog is the answer and no file is stat'ed (on these
+        machines a stat costs ~7 µs: 70 ms for 10,000 sessions). Otherwise every file is
+        stat'ed and only those whose mtime or size changed are opened. A directory changed in
+        the last SETTLE_NS is not trusted (timestamps are coarse). What this cannot see is a
+        file rewritten in place by another program: it shows at the next change to the
+        directory, and `fresh=True` (used by --continue) always stats every file. The catalog
+        lives beside the directory (so writing it changes nothing) and is a cache: deleting
+        it costs one slower listing.
+        """
+        try:
+            directory = os.stat(self.root)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise SessionError(f"cannot list sessions in {self.root}: {exc.strerror or exc}") from None
+        recorded, catalog = self._read_catalog()
+        if not fresh and recorded is not None and recorded == directory.st_mtime_ns:
+            rows = catalog
+        else:
+            rows = self._scan(catalog)
+            settled = time.time_ns() - directory.st_mtime_ns > SETTLE_NS
+            mark = directory.st_mtime_ns if settled else None
+            if rows != catalog or mark != recorded:
+                self._write_catalog(mark, rows)
         make = SessionInfo._make
         infos = [make((name, row[2], row[0] / 1e9, row[1], row[3], row[4] if len(row) > 4 else ""))
                  for name, row in rows.items()]
@@ -263,23 +286,26 @@ class SessionStore:
 
     @property
     def catalog_path(self) -> Path:
-        # Beside the sessions directory, so that it never shows up as a session.
+        # Beside the sessions directory: writing it must not change the directory's mtime.
         return self.root.with_name(self.root.name + CATALOG_SUFFIX)
 
-    def _read_catalog(self) -> dict[str, list]:
+    def _read_catalog(self) -> tuple[int | None, dict[str, list]]:
         # The standard json module here: importing orjson costs more (~30 ms) than it would
         # save on a catalog, and a listing of unchanged sessions needs nothing else from it.
         try:
             value = json.loads(self.catalog_path.read_bytes())
         except (OSError, ValueError):
-            return {}
+            return None, {}
         if not isinstance(value, dict) or value.get("version") != CATALOG_VERSION:
-            return {}
+            return None, {}
         entries = value.get("entries")
-        return entries if isinstance(entries, dict) else {}
+        recorded = value.get("directory_mtime_ns")
+        if not isinstance(entries, dict):
+            return None, {}
+        return (recorded if isinstance(recorded, int) else None), entries
 
-    def _write_catalog(self, entries: dict[str, list]) -> None:
-        document = {"version": CATALOG_VERSION, "entries": entries}
+    def _write_catalog(self, directory_mtime_ns: int | None, entries: dict[str, list]) -> None:
+        document = {"version": CATALOG_VERSION, "directory_mtime_ns": directory_mtime_ns, "entries": entries}
         try:  # a cache: failing to write it only costs the next listing some work
             atomic_write(self.catalog_path, json.dumps(document, separators=(",", ":")).encode("utf-8"))
         except OSError:
