@@ -71,7 +71,7 @@ def run(rows: list[tuple[str, float, str, float, str]]) -> None:
             load = median_ms(lambda: store.load("bench"), runs)
             save = median_ms(lambda data=data: store.write("bench", data), runs)
             rows.append((f"load {label}", load, "parse", parse, "≤ 2× and < 1 s" if count == 100_000 else ""))
-            rows.append((f"save {label}", save, "serialise + fsync'd write", dump + write, ""))
+            rows.append((f"save (write) {label}", save, "serialise + fsync'd write", dump + write, ""))
             rows.append((f"write-through of one turn, {label}", _write_through(scratch, count, runs),
                          "fsync'd write", write, ""))
         _listing(scratch, rows)
