@@ -19,7 +19,7 @@ from pathlib import Path
 
 import orjson
 
-from chatcli.config import Settings
+from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
 from chatcli.core.session import SessionData, encode_session
 from chatcli.engine.conversation import Conversation

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fakes import FakeModelServer
 
 CHATCLI = shutil.which("chatcli", path=str(Path(sys.executable).parent)) or "chatcli"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pexpect
-
 from conftest import CHATCLI
 
 

@@ -8,11 +8,12 @@ import os
 
 import pytest
 
-from chatcli.config import Settings
+from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
+from chatcli.core.session import SessionData
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation
-from chatcli.store.sessions import SessionData, SessionExists, SessionStore
+from chatcli.store.sessions import SessionExists, SessionStore
 
 
 @pytest.fixture

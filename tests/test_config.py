@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chatcli.config import Settings
-from chatcli.config.settings import parse_size
+from chatcli.config.settings import Settings, parse_size
 from chatcli.core.errors import ConfigError
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import run_chatcli
 from repl_driver import Repl, plain
 

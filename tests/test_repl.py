@@ -6,7 +6,6 @@ import stat
 
 import pexpect
 import pytest
-
 from repl_driver import Repl, plain
 
 

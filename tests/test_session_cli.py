@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import CHATCLI, run_chatcli
 
 
@@ -181,7 +180,7 @@ def test_reserved_prefixes_are_refused_in_any_case(env, workdir):
 
 
 def test_an_invalid_setting_is_shown_as_such_in_config_session(tmp_path):
-    from chatcli.config import Settings
+    from chatcli.config.settings import Settings
 
     settings = Settings.load({"HOME": str(tmp_path), "CHATCLI_SESSION_WRITETHROUGH": "maybe"})
     row = [r for r in settings.session_report() if r[0] == "CHATCLI_SESSION_WRITETHROUGH"][0]

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _settings(**flags):
-    from chatcli.config import Settings
+    from chatcli.config.settings import Settings
 
     settings = Settings.load(**flags)
     for warning in settings.warnings:
@@ -115,7 +115,7 @@ def _run(args) -> int:
 def _run_session(args) -> int:
     from chatcli.cli.session_cli import run_session_command
 
-    return run_session_command(_settings(), args)
+    return run_session_command(args, _settings)
 
 
 def _silence_stdout() -> None:

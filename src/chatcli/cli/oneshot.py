@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from chatcli.config import Settings
+from chatcli.config.settings import Settings
 from chatcli.core.errors import UsageError
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation, load_system_prompt

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Callable
 
 from chatcli.commands.listing import format_listing
-from chatcli.config import Settings
-from chatcli.core.session import encode_session
+from chatcli.config import paths
 from chatcli.store.sessions import SessionStore
 
 
@@ -29,8 +30,10 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
     return parser
 
 
-def run_session_command(settings: Settings, args: argparse.Namespace) -> int:
-    store = SessionStore(settings.sessions_dir)
+def run_session_command(args: argparse.Namespace, load_settings: Callable) -> int:
+    """list and show need only the sessions directory; delete and fork act on a conversation
+    and load the full settings (so `session list` starts as fast as a listing can)."""
+    store = SessionStore(paths.sessions_dir(os.environ))
     out = sys.stdout
     if args.action == "list":
         infos = store.list()
@@ -46,6 +49,8 @@ def run_session_command(settings: Settings, args: argparse.Namespace) -> int:
     elif args.action == "show":
         data, _ = store.load(args.name)
         if args.json:
+            from chatcli.core.session import encode_session
+
             out.write(json.dumps(encode_session(data), ensure_ascii=False, indent=2) + "\n")
         else:
             out.write(f"# {args.name}: {data.title or '(untitled)'} — {len(data.history)} messages\n")
@@ -56,7 +61,7 @@ def run_session_command(settings: Settings, args: argparse.Namespace) -> int:
         from chatcli.engine import sessions
         from chatcli.engine.conversation import Conversation
 
-        conv = Conversation(settings)
+        conv = Conversation(load_settings())
         if args.action == "delete":
             out.write(sessions.delete(conv, args.name).text + "\n")
             return 0

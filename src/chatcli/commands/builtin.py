@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from chatcli.commands import session as session_commands
 from chatcli.commands.registry import CommandRegistry, Result
-from chatcli.config import PROVIDERS
-from chatcli.config.settings import DEFAULT_MODELS
+from chatcli.config.settings import DEFAULT_MODELS, PROVIDERS
 from chatcli.core.errors import UsageError
 from chatcli.engine.conversation import Conversation
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-
-from chatcli.commands.registry import CommandRegistry, Result
-from chatcli.core.errors import UsageError
-from chatcli.core.names import is_machine_name
 from typing import TYPE_CHECKING
 
 from chatcli.commands.listing import format_listing
+from chatcli.commands.registry import CommandRegistry, Result
+from chatcli.core.errors import UsageError
+from chatcli.core.names import is_machine_name
 from chatcli.engine import sessions
 
 if TYPE_CHECKING:

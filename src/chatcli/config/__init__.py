@@ -1,5 +1,5 @@
-"""Typed settings from the environment and flags; the one layer that knows paths."""
+"""Typed settings from the environment and flags; the one layer that knows paths.
 
-from chatcli.config.settings import PROVIDERS, Endpoint, Proxies, Settings, canonical_provider
-
-__all__ = ["PROVIDERS", "Endpoint", "Proxies", "Settings", "canonical_provider"]
+Import from the modules (`config.settings`, `config.paths`); this package loads nothing, so a
+script that only needs a path does not pay for the settings machinery.
+"""

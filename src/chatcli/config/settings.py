@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from chatcli.config import paths
 from chatcli.core.errors import ConfigError
 
 PROVIDERS = ("openai", "anthropic", "ollama", "local")
@@ -170,7 +171,7 @@ class Settings:
         writethrough = _flag(env, "CHATCLI_SESSION_WRITETHROUGH", True, warnings)
         autosave = _flag(env, "CHATCLI_SESSION_AUTOSAVE", True, warnings)
         settings = cls(
-            home=_expand(env.get("CHATCLI_HOME") or "~/.chatcli", env),
+            home=paths.chatcli_home(env),
             session_writethrough=writethrough,
             session_autosave=autosave,
             provider=chosen,
@@ -180,7 +181,7 @@ class Settings:
             no_color=bool(env.get("NO_COLOR")),
             dumb_terminal=env.get("TERM", "") == "dumb",
             debug=debug,
-            history_file=_expand(env.get("HISTORY_FILE") or "~/.chatcli_history", env),
+            history_file=paths.history_file(env),
             history_max_size=history_max,
             max_tokens=max_tokens,
             proxies=Proxies.from_env(env),
@@ -241,7 +242,7 @@ class Settings:
 
     @property
     def sessions_dir(self) -> Path:
-        return self.home / "sessions"
+        return paths.sessions_dir({"CHATCLI_HOME": str(self.home)})
 
     def session_report(self) -> list[tuple[str, str, str]]:
         """(variable, effective value, where it came from) for every session setting (/config session)."""
@@ -307,12 +308,6 @@ def _runs_locally(model: str) -> bool:
     return model.lower().endswith(".gguf") or model == DEFAULT_MODELS["local"]
 
 
-def _expand(path: str, env: Mapping[str, str]) -> Path:
-    """expanduser against the HOME of `env` (not necessarily this process's)."""
-    if path == "~" or path.startswith("~/"):
-        home = env.get("HOME") or str(Path.home())
-        path = home + path[1:]
-    return Path(path).expanduser()
 
 
 def _select_provider(env: Mapping[str, str], flag: str | None) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing itself is not imported at run time: start-up cost
+if TYPE_CHECKING:
+    from typing import Any
 
 ROLES = ("user", "assistant", "system", "tool")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing itself is not imported at run time: start-up cost
 if TYPE_CHECKING:
     import datetime
 

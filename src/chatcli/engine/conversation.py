@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from chatcli.config import Settings
+from chatcli.config.settings import Settings
 from chatcli.core.bootstrap import compose_system_prompt
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message, shared_prefix

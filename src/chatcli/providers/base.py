@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from chatcli.config import Settings
+from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
 
 

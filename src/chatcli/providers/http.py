@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from urllib.parse import urlsplit
 
-from chatcli.config import Proxies, Settings
+from chatcli.config.settings import Proxies, Settings
 from chatcli.core.errors import ConfigError, ProviderError
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})

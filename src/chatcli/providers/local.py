@@ -17,8 +17,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from chatcli.config import Settings
-from chatcli.config.settings import DEFAULT_MODELS
+from chatcli.config.settings import DEFAULT_MODELS, Settings
 from chatcli.core.errors import ProviderError
 from chatcli.providers.base import Delta, Done, Request
 

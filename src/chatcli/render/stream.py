@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Protocol, TextIO
 
-from chatcli.config import Settings
+from chatcli.config.settings import Settings
 
 INTERRUPTED = "[interrupted]"
 TRUNCATED = "[the answer stopped at the token limit; CHATCLI_MAX_TOKENS raises it]"

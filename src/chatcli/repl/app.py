@@ -13,7 +13,7 @@ from prompt_toolkit.styles import Style
 
 from chatcli.commands.builtin import build_registry
 from chatcli.commands.registry import CommandRegistry, Result
-from chatcli.config import Settings
+from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation, load_system_prompt

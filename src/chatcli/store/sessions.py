@@ -14,16 +14,20 @@ import gc
 import json
 import os
 import time
+from collections import namedtuple
 from collections.abc import Iterator
-from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
-from typing import NamedTuple
 
 from chatcli.core.errors import ChatcliError
 from chatcli.core.names import NAME_RE, validate_name
-from chatcli.core.session import SessionData, SessionFormatError, decode_session, encode_session, make_title
 from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir
+
+# `chatcli session list` imports this module and should load nothing it does not use:
+# the session document (dataclasses, typing) is imported where a document is read or written.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chatcli.core.session import SessionData
 
 SUFFIX = ".json"
 CATALOG_SUFFIX = ".catalog.json"
@@ -43,28 +47,25 @@ class SessionExists(SessionError):
     pass
 
 
-@dataclass(frozen=True)
-class Stamp:
+class Stamp(namedtuple("Stamp", "mtime_ns size inode")):
     """What a file looked like when we last read or wrote it; any write elsewhere changes it."""
 
-    mtime_ns: int
-    size: int
-    inode: int
+    __slots__ = ()
 
     @classmethod
-    def of(cls, st: os.stat_result) -> "Stamp":
+    def of(cls, st: os.stat_result) -> Stamp:
         return cls(st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-class SessionInfo(NamedTuple):
-    """One row of a listing (a tuple: ten thousand of them are built per `session list`)."""
+# One row of a listing: name, messages (None when the file cannot be read), mtime, size,
+# title, problem. A plain tuple type: ten thousand of them are built per `session list`.
+SessionInfo = namedtuple("SessionInfo", "name messages mtime size title problem", defaults=("",))
 
-    name: str
-    messages: int | None  # None when the file cannot be read
-    mtime: float
-    size: int
-    title: str
-    problem: str = ""
+
+def _document():
+    from chatcli.core import session
+
+    return session
 
 
 def _json():
@@ -137,9 +138,10 @@ class SessionStore:
             where = f" (line {exc.lineno}, column {exc.colno})" if getattr(exc, "lineno", None) else ""
             kind = "is empty" if not raw.strip() else f"is not valid JSON{where}"
             raise SessionError(f"session '{name}' {kind}; the file was left untouched") from None
+        session = _document()
         try:
-            return decode_session(document)
-        except SessionFormatError as exc:
+            return session.decode_session(document)
+        except session.SessionFormatError as exc:
             raise SessionError(f"session '{name}': {exc}; the file was left untouched") from None
 
     def save(self, name: str, data: SessionData) -> Stamp:
@@ -163,9 +165,10 @@ class SessionStore:
     def write(self, name: str, data: SessionData) -> Stamp:
         """The atomic write itself, with no checks: callers hold `lock(name)` and have decided."""
         path = self.path(name)
+        session = _document()
         if data.title is None:
-            data.title = make_title(data.history)
-        document = encode_session(data)
+            data.title = session.make_title(data.history)
+        document = session.encode_session(data)
         try:
             payload = _json().dumps(document)
         except TypeError:  # a value orjson refuses (an integer past 64 bits in a foreign field)
@@ -282,7 +285,7 @@ class SessionStore:
         except (SessionError, OSError) as exc:
             problem = str(exc) if isinstance(exc, SessionError) else (exc.strerror or str(exc))
             return [st.st_mtime_ns, st.st_size, None, "", problem]
-        return [st.st_mtime_ns, st.st_size, len(data.history), data.title or make_title(data.history) or ""]
+        return [st.st_mtime_ns, st.st_size, len(data.history), data.title or _document().make_title(data.history) or ""]
 
     @property
     def catalog_path(self) -> Path:
