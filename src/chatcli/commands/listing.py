@@ -13,16 +13,16 @@ def format_listing(infos: Sequence[SessionInfo], active: str | None) -> str:
         return "No saved sessions."
     width = max(len(info.name) for info in infos)
     lines = [f"Sessions ({len(infos)}), newest first:"]
-    minutes: dict[int, str] = {}  # formatting times is the costly part of 10,000 rows
+    minutes: dict[int, str] = {}  # formatting a time is the costly part of 10,000 rows
+    row = " %s %-*s  %10s  %s  %s"
     for name, messages, mtime, _size, title, problem in infos:
-        minute = int(mtime // 60)
+        minute = int(mtime) // 60
         when = minutes.get(minute)
         if when is None:
             when = minutes[minute] = time.strftime("%Y-%m-%d %H:%M", time.localtime(minute * 60))
-        mark = "*" if name == active else " "
         if messages is None:
-            lines.append(f" {mark} {name:<{width}}  {'unreadable':>10}  {when}  {problem}")
+            count, title = "unreadable", problem
         else:
-            count = f"{messages} msgs" if messages != 1 else "1 msg"
-            lines.append(f" {mark} {name:<{width}}  {count:>10}  {when}  {title}")
+            count = "%d msgs" % messages if messages != 1 else "1 msg"
+        lines.append(row % ("*" if name == active else " ", width, name, count, when, title))
     return "\n".join(lines)
