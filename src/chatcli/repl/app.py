@@ -150,7 +150,8 @@ def _no_echo():
     try:
         yield
     finally:
-        termios.tcsetattr(fd, termios.TCSANOW, saved)
+        with contextlib.suppress(OSError, termios.error):  # the terminal may be gone (SIGHUP)
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def _show(terminal: Terminal, result: Result) -> None:
