@@ -185,3 +185,28 @@ def test_an_invalid_setting_is_shown_as_such_in_config_session(tmp_path):
     settings = Settings.load({"HOME": str(tmp_path), "CHATCLI_SESSION_WRITETHROUGH": "maybe"})
     row = [r for r in settings.session_report() if r[0] == "CHATCLI_SESSION_WRITETHROUGH"][0]
     assert row[1:] == ("on", "default; the environment's value is invalid")
+
+
+def test_a_repeated_listing_is_printed_from_its_rendering_until_the_directory_changes(env, workdir):
+    make_session(env, "first", "one")
+    sessions = Path(env["CHATCLI_HOME"]) / "sessions"
+
+    def settle() -> None:  # as if the last write was a minute ago
+        st = sessions.stat()
+        os.utime(sessions, ns=(st.st_atime_ns, st.st_mtime_ns - 60_000_000_000))
+
+    settle()
+    listing = run_chatcli("session", "list", env=env, cwd=workdir).stdout
+    rendered = Path(env["CHATCLI_HOME"]) / "sessions.listing.txt"
+    header, body = rendered.read_text().split("\n", 1)
+    assert body == listing
+    rendered.write_text(header + "\n" + body.replace("first", "FROM-THE-RENDERING"))
+    assert "FROM-THE-RENDERING" in run_chatcli("session", "list", env=env, cwd=workdir).stdout
+    # Any session written (a rename into the directory) makes the rendering stale at once.
+    make_session(env, "second", "two")
+    fresh = run_chatcli("session", "list", env=env, cwd=workdir).stdout
+    assert "FROM-THE-RENDERING" not in fresh and "first" in fresh and "second" in fresh
+    settle()
+    assert "second" in run_chatcli("session", "list", env=env, cwd=workdir).stdout
+    assert json.loads(run_chatcli("session", "list", "--json", env=env, cwd=workdir).stdout)[0]["name"] in (
+        "first", "second")

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 
 from chatcli.commands.listing import format_listing
@@ -35,17 +36,23 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
     and load the full settings (so `session list` starts as fast as a listing can)."""
     store = SessionStore(paths.sessions_dir(os.environ))
     out = sys.stdout
-    if args.action == "list":
-        infos = store.list()
-        if args.json:
-            import datetime
+    if args.action == "list" and not args.json:
+        # The plain listing is kept as rendered text while the sessions directory is unchanged
+        # (the catalog's own rule): a repeated `chatcli session list` only prints it. The
+        # rendering depends on the local time zone, which is part of the key.
+        key = "plain:" + ",".join(map(str, (time.timezone, time.altzone, time.daylight, *time.tzname)))
+        text = store.read_rendered(key)
+        if text is None:
+            text = format_listing(store.list(), None) + "\n"
+            store.save_rendered(key, text)
+        out.write(text)
+    elif args.action == "list":  # --json
+        import datetime
 
-            rows = [{"name": i.name, "messages": i.messages, "size": i.size, "title": i.title,
-                     "modified": datetime.datetime.fromtimestamp(i.mtime).astimezone().isoformat(timespec="seconds"),
-                     **({"problem": i.problem} if i.problem else {})} for i in infos]
-            out.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
-        else:
-            out.write(format_listing(infos, None) + "\n")
+        rows = [{"name": i.name, "messages": i.messages, "size": i.size, "title": i.title,
+                 "modified": datetime.datetime.fromtimestamp(i.mtime).astimezone().isoformat(timespec="seconds"),
+                 **({"problem": i.problem} if i.problem else {})} for i in store.list()]
+        out.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
     elif args.action == "show":
         data, _ = store.load(args.name)
         if args.json:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 SUFFIX = ".json"
 CATALOG_SUFFIX = ".catalog.json"
+RENDERED_SUFFIX = ".listing.txt"
 CATALOG_VERSION = 3
 SETTLE_NS = 2_000_000_000
 
@@ -313,6 +314,43 @@ class SessionStore:
             atomic_write(self.catalog_path, json.dumps(document, separators=(",", ":")).encode("utf-8"))
         except OSError:
             pass
+
+    # -- a rendered listing, valid while the directory is unchanged ---------------------------
+    @property
+    def rendered_path(self) -> Path:
+        return self.root.with_name(self.root.name + RENDERED_SUFFIX)
+
+    def settled_token(self) -> str | None:
+        """Identifies the directory's current contents when it is settled (see `list`), else None."""
+        try:
+            directory = os.stat(self.root)
+        except OSError:
+            return None
+        if time.time_ns() - directory.st_mtime_ns <= SETTLE_NS:
+            return None
+        return f"{CATALOG_VERSION}:{directory.st_mtime_ns}:{directory.st_ino}"
+
+    def read_rendered(self, key: str) -> str | None:
+        """Text saved by `save_rendered` under `key`, if the directory has not changed since."""
+        token = self.settled_token()
+        if token is None:
+            return None
+        try:
+            with open(self.rendered_path, encoding="utf-8") as handle:
+                header = handle.readline()
+                if header != f"{token} {key}\n":
+                    return None
+                return handle.read()
+        except (OSError, ValueError):
+            return None
+
+    def save_rendered(self, key: str, text: str) -> None:
+        """Keep `text` (a formatted listing) for as long as the directory stays unchanged."""
+        token = self.settled_token()
+        if token is None:
+            return
+        with contextlib.suppress(OSError):
+            atomic_write(self.rendered_path, f"{token} {key}\n{text}".encode("utf-8"))
 
     # -- errors --------------------------------------------------------------------------
     def _error(self, name: str, exc: OSError, writing: bool = False) -> SessionError:
