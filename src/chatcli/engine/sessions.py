@@ -38,20 +38,16 @@ def save(conv: Conversation, name: str) -> Outcome:
             raise SessionError(notes[-1] if notes else f"session '{name}' could not be written")
         return Outcome(f"Session '{name}' saved ({len(conv.history)} messages).", tuple(notes))
     data = conv.snapshot()
-    store = conv.store
     notes: list[str] = []
-    with store.lock(name):
-        if store.stamp(name) is not None:
-            try:
-                previous, _ = store.load(name)
-            except SessionError as exc:
-                raise SessionError(f"{exc}; not overwriting it (delete it or choose another name)") from None
-            # Replacing another session: what it held that this conversation lacks is kept.
-            if shared_prefix(previous.history, data.history) < len(previous.history):
-                kept = _autosave(conv, previous, f"not saving over '{name}'")
-                notes.append(f"Session '{name}' held {len(previous.history)} other messages; "
-                             f"they were kept as '{kept}'.")
-        stamp = store.write(name, data)
+
+    def keep_previous(previous: SessionData) -> None:
+        # Replacing another session: what it held that this conversation lacks is kept first.
+        if shared_prefix(previous.history, data.history) < len(previous.history):
+            kept = _autosave(conv, previous, f"not saving over '{name}'")
+            notes.append(f"Session '{name}' held {len(previous.history)} other messages; "
+                         f"they were kept as '{kept}'.")
+
+    stamp = conv.store.save(name, data, before_replace=keep_previous)
     conv.bind(name, data, stamp)
     notes += conv.size_notes(name, stamp)
     return Outcome(f"Session '{name}' saved ({len(data.history)} messages).", tuple(notes))

@@ -15,7 +15,7 @@ import json
 import os
 import time
 from collections import namedtuple
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import itemgetter
 from pathlib import Path
 
@@ -145,15 +145,19 @@ class SessionStore:
         except session.SessionFormatError as exc:
             raise SessionError(f"session '{name}': {exc}; the file was left untouched") from None
 
-    def save(self, name: str, data: SessionData) -> Stamp:
+    def save(self, name: str, data: SessionData,
+             before_replace: Callable[[SessionData], None] | None = None) -> Stamp:
         """Replace session `name` with `data`, under its lock. An existing file that cannot be
-        read (newer version, malformed) is refused, never overwritten."""
+        read (newer version, malformed) is refused, never overwritten; one that can is handed
+        to `before_replace` first (to keep what it held, say)."""
         with self.lock(name):
             if self.stamp(name) is not None:
                 try:
-                    self.load(name)
+                    previous, _ = self.load(name)
                 except SessionError as exc:
                     raise SessionError(f"{exc}; not overwriting it (delete it or choose another name)") from None
+                if before_replace is not None:
+                    before_replace(previous)
             return self.write(name, data)
 
     def create(self, name: str, data: SessionData) -> Stamp:
