@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import stat
 from pathlib import Path
 
@@ -204,7 +205,7 @@ def test_writethrough_off_disables_both_directions(repl_env, workdir, sessions_d
         assert contents(sessions_dir / "manual.json") == []
         repl.send("/session save manual")
         assert len(contents(sessions_dir / "manual.json")) == 2
-        assert "CHATCLI_SESSION_WRITETHROUGH  off  (environment)" in plain(repl.send("/config session"))
+        assert re.search(r"CHATCLI_SESSION_WRITETHROUGH +off +\(environment\)", plain(repl.send("/config session")))
     finally:
         repl.close()
 

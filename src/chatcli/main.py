@@ -40,7 +40,8 @@ def build_parser():
     parser.add_argument("--raw", action="store_true", help="print answers as plain text, no Markdown rendering")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     parser.add_argument("--version", action="version", version=f"chatcli {__version__}")
-    parser.epilog += (" Scripting: chatcli session list|show|delete|fork (see chatcli session --help).")
+    parser.epilog += (" Scripting: chatcli session list|show|delete|fork (see chatcli session --help); "
+                      "chatcli storage [prune [--apply]] (see chatcli storage --help).")
     return parser
 
 
@@ -55,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
         args = session_parser(_parser_class()).parse_args(argv[1:])
         args.debug = False
         runner = _run_session
+    elif argv and argv[0] == "storage":
+        from chatcli.cli.storage_cli import build_parser as storage_parser
+
+        args = storage_parser(_parser_class()).parse_args(argv[1:])
+        args.debug = False
+        runner = _run_storage
     else:
         args = build_parser().parse_args(argv)
         runner = _run
@@ -116,6 +123,12 @@ def _run_session(args) -> int:
     from chatcli.cli.session_cli import run_session_command
 
     return run_session_command(args, _settings)
+
+
+def _run_storage(args) -> int:
+    from chatcli.cli.storage_cli import run_storage_command
+
+    return run_storage_command(args, _settings)
 
 
 def _silence_stdout() -> None:

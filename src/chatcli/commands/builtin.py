@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from chatcli.commands import session as session_commands
+from chatcli.commands import storage as storage_commands
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.config.settings import DEFAULT_MODELS, PROVIDERS
 from chatcli.core.errors import UsageError
@@ -54,6 +55,7 @@ def build_registry() -> CommandRegistry:
         return Result(f"Provider set to {conv.settings.provider}, model {conv.settings.model_label}.")
 
     session_commands.register(registry)
+    storage_commands.register(registry)
 
     @registry.command("exit", "/exit", "leave chatcli", aliases=("quit",))
     def exit_(_conv: Conversation, _args: str) -> Result:

@@ -15,7 +15,7 @@ def format_listing(infos: Sequence[SessionInfo], active: str | None) -> str:
     lines = [f"Sessions ({len(infos)}), newest first:"]
     minutes: dict[int, str] = {}  # formatting a time is the costly part of 10,000 rows
     row = " %s %-*s  %10s  %s  %s"
-    for name, messages, mtime, _size, title, problem in infos:
+    for name, messages, mtime, _size, title, problem, _transcript in infos:
         minute = int(mtime) // 60
         when = minutes.get(minute)
         if when is None:

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from chatcli.config import paths
 from chatcli.core.errors import ConfigError
+from chatcli.core.retention import describe_days, parse_days
 
 PROVIDERS = ("openai", "anthropic", "ollama", "local")
 
@@ -40,6 +41,10 @@ DEFAULT_BASE_URLS = {
 }
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_HISTORY_MAX_SIZE = 100 * 1024 * 1024
+DEFAULT_SESSION_TTL_DAYS = 90.0
+DEFAULT_AUTOSAVE_KEEP = 600
+DEFAULT_CCR_TTL_DAYS = 7.0
+DEFAULT_CCR_MAX_SIZE = 100 * 1024 * 1024
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
                "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
 
@@ -123,6 +128,15 @@ class Settings:
     session_writethrough: bool = True
     # CHATCLI_SESSION_AUTOSAVE: unbound conversations are kept as autosave-… sessions.
     session_autosave: bool = True
+    # CHATCLI_SESSION_TTL: machine sessions (autosave-…, mcp-…) not modified for this many days
+    # are removed at start-up; 0 keeps them forever.
+    session_ttl_days: float = DEFAULT_SESSION_TTL_DAYS
+    # CHATCLI_SESSION_AUTOSAVE_KEEP: at most this many machine sessions per prefix, newest kept.
+    autosave_keep: int = DEFAULT_AUTOSAVE_KEEP
+    # CHATCLI_CCR_TTL and CHATCLI_CCR_MAX_SIZE: the recall store's entries expire after this
+    # many days, and the oldest go when the store outgrows the cap.
+    ccr_ttl_days: float = DEFAULT_CCR_TTL_DAYS
+    ccr_max_size: int = DEFAULT_CCR_MAX_SIZE
     proxies: Proxies = field(default_factory=Proxies)
     # The environment this was parsed from; only config reads it (endpoints, per-provider models).
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -169,11 +183,34 @@ class Settings:
                     "using each provider's default"
                 )
         writethrough = _flag(env, "CHATCLI_SESSION_WRITETHROUGH", True, warnings)
+        ttl = _days(env, "CHATCLI_SESSION_TTL", DEFAULT_SESSION_TTL_DAYS, warnings)
+        ccr_ttl = _days(env, "CHATCLI_CCR_TTL", DEFAULT_CCR_TTL_DAYS, warnings)
+        keep = DEFAULT_AUTOSAVE_KEEP
+        if env.get("CHATCLI_SESSION_AUTOSAVE_KEEP", "").strip():
+            try:
+                keep = int(env["CHATCLI_SESSION_AUTOSAVE_KEEP"])
+                if keep < 0:
+                    raise ValueError
+            except ValueError:
+                keep = DEFAULT_AUTOSAVE_KEEP
+                warnings.append(f"CHATCLI_SESSION_AUTOSAVE_KEEP={env['CHATCLI_SESSION_AUTOSAVE_KEEP']!r} is not a "
+                                f"whole number of sessions; using {DEFAULT_AUTOSAVE_KEEP}")
+        ccr_max = DEFAULT_CCR_MAX_SIZE
+        if env.get("CHATCLI_CCR_MAX_SIZE", "").strip():
+            try:
+                ccr_max = parse_size(env["CHATCLI_CCR_MAX_SIZE"])
+            except ValueError:
+                warnings.append(f"CHATCLI_CCR_MAX_SIZE={env['CHATCLI_CCR_MAX_SIZE']!r} is not a size like 100MB; "
+                                "using 100MB")
         autosave = _flag(env, "CHATCLI_SESSION_AUTOSAVE", True, warnings)
         settings = cls(
             home=paths.chatcli_home(env),
             session_writethrough=writethrough,
             session_autosave=autosave,
+            session_ttl_days=ttl,
+            autosave_keep=keep,
+            ccr_ttl_days=ccr_ttl,
+            ccr_max_size=ccr_max,
             provider=chosen,
             model="",
             timeout=timeout or DEFAULT_TIMEOUT,
@@ -260,6 +297,10 @@ class Settings:
             ("sessions directory", str(self.sessions_dir), "CHATCLI_HOME"),
             ("CHATCLI_SESSION_WRITETHROUGH", on(self.session_writethrough), source("CHATCLI_SESSION_WRITETHROUGH")),
             ("CHATCLI_SESSION_AUTOSAVE", on(self.session_autosave), source("CHATCLI_SESSION_AUTOSAVE")),
+            ("CHATCLI_SESSION_TTL", f"{describe_days(self.session_ttl_days)} (machine sessions)"
+             if self.session_ttl_days else "0 (machine sessions never expire)",
+             source("CHATCLI_SESSION_TTL")),
+            ("CHATCLI_SESSION_AUTOSAVE_KEEP", f"{self.autosave_keep} per prefix", source("CHATCLI_SESSION_AUTOSAVE_KEEP")),
             ("HISTORY_MAX_SIZE", f"{self.history_max_size} bytes (a save above it warns)", source("HISTORY_MAX_SIZE")),
         ]
 
@@ -302,6 +343,18 @@ def _flag(env: Mapping[str, str], var: str, default: bool, warnings: list[str]) 
     warnings.append(f"{var}={env[var]!r} is not on/off (true|1|on|yes or false|0|off|no|disabled); "
                     f"using {'on' if default else 'off'}")
     return default
+
+
+def _days(env: Mapping[str, str], var: str, default: float, warnings: list[str]) -> float:
+    value = env.get(var, "").strip()
+    if not value:
+        return default
+    try:
+        return parse_days(value)
+    except ValueError:
+        warnings.append(f"{var}={env[var]!r} is not a number of days like 90d, 30d or 90 (0 disables); "
+                        f"using {describe_days(default)}")
+        return default
 
 
 def _runs_locally(model: str) -> bool:

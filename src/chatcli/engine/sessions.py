@@ -8,9 +8,11 @@ whether a file may be written happens under that session's lock.
 from __future__ import annotations
 
 import datetime
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from chatcli.core import retention
 from chatcli.core.errors import UsageError
 from chatcli.core.messages import shared_prefix
 from chatcli.core.names import autosave_name, is_trivial, validate_name, validate_user_target
@@ -154,6 +156,21 @@ def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:
             return info.name, skipped
         skipped.append(f"Skipped session '{info.name}', newer but unreadable: {info.problem}")
     return None, skipped
+
+
+def recent_note(conv: Conversation) -> str | None:
+    """One line naming the most recent session and how to resume it, from the store's pointer
+    (no listing: this is on the way to the first prompt). None when there is nothing worth
+    naming, including a machine session the start-up sweep is about to remove."""
+    info = conv.store.latest()
+    if info is None:
+        return None
+    now = time.time()
+    if retention.machine_prefix(info.name) and retention.expired(info.mtime, now, conv.settings.session_ttl_days):
+        return None
+    count = "" if info.messages is None else f"{info.messages} message{'s' if info.messages != 1 else ''}, "
+    return (f"Most recent session: '{info.name}' ({count}saved {retention.describe_age(now - info.mtime)}); "
+            f"resume it with chatcli -c or /session load {info.name}.")
 
 
 def start(conv: Conversation, *, resume: bool = False, name: str | None = None) -> list[str]:

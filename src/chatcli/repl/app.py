@@ -15,7 +15,7 @@ from chatcli.commands.builtin import build_registry
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
-from chatcli.engine import sessions
+from chatcli.engine import sessions, upkeep
 from chatcli.engine.conversation import Conversation, load_system_prompt
 from chatcli.render import wants_markdown
 from chatcli.render.turn import stream_turn
@@ -64,9 +64,14 @@ def build_repl(settings: Settings) -> tuple[PromptSession, Conversation, Command
 
 def run_repl(settings: Settings, start: dict | None = None) -> int:
     session, conversation, registry, terminal = build_repl(settings)
-    for note in sessions.start(conversation, **(start or {})):
-        terminal.say(note)
-    _warm_after_first_draw(session, conversation, markdown=wants_markdown(sys.stdout, settings))
+    start = start or {}
+    notes = sessions.start(conversation, **start)
+    if not (start.get("resume") or start.get("name")):
+        notes = [sessions.recent_note(conversation)]  # resuming is one command away
+    for note in notes:
+        if note:
+            terminal.say(note)
+    _after_first_draw(session, conversation, markdown=wants_markdown(sys.stdout, settings))
     ended = _end_on_signals()
     try:
         while not ended.is_set():
@@ -154,6 +159,12 @@ def _no_echo():
             termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
+def _debug_report(exc: BaseException) -> None:
+    import traceback
+
+    traceback.print_exception(exc)
+
+
 def _show(terminal: Terminal, result: Result) -> None:
     if result.error:
         terminal.error(result.text)
@@ -161,11 +172,13 @@ def _show(terminal: Terminal, result: Result) -> None:
         terminal.say(result.text)
 
 
-def _warm_after_first_draw(session: PromptSession, conversation: Conversation, *, markdown: bool) -> None:
-    """Load what the first answer needs (a local model, the Markdown renderer) while the user types.
+def _after_first_draw(session: PromptSession, conversation: Conversation, *, markdown: bool) -> None:
+    """Once the first prompt is on screen: sweep expired machine sessions (SPEC §10) and load
+    what the first answer needs (a local model, the Markdown renderer) while the user types.
 
-    The thread starts once the first prompt is on screen: started earlier, its imports
-    (llama_cpp pulls in numpy) compete with the main thread for the GIL and delay the prompt.
+    Both threads start only then: started earlier, their work (llama_cpp pulls in numpy; the
+    sweep stats every session file) competes with the main thread for the GIL and delays the
+    prompt.
     """
 
     def warm() -> None:
@@ -179,6 +192,8 @@ def _warm_after_first_draw(session: PromptSession, conversation: Conversation, *
 
     def start(_app) -> None:
         session.app.after_render -= start
+        settings = conversation.settings
+        upkeep.start_sweep(settings, on_error=_debug_report if settings.debug else None)
         threading.Thread(target=warm, name="chatcli-warm", daemon=True).start()
 
     session.app.after_render += start

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
+# What `temp_name` makes: group 1 is the target's name, group 2 the writer's process id.
+TEMP_RE = re.compile(r"\.(.+)\.(\d+)\.[0-9a-f]{12}\.tmp")
 
 
 def ensure_private_dir(path: Path) -> Path:
@@ -34,11 +37,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> None:
-    """Replace `path` with `data` so that a crash leaves the old file or the new one, never a torn one."""
+def temp_name(target: str) -> str:
+    """The name of the temporary file beside `target` that an atomic write renames into place:
+    `.<target>.<pid>.<12 hex>.tmp`. One that outlives its writer is a lost temporary file
+    (see TEMP_RE), which `/storage prune` removes."""
+    return f".{target}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
+
+
+def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE, durable: bool = True) -> None:
+    """Replace `path` with `data` so that a crash leaves the old file or the new one, never a torn one.
+
+    `durable=False` skips both fsyncs, for hints and caches that may be lost but never torn."""
     ensure_private_dir(path.parent)
     # A unique name beside the target (what tempfile.mkstemp does, without its import cost).
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+    tmp = path.with_name(temp_name(path.name))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         os.fchmod(fd, mode)
@@ -46,7 +58,8 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
         os.close(fd)
         fd = -1
         os.replace(tmp, path)
@@ -58,7 +71,8 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> None:
         except FileNotFoundError:
             pass
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def append_line(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> None:

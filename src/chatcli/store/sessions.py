@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 SUFFIX = ".json"
 CATALOG_SUFFIX = ".catalog.json"
 RENDERED_SUFFIX = ".listing.txt"
-CATALOG_VERSION = 3
+LATEST_SUFFIX = ".latest.json"
+LOCK_SUFFIX = ".lock"
+CATALOG_VERSION = 4
 SETTLE_NS = 2_000_000_000
 
 
@@ -59,8 +61,8 @@ class Stamp(namedtuple("Stamp", "mtime_ns size inode")):
 
 
 # One row of a listing: name, messages (None when the file cannot be read), mtime, size,
-# title, problem. A plain tuple type: ten thousand of them are built per `session list`.
-SessionInfo = namedtuple("SessionInfo", "name messages mtime size title problem", defaults=("",))
+# title, problem, transcript id. A plain tuple type: ten thousand are built per `session list`.
+SessionInfo = namedtuple("SessionInfo", "name messages mtime size title problem transcript", defaults=("", ""))
 
 
 def _document():
@@ -185,9 +187,11 @@ class SessionStore:
             if self._loose_dir():
                 os.chmod(self.root, PRIVATE_DIR)
             atomic_write(path, payload)
-            return Stamp.of(os.stat(path))
+            stamp = Stamp.of(os.stat(path))
         except OSError as exc:
             raise self._error(name, exc, writing=True) from None
+        self.note_latest(name, stamp.mtime_ns, len(data.history), data.title or "")
+        return stamp
 
     def _loose_dir(self) -> bool:
         """A sessions directory made by someone else with group/other access (checked once)."""
@@ -199,8 +203,7 @@ class SessionStore:
     def delete(self, name: str) -> None:
         if self.stamp(name) is None:
             raise SessionNotFound(f"session '{name}' does not exist")
-        # The lock file stays: a process already waiting on it must keep excluding the next one.
-        with self.lock(name):
+        with self.lock(name, drop=True):
             try:
                 os.unlink(self.path(name))
             except FileNotFoundError:
@@ -208,18 +211,81 @@ class SessionStore:
             except OSError as exc:
                 raise self._error(name, exc, writing=True) from None
 
+    def remove_if_unchanged(self, name: str, mtime_ns: int, size: int) -> bool:
+        """Delete session `name` only if it is still the file a retention plan saw (same mtime and
+        size): a session another surface wrote since is kept. False when it changed or is gone."""
+        with self.lock(name, drop=True):
+            try:
+                st = os.stat(self.path(name))
+            except FileNotFoundError:
+                return False
+            if (st.st_mtime_ns, st.st_size) != (mtime_ns, size):
+                return False
+            os.unlink(self.path(name))
+            return True
+
+    def lock_path(self, name: str) -> Path:
+        return self.root / f".{validate_name(name)}{LOCK_SUFFIX}"
+
     @contextlib.contextmanager
-    def lock(self, name: str) -> Iterator[None]:
-        """Exclusive per-session lock across processes (held only around read-merge-write)."""
-        lock_path = self.root / f".{validate_name(name)}.lock"
+    def lock(self, name: str, *, drop: bool = False) -> Iterator[None]:
+        """Exclusive per-session lock across processes (held only around read-merge-write).
+
+        The lock is the inode at `.NAME.lock`. Whoever deletes the session unlinks the lock file
+        while holding it (`drop=True`), so deleted sessions leave nothing behind; a process that
+        was waiting on the unlinked inode sees, once it gets it, that the path no longer leads
+        there, and starts over on the current file. So two holders can never coexist.
+        """
+        lock_path = self.lock_path(name)
+        while True:
+            try:
+                ensure_private_dir(self.root)
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise self._error(name, exc, writing=True) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                held = os.fstat(fd)
+                try:
+                    current = os.stat(lock_path)
+                except FileNotFoundError:
+                    current = None
+                if current is not None and (current.st_ino, current.st_dev) == (held.st_ino, held.st_dev):
+                    break
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # a lock file deleted while we waited: take the new one
         try:
-            ensure_private_dir(self.root)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise self._error(name, exc, writing=True) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
+        finally:
+            if drop:
+                with contextlib.suppress(OSError):
+                    os.unlink(lock_path)
+            os.close(fd)
+
+    def remove_orphan_lock(self, lock_path: Path, mtime_ns: int) -> bool:
+        """Unlink a lock file whose session does not exist, unless someone holds it, the session
+        appeared, or the file changed since it was planned for removal."""
+        try:
+            fd = os.open(lock_path, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            held = os.fstat(fd)
+            session = lock_path.with_name(lock_path.name[1:].removesuffix(LOCK_SUFFIX) + SUFFIX)
+            try:
+                current = os.stat(lock_path)
+            except FileNotFoundError:
+                return False
+            if (current.st_ino != held.st_ino or current.st_mtime_ns != mtime_ns or session.exists()):
+                return False
+            os.unlink(lock_path)
+            return True
         finally:
             os.close(fd)
 
@@ -238,26 +304,31 @@ class SessionStore:
         lives beside the directory (so writing it changes nothing) and is a cache: deleting
         it costs one slower listing.
         """
+        make = SessionInfo._make
+        infos = [make((name, row[2], row[0] / 1e9, row[1], row[3], row[4], row[5]))
+                 for name, row in self.entries(fresh).items()]
+        infos.sort(key=itemgetter(2), reverse=True)
+        return infos
+
+    def entries(self, fresh: bool = False, record: bool = True) -> dict[str, list]:
+        """The catalog itself: {name: [mtime_ns, size, messages, title, problem, transcript id]}
+        (see `list` for when it is trusted without looking at the files). `record=False` leaves
+        the catalog file as it is (a dry run must change nothing on disk)."""
         try:
             directory = os.stat(self.root)
         except FileNotFoundError:
-            return []
+            return {}
         except OSError as exc:
             raise SessionError(f"cannot list sessions in {self.root}: {exc.strerror or exc}") from None
         recorded, catalog = self._read_catalog()
         if not fresh and recorded is not None and recorded == directory.st_mtime_ns:
-            rows = catalog
-        else:
-            rows = self._scan(catalog)
-            settled = time.time_ns() - directory.st_mtime_ns > SETTLE_NS
-            mark = directory.st_mtime_ns if settled else None
-            if rows != catalog or mark != recorded:
-                self._write_catalog(mark, rows)
-        make = SessionInfo._make
-        infos = [make((name, row[2], row[0] / 1e9, row[1], row[3], row[4] if len(row) > 4 else ""))
-                 for name, row in rows.items()]
-        infos.sort(key=itemgetter(2), reverse=True)
-        return infos
+            return catalog
+        rows = self._scan(catalog)
+        settled = time.time_ns() - directory.st_mtime_ns > SETTLE_NS
+        mark = directory.st_mtime_ns if settled else None
+        if record and (rows != catalog or mark != recorded):
+            self._write_catalog(mark, rows)
+        return rows
 
     def _scan(self, catalog: dict[str, list]) -> dict[str, list]:
         try:
@@ -275,7 +346,7 @@ class SessionStore:
                 continue
             if not NAME_RE.fullmatch(name) or ".." in name:
                 rows[name] = [st.st_mtime_ns, st.st_size, None, "",
-                              "not a valid session name; rename the file to use it"]
+                              "not a valid session name; rename the file to use it", ""]
                 continue
             cached = catalog.get(name)
             if cached and cached[0] == st.st_mtime_ns and cached[1] == st.st_size:
@@ -289,8 +360,9 @@ class SessionStore:
             data = self.decode(name, path.read_bytes())
         except (SessionError, OSError) as exc:
             problem = str(exc) if isinstance(exc, SessionError) else (exc.strerror or str(exc))
-            return [st.st_mtime_ns, st.st_size, None, "", problem]
-        return [st.st_mtime_ns, st.st_size, len(data.history), data.title or _document().make_title(data.history) or ""]
+            return [st.st_mtime_ns, st.st_size, None, "", problem, ""]
+        title = data.title or _document().make_title(data.history) or ""
+        return [st.st_mtime_ns, st.st_size, len(data.history), title, "", data.transcript_id or ""]
 
     @property
     def catalog_path(self) -> Path:
@@ -308,16 +380,46 @@ class SessionStore:
             return None, {}
         entries = value.get("entries")
         recorded = value.get("directory_mtime_ns")
-        if not isinstance(entries, dict):
+        if not isinstance(entries, dict) or not all(
+                isinstance(row, list) and len(row) == 6 for row in entries.values()):
             return None, {}
         return (recorded if isinstance(recorded, int) else None), entries
 
     def _write_catalog(self, directory_mtime_ns: int | None, entries: dict[str, list]) -> None:
         document = {"version": CATALOG_VERSION, "directory_mtime_ns": directory_mtime_ns, "entries": entries}
         try:  # a cache: failing to write it only costs the next listing some work
-            atomic_write(self.catalog_path, json.dumps(document, separators=(",", ":")).encode("utf-8"))
+            atomic_write(self.catalog_path, json.dumps(document, separators=(",", ":")).encode("utf-8"),
+                         durable=False)
         except OSError:
             pass
+
+    # -- the most recent session, without listing them all ---------------------------------
+    @property
+    def latest_path(self) -> Path:
+        return self.root.with_name(self.root.name + LATEST_SUFFIX)
+
+    def note_latest(self, name: str, mtime_ns: int, messages: int | None, title: str) -> None:
+        """Remember the session written last (every chatcli write comes through `write`), so the
+        REPL can name it at start-up without a listing. A hint: not fsync'd, and ignored when it
+        no longer matches the file."""
+        payload = json.dumps({"name": name, "mtime_ns": mtime_ns, "messages": messages, "title": title},
+                             ensure_ascii=False)
+        with contextlib.suppress(OSError):
+            atomic_write(self.latest_path, payload.encode("utf-8"), durable=False)
+
+    def latest(self) -> SessionInfo | None:
+        """The session chatcli wrote last, if it still exists (message count and title only while
+        the file is the one that was written)."""
+        try:
+            value = json.loads(self.latest_path.read_bytes())
+            name = value["name"]
+            st = os.stat(self.path(name))
+        except (OSError, ValueError, KeyError, TypeError, ChatcliError):
+            return None
+        same = value.get("mtime_ns") == st.st_mtime_ns
+        messages = value.get("messages") if same else None
+        return SessionInfo(name, messages if isinstance(messages, int) else None, st.st_mtime_ns / 1e9,
+                           st.st_size, str(value.get("title") or "") if same else "")
 
     # -- a rendered listing, valid while the directory is unchanged ---------------------------
     @property
@@ -354,7 +456,7 @@ class SessionStore:
         if token is None:
             return
         with contextlib.suppress(OSError):
-            atomic_write(self.rendered_path, f"{token} {key}\n{text}".encode("utf-8"))
+            atomic_write(self.rendered_path, f"{token} {key}\n{text}".encode("utf-8"), durable=False)
 
     # -- errors --------------------------------------------------------------------------
     def _error(self, name: str, exc: OSError, writing: bool = False) -> SessionError:

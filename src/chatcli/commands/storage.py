@@ -1,0 +1,152 @@
+"""/storage and /storage prune (SPEC §10): written once; `chatcli storage` prints the same text."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from chatcli.commands.registry import CommandRegistry, Result
+from chatcli.core import retention
+from chatcli.core.errors import UsageError
+from chatcli.store.storage import LABELS, NEVER_PRUNED, STORES, Applied, Plan, Removal, Storage, human_size, store_key
+
+if TYPE_CHECKING:
+    from chatcli.config.settings import Settings
+    from chatcli.engine.conversation import Conversation
+
+USAGE = "/storage · /storage prune [store] [--apply]"
+# The REPL shows this many files per reason; `chatcli storage prune` shows every one.
+SHOWN_PER_REASON = 20
+
+
+def storage(settings: Settings, words: list[str], *, limit: int | None = SHOWN_PER_REASON) -> Result:
+    """`/storage …` for these arguments (an error result when a planned file could not be
+    removed); UsageError for arguments it does not take."""
+    if not words or words == ["report"]:
+        return Result(report(Storage(settings)))
+    if words[0].lower() != "prune":
+        raise UsageError(f"usage: {USAGE}")
+    rest = [word for word in words[1:] if word != "--apply"]
+    if len(rest) > 1 or any(word.startswith("-") for word in rest):
+        raise UsageError(f"usage: {USAGE}")
+    only = store_key(rest[0]) if rest else None
+    return prune(Storage(settings), only=only, apply="--apply" in words, limit=limit)
+
+
+def report(storage: Storage) -> str:
+    plan = storage.plan()
+    planned = {key: [0, 0] for key in STORES}
+    for removal in plan.removals:
+        planned[removal.store][0] += 1
+        planned[removal.store][1] += removal.size
+    rows = [("store", "files", "size", "would remove now", "rule")]
+    for usage in storage.usage():
+        count, size = planned[usage.store]
+        if usage.store in NEVER_PRUNED:
+            now = "never pruned"
+        else:
+            now = f"{_files(count)}, {human_size(size)}" if count else "nothing"
+        rows.append((LABELS[usage.store], str(usage.files), human_size(usage.size), now, usage.rule))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [f"Storage under {storage.home}:"]
+    for label, files, size, now, rule in rows:
+        lines.append(f"  {label:<{widths[0]}}  {files:>{widths[1]}}  {size:>{widths[2]}}  "
+                     f"{now:<{widths[3]}}  {rule}")
+    lines += [f"Note: {note}" for note in plan.notes]
+    lines.append("/storage prune lists what would be removed and why; /storage prune --apply removes it.")
+    return "\n".join(lines)
+
+
+def prune(storage: Storage, *, only: str | None, apply: bool, limit: int | None) -> Result:
+    """List the plan grouped by reason; with `apply`, remove exactly the files listed."""
+    plan = storage.plan(only=only)
+    where = f" from {LABELS[only]}" if only else ""
+    if not plan.removals:
+        return Result("\n".join([f"Nothing to remove{where}: every file is within its store's rules.",
+                                 *(f"Note: {note}" for note in plan.notes)]))
+    verb = "Removing" if apply else "Would remove"
+    lines = [f"{verb} {_files(len(plan.removals))} ({human_size(plan.size())}){where}:"]
+    lines += _groups(storage, plan, limit)
+    lines += [f"Note: {note}" for note in plan.notes]
+    if not apply:
+        target = f" {only}" if only else ""
+        lines.append(f"Nothing was removed; /storage prune{target} --apply (or chatcli storage prune --apply"
+                     f"{target}) removes exactly these.")
+        return Result("\n".join(lines))
+    applied = storage.apply(plan)
+    lines += _outcome(storage, applied)
+    if applied.failed:  # said first, so that a surface showing it as an error reads right
+        lines.insert(0, f"could not remove {len(applied.failed)} of {_files(len(plan.removals))} "
+                        "(each is named below)")
+    return Result("\n".join(lines), error=bool(applied.failed))
+
+
+def _groups(storage: Storage, plan: Plan, limit: int | None) -> list[str]:
+    lines = []
+    for reason, removals in plan.by_reason().items():
+        size = human_size(sum(removal.size for removal in removals))
+        lines.append(f"  {reason} — {_why(storage, reason)}: {_files(len(removals))}, {size}")
+        shown = removals if limit is None else removals[:limit]
+        lines += [f"    {_describe(storage, removal)}" for removal in shown]
+        if len(shown) < len(removals):
+            lines.append(f"    … and {len(removals) - len(shown)} more (chatcli storage prune lists them all)")
+    return lines
+
+
+def _outcome(storage: Storage, applied: Applied) -> list[str]:
+    lines = [f"Removed {_files(len(applied.removed))} "
+             f"({human_size(sum(removal.size for removal in applied.removed))})."]
+    for removal, why in applied.kept:
+        lines.append(f"Kept {_shown_path(storage, removal)}: {why}.")
+    for removal, why in applied.failed:
+        lines.append(f"Could not remove {_shown_path(storage, removal)}: {why}.")
+    return lines
+
+
+def _why(storage: Storage, reason: str) -> str:
+    settings = storage.settings
+    if reason == retention.TTL:
+        return (f"not modified within the TTL (machine sessions and unreferenced journals: "
+                f"{retention.describe_days(settings.session_ttl_days)}, recall entries: "
+                f"{retention.describe_days(settings.ccr_ttl_days)})")
+    if reason == retention.BACKSTOP:
+        return f"beyond the newest {settings.autosave_keep} machine sessions of their prefix"
+    if reason == retention.SIZE_CAP:
+        return f"oldest recall entries beyond {human_size(settings.ccr_max_size)}"
+    if reason == retention.ORPHAN:
+        return "a journal no session refers to, or the lock file of a session that is gone"
+    if reason == retention.BURST:
+        return (f"{retention.BURST_COUNT}+ machine sessions of at most {retention.BURST_MESSAGES} messages "
+                "made within one minute (scripted runs)")
+    return "left by an interrupted atomic write whose writer is gone"
+
+
+def _describe(storage: Storage, removal: Removal) -> str:
+    age = retention.describe_age(storage.now - removal.mtime_ns / 1e9)
+    age = age.replace(" ago", " old") if age.endswith(" ago") else "under a minute old"
+    return f"{_shown_path(storage, removal)}  ({age}, {human_size(removal.size)})"
+
+
+def _shown_path(storage: Storage, removal: Removal) -> str:
+    try:
+        return str(removal.path.relative_to(storage.home))
+    except ValueError:
+        return str(removal.path)
+
+
+def _files(count: int) -> str:
+    return f"{count} file" if count == 1 else f"{count} files"
+
+
+def register(registry: CommandRegistry) -> None:
+    def complete(_conv: Conversation, prefix: str) -> list[str]:
+        words = prefix.split(" ")
+        if len(words) == 1:
+            return [word for word in ("prune",) if word.startswith(words[0].lower())]
+        if words[0].lower() == "prune" and len(words) == 2:
+            return [f"prune {word}" for word in (*STORES, "--apply") if word.startswith(words[1].lower())]
+        return []
+
+    @registry.command("storage", "/storage [prune [store] [--apply]]",
+                      "what chatcli keeps on disk; prune what the retention rules remove", complete=complete)
+    def storage_command(conv: Conversation, args: str) -> Result:
+        return storage(conv.settings, args.split())

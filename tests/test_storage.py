@@ -1,0 +1,297 @@
+"""Retention and /storage on real files (SPEC §10): the start-up sweep in a real REPL, and
+`chatcli storage prune` through the real executable."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import CHATCLI, run_chatcli
+from repl_driver import Repl, plain
+
+from chatcli.config.settings import Settings
+from chatcli.store.sessions import SessionStore
+from chatcli.store.storage import Storage
+
+DAY = 86_400
+
+
+@pytest.fixture
+def chatcli_home(env) -> Path:
+    return Path(env["CHATCLI_HOME"])
+
+
+@pytest.fixture
+def sessions(chatcli_home) -> Path:
+    path = chatcli_home / "sessions"
+    path.mkdir(parents=True)
+    return path
+
+
+def put(directory: Path, name: str, *, age_days: float = 0, messages: int = 4, transcript: str = "",
+        suffix: str = ".json") -> Path:
+    """A session file (or any file, with `suffix`) last modified `age_days` ago."""
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"} for i in range(messages)]
+    path = directory / f"{name}{suffix}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": 2, "chat_history": history, "transcript_id": transcript}))
+    when = time.time() - age_days * DAY
+    os.utime(path, (when, when))
+    return path
+
+
+def tree(root: Path) -> dict[str, tuple]:
+    """Every file and directory under `root` with its content hash, mode and mtime."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+        out[str(path.relative_to(root))] = (digest, st.st_mode, st.st_mtime_ns)
+    return out
+
+
+def wait_for(condition, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def names(directory: Path) -> set[str]:
+    return {path.stem for path in directory.glob("*.json")}
+
+
+# -- the start-up sweep, in the real REPL ---------------------------------------------------
+def test_the_start_up_sweep_removes_expired_machine_sessions_and_nothing_else(openai_env, env, workdir, sessions):
+    put(sessions, "autosave-20260801-101010", age_days=100)
+    put(sessions, "mcp-0123abcd", age_days=100)
+    put(sessions, "project", age_days=100)  # named by the user: never removed automatically
+    put(sessions, "autosave-20261201-090000", age_days=1)
+    repl = Repl(openai_env, "m", cwd=workdir)
+    try:
+        assert wait_for(lambda: names(sessions) == {"project", "autosave-20261201-090000"}), names(sessions)
+    finally:
+        repl.close()
+
+
+def test_a_ttl_of_zero_keeps_everything_while_the_backstop_still_counts(openai_env, env, workdir, sessions):
+    env.update(CHATCLI_SESSION_TTL="0", CHATCLI_SESSION_AUTOSAVE_KEEP="1")
+    put(sessions, "autosave-20200101-000000", age_days=2000)
+    put(sessions, "mcp-new", age_days=1)
+    put(sessions, "mcp-older", age_days=2)  # beyond the newest 1 of its prefix
+    repl = Repl(openai_env, "m", cwd=workdir)
+    try:
+        # The backstop's removal shows the sweep has run; the ancient autosave is still there.
+        assert wait_for(lambda: not (sessions / "mcp-older.json").exists())
+        assert names(sessions) == {"autosave-20200101-000000", "mcp-new"}
+    finally:
+        repl.close()
+
+
+def test_the_backstop_keeps_the_newest_n(env, sessions):
+    env["CHATCLI_SESSION_AUTOSAVE_KEEP"] = "3"
+    for i in range(6):
+        put(sessions, f"autosave-2026110{i}-000000", age_days=10 - i)
+    Storage(Settings.load(env)).sweep()
+    assert names(sessions) == {f"autosave-2026110{i}-000000" for i in (3, 4, 5)}
+
+
+def test_invalid_retention_values_are_reported_once_and_the_defaults_used(env, workdir, sessions):
+    env.update(CHATCLI_SESSION_TTL="ninety", CHATCLI_SESSION_AUTOSAVE_KEEP="-4")
+    put(sessions, "autosave-20260801-101010", age_days=100)
+    result = run_chatcli("storage", "prune", env=env, cwd=workdir)
+    assert result.returncode == 0
+    warnings = result.stderr.splitlines()
+    assert len(warnings) == 2
+    assert "CHATCLI_SESSION_TTL='ninety' is not a number of days" in warnings[0] and "90 days" in warnings[0]
+    assert "CHATCLI_SESSION_AUTOSAVE_KEEP='-4'" in warnings[1] and "using 600" in warnings[1]
+    assert "sessions/autosave-20260801-101010.json" in result.stdout
+
+
+# -- chatcli storage prune ------------------------------------------------------------------
+def populate(chatcli_home: Path, sessions: Path) -> None:
+    put(sessions, "autosave-20260801-101010", age_days=100, transcript="t-expired")
+    put(sessions, "mcp-feedface", age_days=120)
+    put(sessions, "project", age_days=400, transcript="t-project")
+    put(sessions, "autosave-20261201-090000", age_days=1)
+    for i in range(5):  # a scripted run: five two-message sessions within a few seconds
+        put(sessions, f"mcp-burst{i}", age_days=2 + i / DAY, messages=2)
+    transcripts = chatcli_home / "transcripts"
+    put(transcripts, "t-expired", age_days=100, suffix=".jsonl")  # goes with its session
+    put(transcripts, "t-project", age_days=400, suffix=".jsonl")  # kept: a session refers to it
+    put(transcripts, "t-nobody", age_days=3, suffix=".jsonl")  # orphan, on demand
+    put(transcripts, "t-live", age_days=0, suffix=".jsonl")  # unreferenced but being written
+    put(chatcli_home / "ccr", "0123456789abcdef", age_days=8, suffix="")
+    put(chatcli_home / "ccr", "fedcba9876543210", age_days=1, suffix="")
+    (sessions / ".gone.lock").touch()
+    os.utime(sessions / ".gone.lock", (time.time() - 3600, time.time() - 3600))
+    (sessions / ".project.lock").touch()  # its session exists: not an orphan
+    lost = sessions / ".project.json.999999999.0123456789ab.tmp"  # its writer is long gone
+    lost.write_text("{")
+    os.utime(lost, (time.time() - 7200, time.time() - 7200))
+    (sessions / f".project.json.{os.getpid()}.abcdefabcdef.tmp").write_text("{")  # in flight
+
+
+def listed(stdout: str) -> set[str]:
+    return set(re.findall(r"^    (\S+)  \(", stdout, re.M))
+
+
+EXPECTED = {
+    "sessions/autosave-20260801-101010.json", "sessions/mcp-feedface.json", "transcripts/t-expired.jsonl",
+    "ccr/0123456789abcdef", "sessions/.gone.lock", "transcripts/t-nobody.jsonl",
+    "sessions/.project.json.999999999.0123456789ab.tmp", *(f"sessions/mcp-burst{i}.json" for i in range(5)),
+}
+
+
+def test_prune_without_apply_changes_nothing_and_with_apply_removes_exactly_the_list(env, workdir,
+                                                                                   chatcli_home, sessions):
+    populate(chatcli_home, sessions)
+    before = tree(chatcli_home)
+    dry = run_chatcli("storage", "prune", env=env, cwd=workdir)
+    assert dry.returncode == 0, dry.stderr
+    assert tree(chatcli_home) == before  # not a byte, not a mode, not a time changed
+    assert listed(dry.stdout) == EXPECTED
+    for heading in ("TTL", "orphan", "test burst", "lost temporary file"):
+        assert re.search(rf"^  {heading} — .*: \d+ files?, ", dry.stdout, re.M), heading
+    assert "Nothing was removed" in dry.stdout
+
+    applied = run_chatcli("storage", "prune", "--apply", env=env, cwd=workdir)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert listed(applied.stdout) == EXPECTED
+    assert f"Removed {len(EXPECTED)} files" in applied.stdout
+    gone = set(before) - set(tree(chatcli_home))
+    assert gone == EXPECTED
+
+
+def test_prune_of_one_store_touches_no_other(env, workdir, chatcli_home, sessions):
+    populate(chatcli_home, sessions)
+    result = run_chatcli("storage", "prune", "--apply", "ccr", env=env, cwd=workdir)
+    assert result.returncode == 0
+    assert listed(result.stdout) == {"ccr/0123456789abcdef"}
+    assert not (chatcli_home / "ccr" / "0123456789abcdef").exists()
+    assert (sessions / "mcp-feedface.json").exists()
+
+
+def test_an_unknown_store_is_a_one_line_usage_error(env, workdir):
+    result = run_chatcli("storage", "prune", "everything", env=env, cwd=workdir)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "chatcli: error: unknown store 'everything' (choose from: sessions, transcripts, recall, history, "
+        "index, temp)"]
+
+
+def test_a_session_written_after_the_plan_is_kept(env, sessions):
+    put(sessions, "mcp-live", age_days=100)
+    storage = Storage(Settings.load(env))
+    plan = storage.plan()
+    assert [removal.session for removal in plan.removals] == ["mcp-live"]
+    put(sessions, "mcp-live", age_days=0, messages=6)  # the MCP server mirrored a new turn meanwhile
+    applied = storage.apply(plan)
+    assert applied.removed == [] and len(applied.kept) == 1
+    assert (sessions / "mcp-live.json").exists()
+
+
+def test_the_recall_store_is_capped_by_size(env, chatcli_home):
+    env["CHATCLI_CCR_MAX_SIZE"] = "250"
+    for i in range(4):
+        path = put(chatcli_home / "ccr", f"{i:016x}", age_days=4 - i, suffix="")
+        path.write_bytes(b"x" * 100)
+        os.utime(path, (time.time() - (4 - i) * DAY,) * 2)
+    Storage(Settings.load(env)).sweep()
+    assert sorted(p.name for p in (chatcli_home / "ccr").iterdir()) == [f"{2:016x}", f"{3:016x}"]
+
+
+def test_journals_are_not_pruned_while_a_session_cannot_be_read(env, chatcli_home, sessions):
+    (sessions / "broken.json").write_text("{ not json")
+    put(chatcli_home / "transcripts", "t-whose", age_days=200, suffix=".jsonl")
+    plan = Storage(Settings.load(env)).plan()
+    assert not [r for r in plan.removals if r.store == "transcripts"]
+    assert any("cannot be read" in note for note in plan.notes)
+
+
+# -- /storage in the REPL ---------------------------------------------------------------------
+def test_storage_shows_one_line_per_store_and_prune_needs_apply(openai_env, env, workdir, chatcli_home, sessions):
+    populate(chatcli_home, sessions)
+    env["CHATCLI_SESSION_TTL"] = "0"  # the start-up sweep must leave the expired files for this test
+    repl = Repl(openai_env, "m", cwd=workdir)
+    try:
+        report = plain(repl.send("/storage"))
+        for label in ("sessions", "transcripts", "recall store", "prompt history", "search index",
+                      "temporary files"):
+            assert re.search(rf"^  {label} +\d+ +[\d.]+ [KMG]?B +", report, re.M), label
+        assert re.search(r"^  prompt history .*never pruned", report, re.M)
+        assert re.search(r"^  sessions +\d+ .* 6 files, ", report, re.M)  # the burst and the orphan lock
+    finally:
+        repl.close()
+
+
+def test_storage_prune_in_the_repl_lists_then_applies_to_one_store(openai_env, env, workdir, chatcli_home, sessions):
+    populate(chatcli_home, sessions)
+    repl = Repl(openai_env, "m", cwd=workdir)
+    try:
+        shown = plain(repl.send("/storage prune sessions"))
+        assert "Nothing was removed" in shown and (sessions / "mcp-burst0.json").exists()
+        done = plain(repl.send("/storage prune sessions --apply"))
+        assert "Removed" in done
+        assert not (sessions / "mcp-burst0.json").exists()
+        assert (chatcli_home / "transcripts" / "t-nobody.jsonl").exists()  # another store: untouched
+    finally:
+        repl.close()
+
+
+# -- locks that disappear with their session --------------------------------------------------
+_LOCKER = """
+import sys
+from pathlib import Path
+from chatcli.store.sessions import SessionStore
+store = SessionStore(Path(sys.argv[1]))
+counter = Path(sys.argv[1]) / "counter"
+for _ in range(int(sys.argv[2])):
+    with store.lock("shared"):
+        value = int(counter.read_text())
+        counter.write_text(str(value + 1))
+"""
+_DROPPER = """
+import sys, time
+from pathlib import Path
+from chatcli.store.sessions import SessionStore
+store = SessionStore(Path(sys.argv[1]))
+deadline = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline:
+    with store.lock("shared", drop=True):  # what delete does: the lock file goes with the session
+        pass
+"""
+
+
+def test_a_lock_file_unlinked_by_a_deleter_never_lets_two_holders_in(tmp_path):
+    root = tmp_path / "sessions"
+    root.mkdir()
+    (root / "counter").write_text("0")
+    lockers = [subprocess.Popen([sys.executable, "-c", _LOCKER, str(root), "150"]) for _ in range(4)]
+    dropper = subprocess.Popen([sys.executable, "-c", _DROPPER, str(root), "3"])
+    assert all(proc.wait(timeout=120) == 0 for proc in lockers)
+    assert dropper.wait(timeout=120) == 0
+    assert (root / "counter").read_text() == str(4 * 150)
+
+
+def test_deleting_a_session_leaves_no_lock_file(tmp_path):
+    store = SessionStore(tmp_path / "sessions")
+    from chatcli.core.session import SessionData
+
+    store.create("gone", SessionData())
+    store.delete("gone")
+    assert sorted(os.listdir(tmp_path / "sessions")) == []
+
+
+def test_chatcli_storage_is_on_the_command_line(env, workdir):
+    result = subprocess.run([CHATCLI, "storage", "--help"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0 and "prune" in result.stdout
