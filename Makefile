@@ -23,6 +23,7 @@ bench: $(VENV)/.test-installed
 	@$(PY) -m compileall -q src
 	$(PY) bench/run.py
 	$(PY) bench/sessions.py
+	$(PY) bench/retention.py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

@@ -214,14 +214,15 @@ class SessionStore:
     def remove_if_unchanged(self, name: str, mtime_ns: int, size: int) -> bool:
         """Delete session `name` only if it is still the file a retention plan saw (same mtime and
         size): a session another surface wrote since is kept. False when it changed or is gone."""
+        path = f"{self.root}/{validate_name(name)}{SUFFIX}"  # strings: a sweep calls this 10,000 times
         with self.lock(name, drop=True):
             try:
-                st = os.stat(self.path(name))
+                st = os.stat(path)
             except FileNotFoundError:
                 return False
-            if (st.st_mtime_ns, st.st_size) != (mtime_ns, size):
+            if st.st_mtime_ns != mtime_ns or st.st_size != size:
                 return False
-            os.unlink(self.path(name))
+            os.unlink(path)
             return True
 
     def lock_path(self, name: str) -> Path:
@@ -236,11 +237,14 @@ class SessionStore:
         was waiting on the unlinked inode sees, once it gets it, that the path no longer leads
         there, and starts over on the current file. So two holders can never coexist.
         """
-        lock_path = self.lock_path(name)
+        lock_path = f"{self.root}/.{validate_name(name)}{LOCK_SUFFIX}"
         while True:
             try:
-                ensure_private_dir(self.root)
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+                try:
+                    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+                except FileNotFoundError:  # no sessions directory yet
+                    ensure_private_dir(self.root)
+                    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
             except OSError as exc:
                 raise self._error(name, exc, writing=True) from None
             try:
@@ -250,7 +254,7 @@ class SessionStore:
                     current = os.stat(lock_path)
                 except FileNotFoundError:
                     current = None
-                if current is not None and (current.st_ino, current.st_dev) == (held.st_ino, held.st_dev):
+                if current is not None and current.st_ino == held.st_ino and current.st_dev == held.st_dev:
                     break
             except BaseException:
                 os.close(fd)
