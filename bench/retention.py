@@ -48,8 +48,10 @@ def expire(sessions: Path, count: int = EXPIRED) -> list[Path]:
     return paths
 
 
-def time_to_prompt(env: dict[str, str], before=None) -> float:
-    """Median seconds from spawning the REPL until its prompt is drawn; `before()` runs untimed."""
+def time_to_prompt(env: dict[str, str], before=None, answer: bool = False) -> float:
+    """Median seconds from spawning the REPL until its prompt is drawn (with `answer`, until the
+    first answer is on screen and the next prompt drawn: that turn runs while the sweep does).
+    `before()` runs untimed before each run."""
     import pexpect
 
     pattern = re.escape("m") + r"(?:\x1b\[[0-9;]*m)*>"
@@ -60,6 +62,10 @@ def time_to_prompt(env: dict[str, str], before=None) -> float:
         start = time.perf_counter()
         child = pexpect.spawn(str(VENV_BIN / "chatcli"), env=env, encoding="utf-8", timeout=30)
         child.expect(pattern)
+        if answer:
+            child.send("hello\r")
+            child.expect("You said: hello")
+            child.expect(pattern)
         elapsed = time.perf_counter() - start
         child.terminate(force=True)
         child.close()
@@ -88,6 +94,10 @@ def main() -> int:
             full = time_to_prompt(env, lambda: (empty(), expire(sessions)))
             rows.append((f"REPL prompt drawn, {EXPIRED:,} expired machine sessions present", full * 1000,
                          "same, empty store", floor * 1000, "≤ 1.10×"))
+            floor = time_to_prompt(env, empty, answer=True)
+            full = time_to_prompt(env, lambda: (empty(), expire(sessions)), answer=True)
+            rows.append((f"start + first answer, {EXPIRED:,} expired machine sessions (sweep running)",
+                         full * 1000, "same, empty store", floor * 1000, ""))
 
             # A full prune of the 10,000: in-process (plan + apply), and `chatcli storage prune --apply`.
             settings = Settings.load(env)

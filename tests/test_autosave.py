@@ -83,7 +83,7 @@ def test_a_bound_repl_writes_its_session_and_makes_no_autosave(repl_env, workdir
     assert autosaves(sessions_dir) == []
 
 
-def test_two_exits_in_the_same_second_keep_two_autosaves(repl_env, workdir, sessions_dir):
+def test_two_repls_leaving_together_keep_two_autosaves(repl_env, workdir, sessions_dir):
     repls = [Repl(repl_env, "m", cwd=workdir) for _ in range(2)]
     for i, repl in enumerate(repls):
         repl.send(f"conversation {i}")

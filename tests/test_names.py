@@ -54,3 +54,18 @@ def test_no_accepted_name_escapes_the_sessions_directory(name):
     assert os.path.normpath(path) == str(path)  # nothing to resolve: no '..', no '//'
     assert path.parent == SESSIONS and path.name == name + ".json"
     assert len(name) <= 128 and not name.startswith((".", "-", "_"))
+
+
+def test_autosave_names_in_the_same_second_get_a_suffix():
+    import datetime
+
+    from chatcli.core.names import autosave_name
+
+    now = datetime.datetime(2026, 12, 2, 14, 5, 9)
+    taken: set[str] = set()
+    made = []
+    for _ in range(3):
+        name = autosave_name(now, taken.__contains__)
+        taken.add(name)
+        made.append(name)
+    assert made == ["autosave-20261202-140509", "autosave-20261202-140509-2", "autosave-20261202-140509-3"]

@@ -200,6 +200,68 @@ def test_a_session_written_after_the_plan_is_kept(env, sessions):
     assert (sessions / "mcp-live.json").exists()
 
 
+def test_a_same_size_rewrite_in_the_same_tick_is_still_seen(env, sessions):
+    path = put(sessions, "mcp-tick", age_days=100)
+    storage = Storage(Settings.load(env))
+    plan = storage.plan()
+    st = path.stat()
+    replacement = sessions / ".mcp-tick.new"  # what every chatcli write is: a rename over the file
+    replacement.write_bytes(path.read_bytes())
+    os.utime(replacement, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(replacement, path)
+    assert storage.apply(plan).removed == []
+    assert path.exists()
+
+
+def test_a_journal_stays_when_its_session_was_kept_at_apply_time(env, chatcli_home, sessions):
+    put(sessions, "autosave-20260801-101010", age_days=100, transcript="t-x")
+    journal = put(chatcli_home / "transcripts", "t-x", age_days=100, suffix=".jsonl")
+    storage = Storage(Settings.load(env))
+    plan = storage.plan()
+    assert {r.store for r in plan.removals} == {"sessions", "transcripts"}
+    put(sessions, "autosave-20260801-101010", age_days=0, transcript="t-x")  # written again meanwhile
+    applied = storage.apply(plan)
+    assert applied.removed == [] and journal.exists()
+    assert {why for _, why in applied.kept} == {"changed, in use or gone since the plan", "its session was kept"}
+
+
+def test_pruning_only_transcripts_keeps_the_journals_sessions_still_refer_to(env, workdir, chatcli_home,
+                                                                            sessions):
+    put(sessions, "autosave-20260801-101010", age_days=100, transcript="t-kept")
+    put(chatcli_home / "transcripts", "t-kept", age_days=100, suffix=".jsonl")
+    put(chatcli_home / "transcripts", "t-none", age_days=100, suffix=".jsonl")
+    result = run_chatcli("storage", "prune", "--apply", "transcripts", env=env, cwd=workdir)
+    assert listed(result.stdout) == {"transcripts/t-none.jsonl"}
+    assert (chatcli_home / "transcripts" / "t-kept.jsonl").exists()
+    assert (sessions / "autosave-20260801-101010.json").exists()
+
+
+def test_a_session_file_with_a_name_to_fix_protects_every_journal(env, chatcli_home, sessions):
+    put(sessions, "My Notes", transcript="t-mine")  # listed as "rename the file to use it"
+    put(chatcli_home / "transcripts", "t-mine", age_days=200, suffix=".jsonl")
+    plan = Storage(Settings.load(env)).plan()
+    assert [r for r in plan.removals if r.store == "transcripts"] == []
+    assert any("names chatcli cannot use" in note for note in plan.notes)
+
+
+def test_a_keep_of_zero_turns_the_backstop_off(env, sessions):
+    env["CHATCLI_SESSION_AUTOSAVE_KEEP"] = "0"
+    for i in range(3):
+        put(sessions, f"autosave-2026110{i}-000000", age_days=i)
+    Storage(Settings.load(env)).sweep()
+    assert len(names(sessions)) == 3
+
+
+def test_a_sessions_path_that_cannot_be_listed_is_a_note_not_a_crash(env, workdir, chatcli_home):
+    chatcli_home.mkdir()
+    (chatcli_home / "sessions").write_text("not a directory")
+    for args in (("storage",), ("storage", "prune", "--apply")):
+        result = run_chatcli(*args, env=env, cwd=workdir)
+        assert result.returncode == 0, result.stderr
+        assert "sessions were not examined: cannot list" in result.stdout
+        assert "Traceback" not in result.stderr + result.stdout
+
+
 def test_the_recall_store_is_capped_by_size(env, chatcli_home):
     env["CHATCLI_CCR_MAX_SIZE"] = "250"
     for i in range(4):

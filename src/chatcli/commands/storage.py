@@ -28,7 +28,11 @@ def storage(settings: Settings, words: list[str], *, limit: int | None = SHOWN_P
     rest = [word for word in words[1:] if word != "--apply"]
     if len(rest) > 1 or any(word.startswith("-") for word in rest):
         raise UsageError(f"usage: {USAGE}")
-    only = store_key(rest[0]) if rest else None
+    only = None
+    if rest:
+        only = store_key(rest[0])
+        if only is None:
+            raise UsageError(f"unknown store '{rest[0]}' (choose from: {', '.join(STORES)})")
     return prune(Storage(settings), only=only, apply="--apply" in words, limit=limit)
 
 
@@ -45,20 +49,41 @@ def report(storage: Storage) -> str:
             now = "never pruned"
         else:
             now = f"{_files(count)}, {human_size(size)}" if count else "nothing"
-        rows.append((LABELS[usage.store], str(usage.files), human_size(usage.size), now, usage.rule))
+        rows.append((LABELS[usage.store], str(usage.files), human_size(usage.size), now, rule(storage, usage.store)))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = [f"Storage under {storage.home}:"]
-    for label, files, size, now, rule in rows:
+    for label, files, size, now, governs in rows:
         lines.append(f"  {label:<{widths[0]}}  {files:>{widths[1]}}  {size:>{widths[2]}}  "
-                     f"{now:<{widths[3]}}  {rule}")
+                     f"{now:<{widths[3]}}  {governs}")
     lines += [f"Note: {note}" for note in plan.notes]
-    lines.append("/storage prune lists what would be removed and why; /storage prune --apply removes it.")
+    lines.append("/storage prune (chatcli storage prune) lists what would be removed and why; --apply removes it.")
     return "\n".join(lines)
+
+
+def rule(storage: Storage, store: str) -> str:
+    """The rule that governs `store`, with the values in force."""
+    settings = storage.settings
+    ttl = retention.describe_days(settings.session_ttl_days)
+    if store == "sessions":
+        expiry = f"after {ttl}" if settings.session_ttl_days else "never (TTL 0)"
+        keep = f"newest {settings.autosave_keep} per prefix kept" if settings.autosave_keep else "no count limit"
+        return f"autosave-/mcp- expire {expiry}, {keep}; named sessions never removed"
+    if store == "transcripts":
+        expiry = f"removed after {ttl}" if settings.session_ttl_days else "kept (TTL 0)"
+        return f"kept while a session refers to one; otherwise {expiry}"
+    if store == "recall":
+        return (f"entries expire after {retention.describe_days(settings.ccr_ttl_days)}, "
+                f"capped at {human_size(settings.ccr_max_size)}")
+    if store == "history":
+        return f"the oldest prompts are dropped past {human_size(settings.history_max_size)} as you type"
+    if store == "index":
+        return "caches, rebuilt when missing"
+    return "removed on demand once their writer is gone"
 
 
 def prune(storage: Storage, *, only: str | None, apply: bool, limit: int | None) -> Result:
     """List the plan grouped by reason; with `apply`, remove exactly the files listed."""
-    plan = storage.plan(only=only)
+    plan = storage.plan(only=only, record=apply)  # a dry run writes nothing, not even a cache
     where = f" from {LABELS[only]}" if only else ""
     if not plan.removals:
         return Result("\n".join([f"Nothing to remove{where}: every file is within its store's rules.",
@@ -69,8 +94,10 @@ def prune(storage: Storage, *, only: str | None, apply: bool, limit: int | None)
     lines += [f"Note: {note}" for note in plan.notes]
     if not apply:
         target = f" {only}" if only else ""
+        what = "these" if limit is None or all(len(group) <= limit for group in plan.by_reason().values()) else \
+            f"these {len(plan.removals)} files, listed in full by chatcli storage prune{target}"
         lines.append(f"Nothing was removed; /storage prune{target} --apply (or chatcli storage prune --apply"
-                     f"{target}) removes exactly these.")
+                     f"{target}) removes exactly {what}.")
         return Result("\n".join(lines))
     applied = storage.apply(plan)
     lines += _outcome(storage, applied)
@@ -110,10 +137,10 @@ def _why(storage: Storage, reason: str) -> str:
                 f"{retention.describe_days(settings.ccr_ttl_days)})")
     if reason == retention.BACKSTOP:
         return f"beyond the newest {settings.autosave_keep} machine sessions of their prefix"
-    if reason == retention.SIZE_CAP:
-        return f"oldest recall entries beyond {human_size(settings.ccr_max_size)}"
     if reason == retention.ORPHAN:
         return "a journal no session refers to, or the lock file of a session that is gone"
+    if reason == retention.SIZE_CAP:
+        return f"oldest recall entries beyond {human_size(settings.ccr_max_size)}"
     if reason == retention.BURST:
         return (f"{retention.BURST_COUNT}+ machine sessions of at most {retention.BURST_MESSAGES} messages "
                 "made within one minute (scripted runs)")
@@ -123,7 +150,8 @@ def _why(storage: Storage, reason: str) -> str:
 def _describe(storage: Storage, removal: Removal) -> str:
     age = retention.describe_age(storage.now - removal.mtime_ns / 1e9)
     age = age.replace(" ago", " old") if age.endswith(" ago") else "under a minute old"
-    return f"{_shown_path(storage, removal)}  ({age}, {human_size(removal.size)})"
+    going = f", goes with session '{removal.owners[0]}'" if removal.owners else ""
+    return f"{_shown_path(storage, removal)}  ({age}, {human_size(removal.size)}{going})"
 
 
 def _shown_path(storage: Storage, removal: Removal) -> str:

@@ -82,7 +82,7 @@ def machine_sessions(
 
     `rows` are (name, mtime, message count or None when unknown). At start-up
     (`on_demand=False`) only the TTL and the count backstop apply: per prefix, the newest
-    `keep` sessions that survive the TTL stay. On demand, test bursts go as well.
+    `keep` sessions that survive the TTL stay (`keep=0`, like a TTL of 0, turns it off). On demand, test bursts go as well.
     User-named sessions are ignored whatever their age.
     """
     removals: dict[str, str] = {}
@@ -98,9 +98,9 @@ def machine_sessions(
         by_prefix.setdefault(prefix, []).append((mtime, name))
         if messages is not None and messages <= BURST_MESSAGES:
             small.append((mtime, name))
-    for entries in by_prefix.values():
+    for entries in by_prefix.values() if keep > 0 else ():  # 0 turns the backstop off
         entries.sort(reverse=True)  # newest first; equal times by name, for a stable answer
-        for _mtime, name in entries[max(keep, 0):]:
+        for _mtime, name in entries[keep:]:
             removals[name] = BACKSTOP
     if on_demand:
         for name in bursts(small):

@@ -190,7 +190,7 @@ class SessionStore:
             stamp = Stamp.of(os.stat(path))
         except OSError as exc:
             raise self._error(name, exc, writing=True) from None
-        self.note_latest(name, stamp.mtime_ns, len(data.history), data.title or "")
+        self.note_latest(name, stamp.mtime_ns, len(data.history))
         return stamp
 
     def _loose_dir(self) -> bool:
@@ -211,16 +211,17 @@ class SessionStore:
             except OSError as exc:
                 raise self._error(name, exc, writing=True) from None
 
-    def remove_if_unchanged(self, name: str, mtime_ns: int, size: int) -> bool:
-        """Delete session `name` only if it is still the file a retention plan saw (same mtime and
-        size): a session another surface wrote since is kept. False when it changed or is gone."""
+    def remove_if_unchanged(self, name: str, mtime_ns: int, size: int, inode: int) -> bool:
+        """Delete session `name` only if it is still the file a retention plan saw (same inode,
+        mtime and size; every chatcli write is a rename, so a rewrite changes the inode): a
+        session another surface wrote since is kept. False when it changed or is gone."""
         path = f"{self.root}/{validate_name(name)}{SUFFIX}"  # strings: a sweep calls this 10,000 times
         with self.lock(name, drop=True):
             try:
                 st = os.stat(path)
             except FileNotFoundError:
                 return False
-            if st.st_mtime_ns != mtime_ns or st.st_size != size:
+            if st.st_ino != inode or st.st_mtime_ns != mtime_ns or st.st_size != size:
                 return False
             os.unlink(path)
             return True
@@ -402,18 +403,18 @@ class SessionStore:
     def latest_path(self) -> Path:
         return self.root.with_name(self.root.name + LATEST_SUFFIX)
 
-    def note_latest(self, name: str, mtime_ns: int, messages: int | None, title: str) -> None:
+    def note_latest(self, name: str, mtime_ns: int, messages: int | None) -> None:
         """Remember the session written last (every chatcli write comes through `write`), so the
         REPL can name it at start-up without a listing. A hint: not fsync'd, and ignored when it
         no longer matches the file."""
-        payload = json.dumps({"name": name, "mtime_ns": mtime_ns, "messages": messages, "title": title},
-                             ensure_ascii=False)
+        # Names and counts only: nothing of a conversation's content (SPEC §9 encrypts that).
+        payload = json.dumps({"name": name, "mtime_ns": mtime_ns, "messages": messages}, ensure_ascii=False)
         with contextlib.suppress(OSError):
             atomic_write(self.latest_path, payload.encode("utf-8"), durable=False)
 
     def latest(self) -> SessionInfo | None:
-        """The session chatcli wrote last, if it still exists (message count and title only while
-        the file is the one that was written)."""
+        """The session chatcli wrote last, if it still exists (its message count only while the
+        file is the one that was written)."""
         try:
             value = json.loads(self.latest_path.read_bytes())
             name = value["name"]
@@ -422,8 +423,7 @@ class SessionStore:
             return None
         same = value.get("mtime_ns") == st.st_mtime_ns
         messages = value.get("messages") if same else None
-        return SessionInfo(name, messages if isinstance(messages, int) else None, st.st_mtime_ns / 1e9,
-                           st.st_size, str(value.get("title") or "") if same else "")
+        return SessionInfo(name, messages if isinstance(messages, int) else None, st.st_mtime_ns / 1e9, st.st_size, "")
 
     # -- a rendered listing, valid while the directory is unchanged ---------------------------
     @property

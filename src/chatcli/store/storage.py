@@ -27,7 +27,6 @@ from pathlib import Path
 
 from chatcli.config.settings import Settings
 from chatcli.core import retention
-from chatcli.core.errors import UsageError
 from chatcli.core.names import NAME_RE
 from chatcli.store.atomic import TEMP_RE
 from chatcli.store.sessions import LOCK_SUFFIX, SUFFIX, SessionError, SessionStore
@@ -57,8 +56,9 @@ SETTLE = 60.0
 TEMP_MAX_AGE = 3600.0
 
 
-class Removal(namedtuple("Removal", "store path size mtime_ns reason session")):
-    """One file a plan removes; `session` is the session name for a session file, else ''."""
+class Removal(namedtuple("Removal", "store path size mtime_ns inode reason session owners", defaults=("", ()))):
+    """One file a plan removes, as it was when planned (size, mtime, inode). `session` is the
+    session name for a session file; `owners` are the sessions a journal goes with."""
 
     __slots__ = ()
 
@@ -87,7 +87,10 @@ class Applied:
     failed: list[tuple[Removal, str]] = field(default_factory=list)
 
 
-_Sessions = namedtuple("_Sessions", "removed journal_refs unreadable")
+# What journals need to know about sessions: which go (name → reason), which journal each
+# session refers to (id → names), and how many session files could not tell us (unreadable,
+# or named so that chatcli cannot use them): while there are any, no journal is pruned.
+_Sessions = namedtuple("_Sessions", "removed journal_refs unknown")
 
 
 @dataclass(frozen=True)
@@ -95,16 +98,13 @@ class Usage:
     store: str
     files: int
     size: int
-    rule: str
 
 
-def store_key(text: str) -> str:
-    """A store as the user names it ('sessions', 'ccr', 'tmp'…) → its key; UsageError otherwise."""
+def store_key(text: str) -> str | None:
+    """A store as the user names it ('sessions', 'ccr', 'tmp'…) → its key, or None."""
     key = text.strip().lower()
     key = _ALIASES.get(key, key)
-    if key not in STORES:
-        raise UsageError(f"unknown store '{text}' (choose from: {', '.join(STORES)})")
-    return key
+    return key if key in STORES else None
 
 
 class Storage:
@@ -119,39 +119,24 @@ class Storage:
 
     # -- what is there ---------------------------------------------------------------------
     def usage(self) -> list[Usage]:
-        """One line of facts per store: file count, bytes, the rule that governs it."""
+        """File count and bytes per store."""
         counts = {key: [0, 0] for key in STORES}
         for key, _path, st in self._files():
             counts[key][0] += 1
             counts[key][1] += st.st_size
-        return [Usage(key, files, size, self.rule(key)) for key, (files, size) in counts.items()]
-
-    def rule(self, store: str) -> str:
-        settings = self.settings
-        ttl = retention.describe_days(settings.session_ttl_days)
-        if store == "sessions":
-            expiry = f"after {ttl}" if settings.session_ttl_days else "never (TTL 0)"
-            return (f"autosave-/mcp- expire {expiry}, newest {settings.autosave_keep} per prefix kept; "
-                    "named sessions never removed")
-        if store == "transcripts":
-            return f"kept while a session refers to one; otherwise removed after {ttl}"
-        if store == "recall":
-            return (f"entries expire after {retention.describe_days(settings.ccr_ttl_days)}, "
-                    f"capped at {human_size(settings.ccr_max_size)}")
-        if store == "history":
-            return f"the oldest prompts are dropped past {human_size(settings.history_max_size)} as you type"
-        if store == "index":
-            return "caches, rebuilt when missing"
-        return "removed on demand once their writer is gone"
+        return [Usage(key, files, size) for key, (files, size) in counts.items()]
 
     # -- what the rules would remove -----------------------------------------------------
-    def plan(self, *, on_demand: bool = True, only: str | None = None) -> Plan:
+    def plan(self, *, on_demand: bool = True, only: str | None = None, record: bool = False) -> Plan:
         """Everything the rules remove now. At start-up (`on_demand=False`) only the TTL, count
-        and size rules apply; orphans, test bursts and lost temporary files wait for a request."""
+        and size rules apply; orphans, test bursts and lost temporary files wait for a request.
+        Planning writes nothing unless `record` lets it refresh the listing catalog (a sweep
+        does; a dry run must leave every byte as it was)."""
         plan = Plan([])
         wanted = STORES if only is None else (only,)
         if "sessions" in wanted or "transcripts" in wanted:
-            sessions = self._plan_sessions(plan, on_demand=on_demand, keep_in_plan="sessions" in wanted)
+            sessions = self._plan_sessions(plan, on_demand=on_demand, keep_in_plan="sessions" in wanted,
+                                           record=record)
             if "transcripts" in wanted and sessions is not None:
                 self._plan_journals(plan, sessions, on_demand=on_demand)
         if "recall" in wanted:
@@ -160,54 +145,67 @@ class Storage:
             self._plan_temp(plan)
         return plan
 
-    def _plan_sessions(self, plan: Plan, *, on_demand: bool, keep_in_plan: bool) -> _Sessions | None:
+    def _plan_sessions(self, plan: Plan, *, on_demand: bool, keep_in_plan: bool, record: bool) -> _Sessions | None:
         """Adds the session removals to `plan` (when asked) and returns what journals need to
-        know either way: which sessions go, and which journal each refers to."""
+        know: when sessions are not part of this plan, none of them goes."""
         settings = self.settings
-        need_contents = on_demand or self._has_journals()
         try:
-            if need_contents:  # message counts (bursts) and journal ids need the catalog
-                rows = {name: row for name, row in self.sessions.entries(fresh=True, record=False).items()
-                        if NAME_RE.fullmatch(name) and ".." not in name}
-            else:  # the start-up sweep decides on names and times alone: one stat per file
-                rows = {name: [st.st_mtime_ns, st.st_size, None, "", "", ""]
-                        for name, st in self._stat_sessions()}
-        except SessionError as exc:
-            plan.notes.append(f"sessions were not examined: {exc}")
+            stats, misnamed = self._stat_sessions()
+            contents: dict[str, list] = {}
+            if on_demand or self._has_journals():  # message counts (bursts) and journal ids
+                contents = self.sessions.entries(fresh=True, record=record)
+        except (OSError, SessionError) as exc:
+            reason = exc if isinstance(exc, SessionError) else (exc.strerror or exc)
+            plan.notes.append(f"sessions were not examined: cannot list {self.sessions.root}: {reason}")
             return None
+        rows: dict[str, tuple] = {}  # name → (stat, messages or None, transcript id, readable)
+        for name, st in stats.items():
+            row = contents.get(name)
+            if row is not None and row[0] == st.st_mtime_ns and row[1] == st.st_size:
+                rows[name] = (st, row[2], row[5], not row[4])
+            else:  # not read (a start-up sweep without journals), or changed since it was
+                rows[name] = (st, None, "", not contents)
         refs: dict[str, list[str]] = {}
-        for name, row in rows.items():
-            if row[5]:
-                refs.setdefault(row[5], []).append(name)
+        for name, (_st, _messages, transcript, _readable) in rows.items():
+            if transcript:
+                refs.setdefault(transcript, []).append(name)
         decided = retention.machine_sessions(
-            ((name, row[0] / 1e9, row[2]) for name, row in rows.items()),
+            ((name, st.st_mtime, messages) for name, (st, messages, _t, _r) in rows.items()),
             now=self.now, ttl_days=settings.session_ttl_days, keep=settings.autosave_keep, on_demand=on_demand,
         )
-        if keep_in_plan:
-            root = self.sessions.root
-            for name, reason in sorted(decided.items(), key=lambda item: rows[item[0]][0]):
-                row = rows[name]
-                plan.removals.append(Removal("sessions", root / (name + SUFFIX), row[1], row[0], reason, name))
-            if on_demand:
-                self._plan_locks(plan, rows)
-        return _Sessions(decided, refs, sum(1 for row in rows.values() if row[4]))
+        unknown = misnamed + sum(1 for row in rows.values() if not row[3])
+        if not keep_in_plan:
+            return _Sessions({}, refs, unknown)
+        root = self.sessions.root
+        for name, reason in sorted(decided.items(), key=lambda item: rows[item[0]][0].st_mtime_ns):
+            st = rows[name][0]
+            plan.removals.append(Removal("sessions", root / (name + SUFFIX), st.st_size, st.st_mtime_ns,
+                                         st.st_ino, reason, name))
+        if on_demand:
+            self._plan_locks(plan, rows)
+        return _Sessions(decided, refs, unknown)
 
-    def _stat_sessions(self) -> Iterator[tuple[str, os.stat_result]]:
+    def _stat_sessions(self) -> tuple[dict[str, os.stat_result], int]:
+        """{name: stat} of every session file, and how many `.json` files have names chatcli
+        cannot use. Raises OSError when the directory exists but cannot be listed."""
         try:
             entries = list(os.scandir(self.sessions.root))
         except FileNotFoundError:
-            return
+            return {}, 0
+        stats: dict[str, os.stat_result] = {}
+        misnamed = 0
         for entry in entries:
             name = entry.name
             if not name.endswith(SUFFIX) or name.startswith("."):
                 continue
             name = name[: -len(SUFFIX)]
             if not NAME_RE.fullmatch(name) or ".." in name:
+                misnamed += 1
                 continue
-            try:
-                yield name, entry.stat()
-            except OSError:
-                continue
+            st = _stat(entry)
+            if st is not None:
+                stats[name] = st
+        return stats, misnamed
 
     def _plan_locks(self, plan: Plan, rows: dict[str, list]) -> None:
         """Lock files of sessions that no longer exist (left by a crash, or by an older chatcli)."""
@@ -220,8 +218,8 @@ class Storage:
                 continue
             st = _stat(entry)
             if st is not None and self.now - st.st_mtime > SETTLE:
-                plan.removals.append(Removal("sessions", Path(entry.path), st.st_size, st.st_mtime_ns,
-                                             retention.ORPHAN, ""))
+                plan.removals.append(Removal("sessions", Path(entry.path), st.st_size, st.st_mtime_ns, st.st_ino,
+                                             retention.ORPHAN))
 
     def _has_journals(self) -> bool:
         return any(entry.name.endswith(JOURNAL_SUFFIX) for entry in _scandir(self.transcripts_dir))
@@ -230,10 +228,10 @@ class Storage:
         journals = [entry for entry in _scandir(self.transcripts_dir) if entry.name.endswith(JOURNAL_SUFFIX)]
         if not journals:
             return
-        if sessions.unreadable:
-            # An unreadable session (a newer format, a missing key) may refer to any journal.
-            plan.notes.append(f"transcripts were not pruned: {sessions.unreadable} session file(s) cannot be "
-                              "read, so which journals they refer to is unknown")
+        if sessions.unknown:
+            # An unreadable session (a newer format, a missing key, a name to fix) may refer to any journal.
+            plan.notes.append(f"transcripts were not pruned: {sessions.unknown} session file(s) cannot be read "
+                              "or have names chatcli cannot use, so which journals they refer to is unknown")
             return
         refs, removed_sessions = sessions.journal_refs, sessions.removed
         ttl = self.settings.session_ttl_days
@@ -241,7 +239,7 @@ class Storage:
             st = _stat(entry)
             if st is None:
                 continue
-            owners = refs.get(entry.name[: -len(JOURNAL_SUFFIX)], [])
+            owners = tuple(refs.get(entry.name[: -len(JOURNAL_SUFFIX)], ()))
             if owners:
                 if any(owner not in removed_sessions for owner in owners):
                     continue
@@ -252,7 +250,8 @@ class Storage:
                 reason = retention.ORPHAN
             else:
                 continue
-            plan.removals.append(Removal("transcripts", Path(entry.path), st.st_size, st.st_mtime_ns, reason, ""))
+            plan.removals.append(Removal("transcripts", Path(entry.path), st.st_size, st.st_mtime_ns, st.st_ino,
+                                         reason, "", owners))
 
     def _plan_recall(self, plan: Plan) -> None:
         settings = self.settings
@@ -265,20 +264,22 @@ class Storage:
             if st is None:
                 continue
             if retention.expired(st.st_mtime, self.now, settings.ccr_ttl_days):
-                plan.removals.append(Removal("recall", Path(entry.path), st.st_size, st.st_mtime_ns,
-                                             retention.TTL, ""))
+                plan.removals.append(Removal("recall", Path(entry.path), st.st_size, st.st_mtime_ns, st.st_ino,
+                                             retention.TTL))
             else:
                 stats[entry.path] = st
                 survivors.append((st.st_mtime, st.st_size, entry.path))
         for path in retention.over_cap(survivors, settings.ccr_max_size):
             st = stats[path]
-            plan.removals.append(Removal("recall", Path(path), st.st_size, st.st_mtime_ns, retention.SIZE_CAP, ""))
+            plan.removals.append(Removal("recall", Path(path), st.st_size, st.st_mtime_ns, st.st_ino,
+                                         retention.SIZE_CAP))
 
     def _plan_temp(self, plan: Plan) -> None:
         for path, st, pid in self._temp_files():
             age = self.now - st.st_mtime
             if age > TEMP_MAX_AGE or (age > SETTLE and not _alive(pid)):
-                plan.removals.append(Removal("temp", path, st.st_size, st.st_mtime_ns, retention.LOST_TEMP, ""))
+                plan.removals.append(Removal("temp", path, st.st_size, st.st_mtime_ns, st.st_ino,
+                                             retention.LOST_TEMP))
 
     # -- files per store -------------------------------------------------------------------
     def _temp_files(self) -> Iterator[tuple[Path, os.stat_result, int]]:
@@ -299,8 +300,12 @@ class Storage:
                     yield Path(entry.path), st, int(match.group(2))
 
     def _files(self) -> Iterator[tuple[str, Path, os.stat_result]]:
-        for _name, st in self._stat_sessions():
-            yield "sessions", self.sessions.root / (_name + SUFFIX), st
+        try:
+            stats, _misnamed = self._stat_sessions()
+        except OSError:  # the plan says why
+            stats = {}
+        for name, st in stats.items():
+            yield "sessions", self.sessions.root / (name + SUFFIX), st
         for entry in _scandir(self.transcripts_dir):
             if entry.name.endswith(JOURNAL_SUFFIX) and (st := _stat(entry)) is not None:
                 yield "transcripts", Path(entry.path), st
@@ -324,32 +329,58 @@ class Storage:
 
     # -- removing exactly what was planned -------------------------------------------------
     def apply(self, plan: Plan) -> Applied:
+        """Remove exactly the files `plan` lists, each only while it is the file that was planned
+        (same inode, mtime and size; a session under its lock). A journal goes only if every
+        session it went with was removed and no session refers to it now."""
         applied = Applied()
+        journals = []
         for removal in plan.removals:
-            try:
-                if removal.session:
-                    done = self.sessions.remove_if_unchanged(removal.session, removal.mtime_ns, removal.size)
-                elif removal.store == "sessions":  # an orphan lock file
-                    done = self.sessions.remove_orphan_lock(removal.path, removal.mtime_ns)
-                else:
-                    done = _unlink_if_unchanged(removal.path, removal.mtime_ns, removal.size)
-            except (OSError, SessionError) as exc:
-                applied.failed.append((removal, getattr(exc, "strerror", None) or str(exc)))
+            if removal.store == "transcripts":
+                journals.append(removal)  # after the sessions, which decide their fate
                 continue
-            if done:
-                applied.removed.append(removal)
-            else:
-                applied.kept.append((removal, "changed, in use or gone since the plan"))
+            self._remove(removal, applied)
+        if journals:
+            removed = {removal.session for removal in applied.removed if removal.session}
+            try:
+                current = {row[5] for row in self.sessions.entries(fresh=True).values() if row[5]}
+            except SessionError as exc:
+                applied.kept += [(removal, f"sessions could not be read again ({exc})") for removal in journals]
+                return applied
+            for removal in journals:
+                if any(owner not in removed for owner in removal.owners):
+                    applied.kept.append((removal, "its session was kept"))
+                elif removal.path.name[: -len(JOURNAL_SUFFIX)] in current:
+                    applied.kept.append((removal, "a session refers to it now"))
+                else:
+                    self._remove(removal, applied)
         return applied
+
+    def _remove(self, removal: Removal, applied: Applied) -> None:
+        try:
+            if removal.session:
+                done = self.sessions.remove_if_unchanged(removal.session, removal.mtime_ns, removal.size,
+                                                         removal.inode)
+            elif removal.store == "sessions":  # an orphan lock file
+                done = self.sessions.remove_orphan_lock(removal.path, removal.mtime_ns)
+            else:
+                done = _unlink_if_unchanged(removal.path, removal.mtime_ns, removal.size, removal.inode)
+        except (OSError, SessionError) as exc:
+            applied.failed.append((removal, getattr(exc, "strerror", None) or str(exc)))
+            return
+        if done:
+            applied.removed.append(removal)
+        else:
+            applied.kept.append((removal, "changed, in use or gone since the plan"))
 
     def sweep(self) -> Applied:
         """The start-up sweep: TTL, count and size rules only, then a fresh pointer to the newest
-        session (the REPL names it at start-up)."""
-        applied = self.apply(self.plan(on_demand=False))
-        if applied.removed and self.sessions.latest() is None:
-            newest = max(self._stat_sessions(), key=lambda item: item[1].st_mtime_ns, default=None)
-            if newest is not None:
-                self.sessions.note_latest(newest[0], newest[1].st_mtime_ns, None, "")
+        session (the REPL names it at start-up) if the one it had was removed."""
+        applied = self.apply(self.plan(on_demand=False, record=True))
+        if any(removal.session for removal in applied.removed) and self.sessions.latest() is None:
+            stats, _misnamed = self._stat_sessions()
+            if stats:
+                name = max(stats, key=lambda key: stats[key].st_mtime_ns)
+                self.sessions.note_latest(name, stats[name].st_mtime_ns, None)
         return applied
 
 
@@ -387,12 +418,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _unlink_if_unchanged(path: Path, mtime_ns: int, size: int) -> bool:
+def _unlink_if_unchanged(path: Path, mtime_ns: int, size: int, inode: int) -> bool:
     try:
         st = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
         return False
-    if (st.st_mtime_ns, st.st_size) != (mtime_ns, size):
+    if (st.st_mtime_ns, st.st_size, st.st_ino) != (mtime_ns, size, inode):
         return False
     os.unlink(path)
     return True
