@@ -128,6 +128,8 @@ class Settings:
     session_writethrough: bool = True
     # CHATCLI_SESSION_AUTOSAVE: unbound conversations are kept as autosave-… sessions.
     session_autosave: bool = True
+    # CHATCLI_SESSION_TRANSCRIPT: every message is also appended to the session's journal.
+    session_transcript: bool = True
     # CHATCLI_SESSION_TTL: machine sessions (autosave-…, mcp-…) not modified for this many days
     # are removed at start-up; 0 keeps them forever.
     session_ttl_days: float = DEFAULT_SESSION_TTL_DAYS
@@ -203,10 +205,12 @@ class Settings:
                 warnings.append(f"CHATCLI_CCR_MAX_SIZE={env['CHATCLI_CCR_MAX_SIZE']!r} is not a size like 100MB; "
                                 "using 100MB")
         autosave = _flag(env, "CHATCLI_SESSION_AUTOSAVE", True, warnings)
+        transcript = _flag(env, "CHATCLI_SESSION_TRANSCRIPT", True, warnings)
         settings = cls(
             home=paths.chatcli_home(env),
             session_writethrough=writethrough,
             session_autosave=autosave,
+            session_transcript=transcript,
             session_ttl_days=ttl,
             autosave_keep=keep,
             ccr_ttl_days=ccr_ttl,
@@ -297,6 +301,7 @@ class Settings:
             ("sessions directory", str(self.sessions_dir), "CHATCLI_HOME"),
             ("CHATCLI_SESSION_WRITETHROUGH", on(self.session_writethrough), source("CHATCLI_SESSION_WRITETHROUGH")),
             ("CHATCLI_SESSION_AUTOSAVE", on(self.session_autosave), source("CHATCLI_SESSION_AUTOSAVE")),
+            ("CHATCLI_SESSION_TRANSCRIPT", on(self.session_transcript), source("CHATCLI_SESSION_TRANSCRIPT")),
             ("CHATCLI_SESSION_TTL", f"{describe_days(self.session_ttl_days)} (machine sessions)"
              if self.session_ttl_days else "0 (machine sessions never expire)",
              source("CHATCLI_SESSION_TTL")),

@@ -103,6 +103,33 @@ class Message:
         return f"Message({self.to_dict()!r})"
 
 
+class History(list):
+    """The live history: a list that counts every change other than appending (`version`), so
+    the transcript journal can tell "only grew" from "rewritten" without comparing it all.
+    Messages are values: code that changes one replaces it in the list, which counts."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, iterable=()) -> None:
+        super().__init__(iterable)
+        self.version = 0
+
+    def _changed(name):  # noqa: N805 - builds the counting wrappers below
+        method = getattr(list, name)
+
+        def changed(self, *args):
+            self.version += 1
+            return method(self, *args)
+
+        changed.__name__ = name
+        return changed
+
+    for _name in ("__setitem__", "__delitem__", "__imul__", "insert", "pop", "remove", "clear", "sort",
+                  "reverse"):
+        locals()[_name] = _changed(_name)
+    del _name, _changed
+
+
 def shared_prefix(left: list[Message], right: list[Message]) -> int:
     """How many leading messages two histories have in common."""
     count = 0

@@ -10,10 +10,11 @@ from pathlib import Path
 from chatcli.config.settings import Settings
 from chatcli.core.bootstrap import compose_system_prompt
 from chatcli.core.errors import ProviderError
-from chatcli.core.messages import Message, shared_prefix
+from chatcli.core.messages import History, Message, shared_prefix
 from chatcli.core.names import is_machine_name
 from chatcli.core.session import SessionData
 from chatcli.providers.base import Delta, Done, Provider, ProviderRegistry, Request, default_registry
+from chatcli.engine.transcript import TranscriptSync
 from chatcli.store.bootstrap import read_bootstrap
 from chatcli.store.sessions import SessionError, SessionStore, Stamp
 
@@ -50,11 +51,15 @@ class Conversation:
         *,
         system_prompt: str = "",
         registry: ProviderRegistry | None = None,
+        journal: bool = False,
     ) -> None:
         self.settings = settings
         self.system_prompt = system_prompt
         self.registry = registry or default_registry()
-        self.history: list[Message] = []
+        self.history = History()
+        # The transcript journal (SPEC §7): kept by conversations that persist (the REPL, a bound
+        # one-shot); None for a one-shot that writes nothing. Off with CHATCLI_SESSION_TRANSCRIPT.
+        self.transcript: TranscriptSync | None = TranscriptSync(settings) if journal else None
         # The session fields carried with this conversation (title, attachments, unknown fields…).
         self.session = SessionData()
         # The name of the bound session (prompt shows `[name] model> `); None when unbound.
@@ -65,6 +70,14 @@ class Conversation:
         self._store: SessionStore | None = None
         self._provider: Provider | None = None
         self._provider_lock = threading.Lock()  # warm() may create it from a background thread
+
+    @property
+    def history(self) -> History:
+        return self._history
+
+    @history.setter
+    def history(self, messages) -> None:
+        self._history = messages if isinstance(messages, History) else History(messages)
 
     @property
     def provider(self) -> Provider:
@@ -97,10 +110,12 @@ class Conversation:
     def bind(self, name: str | None, data: SessionData, stamp: Stamp | None) -> None:
         """Make `data` the live conversation, bound to `name` unless that is a machine-made session."""
         self.session = data
-        self.history = list(data.history)
+        self.history = data.history
         self.session_name = None if name is None or is_machine_name(name) else name
         self.sync_stamp = stamp if self.session_name else None
         self.synced_count = len(self.history)
+        if self.transcript is not None:
+            self.transcript.attach(data.transcript_id)
 
     def unbind(self) -> None:
         self.session_name = None
@@ -110,7 +125,24 @@ class Conversation:
         """The live conversation as a session document: carried fields plus the current history."""
         data = self.session.copy()
         data.history = list(self.history)
+        if self.transcript is not None and self.transcript.id:
+            data.transcript_id = self.transcript.id
         return data
+
+    def sync_transcript(self) -> list[str]:
+        """Record in the journal whatever of the live history it lacks (a sync point)."""
+        if self.transcript is None:
+            return []
+        notes = self.transcript.sync(self.history)
+        if self.transcript.id:
+            self.session.transcript_id = self.transcript.id
+        return notes
+
+    def journaling(self) -> None:
+        """Keep a journal from now on (a one-shot that became bound to a session)."""
+        if self.transcript is None:
+            self.transcript = TranscriptSync(self.settings)
+            self.transcript.attach(self.session.transcript_id)
 
     @property
     def unsynced(self) -> int:
@@ -215,10 +247,11 @@ class Conversation:
         try:
             result = self._answer(on_text, notice)
         except BaseException:
-            for note in self.write_through():  # the user's message is written even when the turn failed
+            # The user's message is recorded even when the turn failed.
+            for note in self.sync_transcript() + self.write_through():
                 notice(note)
             raise
-        return replace(result, notes=tuple(self.write_through()))
+        return replace(result, notes=tuple(self.sync_transcript() + self.write_through()))
 
     def _answer(self, on_text: Callable[[str], None], notice: Callable[[str], None]) -> TurnResult:
         request = Request(

@@ -39,8 +39,13 @@ def save(conv: Conversation, name: str) -> Outcome:
         if conv.unsynced:
             raise SessionError(notes[-1] if notes else f"session '{name}' could not be written")
         return Outcome(f"Session '{name}' saved ({len(conv.history)} messages).", tuple(notes))
-    data = conv.snapshot()
     notes: list[str] = []
+    if conv.session_name is not None and conv.transcript is not None:
+        # Saving a bound session under another name: the copy gets a journal of its own (seeded
+        # with this one's), so the two sessions never write the same journal.
+        conv.transcript.fork()
+    notes += conv.sync_transcript()
+    data = conv.snapshot()
 
     def keep_previous(previous: SessionData) -> None:
         # Replacing another session: what it held that this conversation lacks is kept first.
@@ -128,8 +133,11 @@ def fork(conv: Conversation, name: str) -> Outcome:
     validate_user_target(name)
     notes = tuple(conv.adopt())  # fork what the session is now, not what this window last saw
     parent = conv.session_name
+    notes += tuple(conv.sync_transcript())  # the parent's journal is complete before it is copied
     data = conv.snapshot()
-    data.transcript_id = None  # the fork gets a journal of its own
+    data.transcript_id = None  # the fork gets a journal of its own, seeded with the parent's
+    if conv.transcript is not None:
+        data.transcript_id = conv.transcript.fork()
     data.title = None
     try:
         stamp = conv.store.create(name, data)
@@ -175,6 +183,8 @@ def recent_note(conv: Conversation) -> str | None:
 
 def start(conv: Conversation, *, resume: bool = False, name: str | None = None) -> list[str]:
     """Bind at start-up: `--session NAME` attaches (creating it), `--continue` loads the newest session."""
+    if name or resume:
+        conv.journaling()  # a bound conversation keeps its journal, one-shot or not
     if name:
         outcome = attach(conv, name)
         return [outcome.text, *outcome.notes]
@@ -193,18 +203,19 @@ def finish(conv: Conversation) -> list[str]:
     written one last time; an unbound, non-trivial one is kept as an autosave (SPEC §6.2).
     Returns the line that says where the conversation went."""
     name = conv.session_name
+    journal_notes = conv.sync_transcript()
     if name is not None:
-        notes = conv.write_through(force=True) if conv.unsynced else []
+        notes = journal_notes + (conv.write_through(force=True) if conv.unsynced else [])
         if conv.unsynced:
             return [*notes, f"Session '{name}' could not be written; the last turns are lost."]
         return [*notes, f"Conversation saved in session '{name}'."]
     if is_trivial(conv.history) or not conv.settings.session_autosave:
-        return []
+        return journal_notes
     try:
         kept = _autosave(conv, conv.snapshot(), "exiting")
     except SessionError as exc:
-        return [str(exc)]
-    return [f"Conversation kept as session '{kept}' (chatcli --continue resumes it)."]
+        return [*journal_notes, str(exc)]
+    return [*journal_notes, f"Conversation kept as session '{kept}' (chatcli --continue resumes it)."]
 
 
 def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
@@ -219,8 +230,9 @@ def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
             return tuple(notes)
     elif is_trivial(conv.history) or not conv.settings.session_autosave:
         return ()
+    notes = conv.sync_transcript()
     kept = _autosave(conv, conv.snapshot(), f"not switching to {replacing}")
-    return (f"The unsaved conversation was kept as '{kept}'.",)
+    return (*notes, f"The unsaved conversation was kept as '{kept}'.")
 
 
 def _autosave(conv: Conversation, data: SessionData, refusing: str) -> str:

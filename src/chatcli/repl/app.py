@@ -48,7 +48,7 @@ def build_repl(settings: Settings) -> tuple[PromptSession, Conversation, Command
     system_prompt, warnings = load_system_prompt(settings)
     for warning in warnings:
         terminal.warn(warning)
-    conversation = Conversation(settings, system_prompt=system_prompt)
+    conversation = Conversation(settings, system_prompt=system_prompt, journal=True)
     registry = build_registry()
     session: PromptSession = PromptSession(
         history=PromptFileHistory(PromptHistory(settings.history_file, settings.history_max_size), terminal.warn),

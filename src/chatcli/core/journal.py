@@ -1,0 +1,160 @@
+"""The transcript journal's format and rules (SPEC §7), pure: hashing, lines, sync plans, replay.
+
+A journal is a JSON-lines file, one event per line, each with `"v": 1` and a `"type"`:
+
+  {"v":1,"type":"message","hash":H,"message":{…},"time":"2026-12-02T14:05:09.123+00:00"}
+      a message, recorded once, the first time it appeared at the tail of the live history
+  {"v":1,"type":"rewrite","hashes":[H, …],"time":…}
+      the live history was replaced (compaction, rewind, trim, a message changed in place):
+      these are the hashes of the history that replaced it, in order
+  {"v":1,"type":"fork","from":ID,"time":…}
+      first line of a fork's journal; the parent's events follow, copied, then the fork's own
+
+Replaying the events gives the live history as of any line: a message event appends its hash,
+a rewrite event replaces the list. A hash names a message by what it says (role, content, tool
+calls, tool_call_id, images) and by how many identical messages came before it in the history
+("ok", "ok" are two messages): `<32 hex>` for the first, `<32 hex>.<n>` for the (n+1)th.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+
+from chatcli.core.messages import Message
+
+VERSION = 1
+MESSAGE = "message"
+REWRITE = "rewrite"
+FORK = "fork"
+
+
+def content_digest(message: Message) -> str:
+    """32 hex of SHA-256 over what a message says: role, content, tool calls (id, name,
+    arguments), tool_call_id and images. Metadata (interrupted, mode, times) is not part of it."""
+    extra = message._extra or {}
+    calls = []
+    for call in message.tool_calls or ():
+        if isinstance(call, dict):
+            function = call.get("function") if isinstance(call.get("function"), dict) else call
+            calls.append([call.get("id"), function.get("name"), function.get("arguments")])
+        else:
+            calls.append([None, None, str(call)])
+    raw_content = extra.get("content", message.content)  # multi-part content, images included
+    key = [message.role, raw_content, calls, message.tool_call_id, extra.get("images")]
+    data = json.dumps(key, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()[:32]
+
+
+def history_hashes(history: Sequence[Message], counts: dict[str, int] | None = None) -> list[str]:
+    """The hash of every message of `history`, in order. `counts` (digest → occurrences so far)
+    lets a caller continue a list it hashed before; it is updated."""
+    counts = {} if counts is None else counts
+    out = []
+    for message in history:
+        digest = content_digest(message)
+        seen = counts.get(digest, 0)
+        counts[digest] = seen + 1
+        out.append(digest if seen == 0 else f"{digest}.{seen}")
+    return out
+
+
+def plan_sync(recorded: Sequence[str], known: set[str], live: Sequence[str]) -> tuple[list[int], bool]:
+    """What a sync appends: (indexes into `live` of the messages to record, whether a rewrite
+    event follows). `recorded` is the live history as the journal last left it, `known` every
+    hash the journal holds. A pure extension records the new tail; anything else records only
+    messages the journal has never seen, then the rewrite."""
+    n = len(recorded)
+    if len(live) >= n and list(live[:n]) == list(recorded):
+        return list(range(n, len(live))), False
+    fresh, seen = [], set()
+    for index, digest in enumerate(live):
+        if digest not in known and digest not in seen:
+            fresh.append(index)
+            seen.add(digest)
+    return fresh, True
+
+
+def message_line(digest: str, message: Message, time: str) -> dict:
+    return {"v": VERSION, "type": MESSAGE, "hash": digest, "message": message.to_dict(), "time": time}
+
+
+def rewrite_line(hashes: Sequence[str], time: str) -> dict:
+    return {"v": VERSION, "type": REWRITE, "hashes": list(hashes), "time": time}
+
+
+def fork_line(parent: str, time: str) -> dict:
+    return {"v": VERSION, "type": FORK, "from": parent, "time": time}
+
+
+def check_event(value: object) -> dict | None:
+    """A parsed line → the event, if it is one this version reads; None for a foreign line."""
+    if not isinstance(value, dict) or value.get("v") != VERSION:
+        return None
+    kind = value.get("type")
+    if kind == MESSAGE:
+        ok = isinstance(value.get("hash"), str) and isinstance(value.get("message"), dict)
+        if ok:
+            try:
+                Message.from_dict(value["message"])
+            except ValueError:
+                ok = False
+    elif kind == REWRITE:
+        ok = isinstance(value.get("hashes"), list) and all(isinstance(h, str) for h in value["hashes"])
+    elif kind == FORK:
+        ok = isinstance(value.get("from"), str)
+    else:
+        ok = False
+    return value if ok else None
+
+
+class Replay:
+    """The state of a journal after some of its events: every message recorded (in order, each
+    with its 1-based position), the hash → position map, and the live history's hashes."""
+
+    __slots__ = ("entries", "positions", "live")
+
+    def __init__(self) -> None:
+        self.entries: list[dict] = []  # the message events, in journal order (position = index + 1)
+        self.positions: dict[str, int] = {}  # hash → position of its first recording
+        self.live: list[str] = []
+
+    def apply(self, events: Iterable[dict]) -> None:
+        entries, positions, live = self.entries, self.positions, self.live
+        for event in events:
+            kind = event["type"]
+            if kind == MESSAGE:
+                entries.append(event)
+                positions.setdefault(event["hash"], len(entries))
+                live.append(event["hash"])
+            elif kind == REWRITE:
+                live[:] = event["hashes"]
+
+    @property
+    def known(self) -> set[str]:
+        return set(self.positions)
+
+    def history(self, hashes: Sequence[str] | None = None) -> tuple[list[Message], list[str]]:
+        """The messages of a hash list (the live one by default), and the hashes the journal
+        does not hold (their messages are missing from the result)."""
+        out, missing = [], []
+        for digest in self.live if hashes is None else hashes:
+            position = self.positions.get(digest)
+            if position is None:
+                missing.append(digest)
+            else:
+                out.append(Message.from_dict(self.entries[position - 1]["message"]))
+        return out, missing
+
+
+def replay(events: Iterable[dict], upto: int | None = None) -> Replay:
+    """The journal's state after its first `upto` events (all of them by default)."""
+    state = Replay()
+    events = list(events)
+    state.apply(events if upto is None else events[:upto])
+    return state
+
+
+__all__ = ["FORK", "MESSAGE", "REWRITE", "VERSION", "Replay", "check_event", "content_digest", "fork_line",
+           "history_hashes", "message_line", "plan_sync", "replay", "rewrite_line"]

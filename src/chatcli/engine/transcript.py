@@ -1,0 +1,133 @@
+"""Keeps a conversation's transcript journal in step with its live history (SPEC §7).
+
+`sync(history)` runs at each sync point (the end of every chat turn, and before a session
+document that names the journal is written). It compares the whole live history with what
+the journal last recorded: a pure extension appends the new messages; anything else appends
+the messages the journal has never seen plus one rewrite event.
+
+Cost per turn does not grow with the journal: the journal is read once (the first sync after
+a load), then only what other writers appended since; and while the history list has only
+grown since the last sync (`History.version` unchanged), only the new tail is hashed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Sequence
+
+from chatcli.config.settings import Settings
+from chatcli.core import journal as rules
+from chatcli.core.messages import History, Message
+from chatcli.store.journal import Journal, JournalError
+
+
+def now_text() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def new_id() -> str:
+    return os.urandom(12).hex()
+
+
+class TranscriptSync:
+    def __init__(self, settings: Settings) -> None:
+        self.root = settings.home / "transcripts"
+        self.enabled = settings.session_transcript
+        self.id: str | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._loaded = False  # the journal's state (live hashes, known set) has been read
+        self._offset = 0
+        self._live: list[str] = []  # the live history as the journal records it
+        self._known: set[str] = set()
+        # What our last sync saw: the list object, its version and length, and its hashes.
+        self._list: History | None = None
+        self._version = -1
+        self._hashes: list[str] = []
+        self._counts: dict[str, int] = {}
+
+    @property
+    def journal(self) -> Journal | None:
+        return Journal(self.root, self.id) if self.enabled and self.id else None
+
+    def attach(self, transcript_id: str | None) -> None:
+        """Follow another journal (a session was loaded): its state is read at the next sync."""
+        if transcript_id != self.id or transcript_id is None:
+            self.id = transcript_id
+            self._reset()
+
+    def fork(self) -> str | None:
+        """A new journal for a fork, seeded with this one's events; returns its id."""
+        if not self.enabled:
+            return None
+        parent = self.journal
+        self.id = new_id()
+        self._reset()
+        if parent is not None and parent.exists():
+            Journal(self.root, self.id).seed_fork(parent, now_text())
+        return self.id
+
+    def sync(self, history: Sequence[Message]) -> list[str]:
+        """Record what the journal lacks; returns notes (one line each) about problems."""
+        if not self.enabled:
+            return []
+        if self.id is None:
+            if not history:
+                return []
+            self.id = new_id()
+        journal = Journal(self.root, self.id)
+        try:
+            with journal.appending(self._offset if self._loaded else 0) as append:
+                if self._only_grew(history, append.new):
+                    n = len(self._hashes)
+                    tail = rules.history_hashes(history[n:], self._counts)
+                    fresh, rewrite, hashes = range(n, n + len(tail)), False, None
+                else:
+                    self._absorb(append.new)
+                    self._counts = {}
+                    hashes = rules.history_hashes(history, self._counts)
+                    fresh, rewrite = rules.plan_sync(self._live, self._known, hashes)
+                    tail = None
+                time = now_text()
+                digest = (lambda i: tail[i - n]) if hashes is None else hashes.__getitem__
+                events = [rules.message_line(digest(i), history[i], time) for i in fresh]
+                if rewrite:
+                    events.append(rules.rewrite_line(hashes, time))
+                append.write(events)
+                self._offset = append.size
+        except JournalError as exc:
+            self._list = None  # compare everything next time
+            return [f"{exc} (the transcript will be completed at the next sync)"]
+        if hashes is None:  # `_live` and `_hashes` are one list: extend it
+            self._hashes.extend(tail)
+            self._known.update(tail)
+        else:
+            self._known.update(hashes[i] for i in fresh)
+            self._hashes = self._live = hashes
+        self._list = history if isinstance(history, History) else None
+        self._version = history.version if isinstance(history, History) else -1
+        return []
+
+    def _only_grew(self, history: Sequence[Message], new) -> bool:
+        """Nothing but appends since our last sync, on both sides: the history list is the one
+        we hashed, unmodified but for appends, and no one else wrote the journal. Then only the
+        tail needs hashing and comparing (a turn costs the same at any size)."""
+        return (self._loaded and not new.events and not new.foreign and isinstance(history, History)
+                and history is self._list and history.version == self._version
+                and len(history) >= len(self._hashes) and self._live is self._hashes)
+
+    def _absorb(self, new) -> None:
+        """Bring the journal's state up to date with events read (all of them, the first time)."""
+        if self._loaded and not new.events:
+            return
+        state = rules.Replay()
+        if self._loaded:
+            state.live = list(self._live)
+            state.positions = dict.fromkeys(self._known, 0)
+        state.apply(new.events)
+        self._live, self._known, self._loaded = state.live, set(state.positions), True
+
+
+__all__ = ["TranscriptSync", "new_id", "now_text"]

@@ -1,0 +1,178 @@
+"""Transcript journals on disk: `$CHATCLI_HOME/transcripts/<id>.jsonl` (SPEC §7; format in core.journal).
+
+Appends are one write(2) of whole lines plus one fsync, under an exclusive lock on the journal
+itself, so a crash leaves at most a torn last line and two writers never interleave. Reading
+tolerates damage: a torn last line and foreign lines are skipped and counted. A journal is
+never rewritten in place; a fork gets a new file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chatcli.core.errors import ChatcliError
+from chatcli.core.journal import check_event, fork_line
+from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir
+
+SUFFIX = ".jsonl"
+ID_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}")
+
+
+class JournalError(ChatcliError):
+    pass
+
+
+def _json():
+    import orjson
+
+    return orjson
+
+
+def encode_lines(events: list[dict]) -> bytes:
+    orjson = _json()
+    parts = []
+    for event in events:
+        try:
+            parts.append(orjson.dumps(event))
+        except TypeError:  # a value orjson refuses (an integer past 64 bits in a foreign field)
+            import json
+
+            parts.append(json.dumps(event, ensure_ascii=False).encode("utf-8"))
+    return b"\n".join(parts) + b"\n"
+
+
+@dataclass
+class Reading:
+    """Events read from a journal, from some byte offset to the end of its last whole line."""
+
+    events: list[dict] = field(default_factory=list)
+    end: int = 0  # the offset just past the last whole line read
+    foreign: int = 0  # whole lines that are not events of this version (garbage, other tools)
+    torn: int = 0  # 1 when the file ends in a line without its newline (a crash mid-append)
+
+
+def parse(data: bytes, offset: int = 0) -> Reading:
+    orjson = _json()
+    reading = Reading(end=offset)
+    cut = data.rfind(b"\n") + 1
+    if cut < len(data) and data[cut:].strip():
+        reading.torn = 1
+    for line in data[:cut].split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            event = check_event(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            event = None
+        if event is None:
+            reading.foreign += 1
+        else:
+            reading.events.append(event)
+    reading.end = offset + cut
+    return reading
+
+
+class Journal:
+    def __init__(self, root: Path, transcript_id: str) -> None:
+        if not ID_RE.fullmatch(transcript_id):
+            raise JournalError(f"invalid transcript id {transcript_id!r}")
+        self.root = root
+        self.id = transcript_id
+        self.path = root / (transcript_id + SUFFIX)
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def size(self) -> int:
+        try:
+            return os.stat(self.path).st_size
+        except FileNotFoundError:
+            return 0
+
+    def read(self, offset: int = 0) -> Reading:
+        """Every event from byte `offset` on (a missing journal reads as empty)."""
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return Reading(end=0)
+        except OSError as exc:
+            raise self._error(exc) from None
+        return parse(data, offset)
+
+    @contextlib.contextmanager
+    def appending(self, offset: int) -> Iterator[_Append]:
+        """Lock the journal, read what others appended since `offset`, then let the caller append.
+
+        The caller sees `new` (a Reading of the other writers' events) and calls `write(events)`
+        at most once: one write, one fsync. A torn last line left by a crash is ended first, so
+        the next event starts on a fresh line.
+        """
+        try:
+            ensure_private_dir(self.root)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+        except OSError as exc:
+            raise self._error(exc, writing=True) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if offset > size:  # replaced or truncated by someone else: start over
+                offset = 0
+            data = os.pread(fd, size - offset, offset) if size > offset else b""
+            append = _Append(fd, parse(data, offset), size)
+            yield append
+        except OSError as exc:
+            raise self._error(exc, writing=True) from None
+        finally:
+            os.close(fd)
+
+    def seed_fork(self, parent: Journal, time: str) -> None:
+        """Create this journal as a fork of `parent`: a fork line, then the parent's events."""
+        reading = parent.read()
+        payload = encode_lines([fork_line(parent.id, time), *reading.events])
+        try:
+            atomic_write(self.path, payload)
+        except OSError as exc:
+            raise self._error(exc, writing=True) from None
+
+    def _error(self, exc: OSError, writing: bool = False) -> JournalError:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            cause = "permission denied" if exc.errno != errno.EROFS else "read-only file system"
+        elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            cause = "disk full"
+        else:
+            cause = exc.strerror or str(exc)
+        action = "cannot write" if writing else "cannot read"
+        return JournalError(f"transcript journal {self.id}: {action} {self.path}: {cause}")
+
+
+class _Append:
+    def __init__(self, fd: int, new: Reading, size: int) -> None:
+        self.fd = fd
+        self.new = new
+        self.size = size  # the file's size when locked; after write(), its new size
+        self.written = 0
+
+    def write(self, events: list[dict]) -> None:
+        if not events:
+            return
+        payload = encode_lines(events)
+        if self.new.torn or (self.size and os.pread(self.fd, 1, self.size - 1) != b"\n"):
+            payload = b"\n" + payload  # end a torn line: it becomes one skipped foreign line
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(self.fd, view):]
+        os.fsync(self.fd)
+        self.size += len(payload)
+        self.written += len(payload)
+
+
+__all__ = ["ID_RE", "SUFFIX", "Journal", "JournalError", "Reading", "encode_lines", "parse"]

@@ -1,0 +1,245 @@
+"""The transcript journal (SPEC §7): append-once, rewrites, damage, forks and crashes, on real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+from repl_driver import Repl
+
+from chatcli.config.settings import Settings
+from chatcli.core import journal as rules
+from chatcli.core.messages import History, Message
+from chatcli.engine.conversation import Conversation
+from chatcli.store.journal import Journal
+from chatcli.store.sessions import SessionStore
+
+
+@pytest.fixture
+def settings(env) -> Settings:
+    return Settings.load(env)
+
+
+@pytest.fixture
+def transcripts(env) -> Path:
+    return Path(env["CHATCLI_HOME"]) / "transcripts"
+
+
+def conversation(settings, *contents: str) -> Conversation:
+    conv = Conversation(settings, journal=True)
+    for i, text in enumerate(contents):
+        conv.history.append(Message("user" if i % 2 == 0 else "assistant", text))
+    return conv
+
+
+def events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def messages_of(path: Path) -> list[str]:
+    return [e["message"]["content"] for e in events(path) if e["type"] == "message"]
+
+
+def test_each_message_is_recorded_once_over_many_syncs(settings, transcripts):
+    conv = conversation(settings)
+    for turn in range(5):
+        conv.history.append(Message("user", f"question {turn}"))
+        conv.history.append(Message("assistant", f"answer {turn}"))
+        assert conv.sync_transcript() == []
+        assert conv.sync_transcript() == []  # nothing new: nothing written
+    path = transcripts / f"{conv.transcript.id}.jsonl"
+    assert messages_of(path) == [text for t in range(5) for text in (f"question {t}", f"answer {t}")]
+    assert all(e["v"] == 1 for e in events(path))
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert conv.snapshot().transcript_id == conv.transcript.id
+
+
+def test_identical_repeated_messages_stay_distinct(settings, transcripts):
+    conv = conversation(settings, "ok", "ok", "ok", "ok")
+    conv.sync_transcript()
+    recorded = [e for e in events(transcripts / f"{conv.transcript.id}.jsonl") if e["type"] == "message"]
+    assert len(recorded) == 4 and len({e["hash"] for e in recorded}) == 4
+
+
+def test_a_compaction_like_rewrite_adds_only_the_summary_and_one_rewrite(settings, transcripts):
+    conv = conversation(settings, "u1", "a1", "u2", "a2", "u3", "a3")
+    conv.sync_transcript()
+    summary = Message("assistant", "summary of u1..a2", meta={"is_summary": True, "summary_of": 4})
+    conv.history = [summary, *conv.history[4:]]  # what /compact does: a new history list
+    conv.sync_transcript()
+    path = transcripts / f"{conv.transcript.id}.jsonl"
+    tail = events(path)[6:]
+    assert [e["type"] for e in tail] == ["message", "rewrite"]
+    assert tail[0]["message"]["content"] == "summary of u1..a2"
+    state = rules.replay(events(path))
+    live, missing = state.history()
+    assert [m.content for m in live] == ["summary of u1..a2", "u3", "a3"] and missing == []
+    # As of the sixth event, before the compaction, the live history was the original six.
+    before, _ = rules.replay(events(path), upto=6).history()
+    assert [m.content for m in before] == ["u1", "a1", "u2", "a2", "u3", "a3"]
+
+
+def test_a_message_changed_in_place_is_a_rewrite(settings, transcripts):
+    conv = conversation(settings, "u1", "a1")
+    conv.sync_transcript()
+    conv.history[1] = Message("assistant", "a1, corrected")
+    conv.sync_transcript()
+    kinds = [e["type"] for e in events(transcripts / f"{conv.transcript.id}.jsonl")]
+    assert kinds == ["message", "message", "message", "rewrite"]
+
+
+def test_a_torn_line_and_a_foreign_line_are_skipped_counted_and_appends_start_fresh(settings, transcripts):
+    conv = conversation(settings, "u1", "a1")
+    conv.sync_transcript()
+    path = transcripts / f"{conv.transcript.id}.jsonl"
+    with open(path, "ab") as handle:
+        handle.write(b"not json at all\n")
+        handle.write(b'{"v": 1, "type": "message", "hash": "abc", "mess')  # a crash mid-append
+    reading = Journal(transcripts, conv.transcript.id).read()
+    assert (len(reading.events), reading.foreign, reading.torn) == (2, 1, 1)
+    fresh = Conversation(settings, journal=True)
+    fresh.bind(None, conv.snapshot(), None)
+    fresh.history.append(Message("user", "u2"))
+    assert fresh.sync_transcript() == []
+    reading = Journal(transcripts, conv.transcript.id).read()
+    assert (reading.foreign, reading.torn) == (2, 0)  # the torn line was ended, not continued
+    assert [e["message"]["content"] for e in reading.events] == ["u1", "a1", "u2"]
+
+
+def test_two_writers_of_one_journal_never_duplicate(settings, transcripts):
+    first = conversation(settings, "u1", "a1")
+    first.sync_transcript()
+    second = Conversation(settings, journal=True)
+    second.bind(None, first.snapshot(), None)
+    first.history += [Message("user", "u2"), Message("assistant", "a2")]
+    first.sync_transcript()
+    second.history = first.history  # it adopted the other surface's turn, then answered
+    second.history += [Message("user", "u3"), Message("assistant", "a3")]
+    second.sync_transcript()
+    assert messages_of(transcripts / f"{first.transcript.id}.jsonl") == ["u1", "a1", "u2", "a2", "u3", "a3"]
+
+
+def test_the_journal_can_be_turned_off(env, transcripts):
+    env["CHATCLI_SESSION_TRANSCRIPT"] = "false"
+    conv = conversation(Settings.load(env), "u1", "a1")
+    conv.sync_transcript()
+    assert not transcripts.exists() and conv.snapshot().transcript_id is None
+
+
+# -- through the real REPL -------------------------------------------------------------------
+@pytest.fixture
+def repl_env(openai_env):
+    openai_env["NO_COLOR"] = "1"
+    return openai_env
+
+
+def session_doc(env, name: str) -> dict:
+    return json.loads((Path(env["CHATCLI_HOME"]) / "sessions" / f"{name}.json").read_text())
+
+
+def test_a_repl_session_names_its_journal_and_keeps_writing_it_after_a_reload(repl_env, workdir, transcripts):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "work"))
+    repl.send("first")
+    repl.close()
+    transcript_id = session_doc(repl_env, "work")["transcript_id"]
+    assert transcript_id and messages_of(transcripts / f"{transcript_id}.jsonl") == ["first", "You said: first"]
+    again = Repl(repl_env, "m", cwd=workdir, args=("-c",))
+    again.send("second")
+    again.close()
+    assert session_doc(repl_env, "work")["transcript_id"] == transcript_id
+    assert messages_of(transcripts / f"{transcript_id}.jsonl") == [
+        "first", "You said: first", "second", "You said: second"]
+
+
+def test_an_autosave_names_the_journal_of_the_unsaved_conversation(repl_env, workdir, transcripts):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    repl.send("unsaved words")
+    repl.child.send("/exit\r")
+    repl.child.expect(pexpect.EOF)
+    [autosave] = (Path(repl_env["CHATCLI_HOME"]) / "sessions").glob("autosave-*.json")
+    transcript_id = json.loads(autosave.read_text())["transcript_id"]
+    assert messages_of(transcripts / f"{transcript_id}.jsonl") == ["unsaved words", "You said: unsaved words"]
+
+
+def test_fork_seeds_a_new_journal_and_then_the_two_diverge(repl_env, workdir, transcripts):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "parent"))
+    repl.send("shared turn")
+    repl.send("/session fork child")
+    repl.send("child turn")
+    repl.send("/session load parent")
+    repl.send("parent turn")
+    repl.close()
+    parent_id = session_doc(repl_env, "parent")["transcript_id"]
+    child_id = session_doc(repl_env, "child")["transcript_id"]
+    assert parent_id and child_id and parent_id != child_id
+    child_events = events(transcripts / f"{child_id}.jsonl")
+    assert child_events[0]["type"] == "fork" and child_events[0]["from"] == parent_id
+    assert messages_of(transcripts / f"{child_id}.jsonl") == [
+        "shared turn", "You said: shared turn", "child turn", "You said: child turn"]
+    assert messages_of(transcripts / f"{parent_id}.jsonl") == [
+        "shared turn", "You said: shared turn", "parent turn", "You said: parent turn"]
+
+
+def test_kill_9_mid_turn_loses_at_most_the_turn_in_flight(repl_env, workdir, transcripts, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "crash"))
+    repl.send("kept turn")
+    openai_server.reply("half", hang_after=True)
+    repl.child.send("lost turn\r")
+    repl.child.expect("half")
+    repl.child.kill(signal.SIGKILL)
+    repl.child.expect(pexpect.EOF)
+    transcript_id = session_doc(repl_env, "crash")["transcript_id"]
+    reading = Journal(transcripts, transcript_id).read()
+    assert reading.torn == 0 and reading.foreign == 0
+    assert [e["message"]["content"] for e in reading.events] == ["kept turn", "You said: kept turn"]
+    SessionStore(Path(repl_env["CHATCLI_HOME"]) / "sessions").load("crash")
+
+
+# -- a writer killed at random instants, 200 times -------------------------------------------
+_WRITER = """
+import os, sys
+from chatcli.config.settings import Settings
+from chatcli.core.messages import Message
+from chatcli.engine import sessions
+from chatcli.engine.conversation import Conversation
+conv = Conversation(Settings.load(), journal=True)
+sessions.start(conv, name="crashy")
+print("ready", flush=True)
+turn = 0
+while True:
+    turn += 1
+    conv.history.append(Message("user", f"question {os.getpid()}.{turn} " + "x" * (turn % 7) * 300))
+    conv.history.append(Message("assistant", f"answer {os.getpid()}.{turn}"))
+    conv.sync_transcript()
+    conv.write_through()
+"""
+
+
+def test_a_writer_killed_at_random_instants_always_leaves_files_that_load(env, tmp_path):
+    rng = random.Random(1234)
+    home = Path(env["CHATCLI_HOME"])
+    store = SessionStore(home / "sessions")
+    for kills in range(1, 201):
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER], env=env, stdout=subprocess.PIPE)
+        assert proc.stdout.readline() == b"ready\n"
+        time.sleep(rng.uniform(0, 0.03))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        data, _ = store.load("crashy")  # the session file always loads
+        reading = Journal(home / "transcripts", data.transcript_id).read()
+        assert reading.torn <= 1 and reading.foreign + reading.torn <= kills  # a kill tears one line at most
+        recorded = [e for e in reading.events if e["type"] == "message"]
+        live, missing = rules.replay(reading.events).history()
+        assert missing == []
+        # The journal holds everything the session holds, and maybe the turn the kill kept
+        # from the session file: the journal is written first.
+        assert [m.content for m in data.history] == [m.content for m in live][: len(data.history)]
+        assert len(recorded) == len({e["hash"] for e in recorded})  # nothing recorded twice
