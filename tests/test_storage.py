@@ -222,7 +222,7 @@ def test_a_journal_stays_when_its_session_was_kept_at_apply_time(env, chatcli_ho
     put(sessions, "autosave-20260801-101010", age_days=0, transcript="t-x")  # written again meanwhile
     applied = storage.apply(plan)
     assert applied.removed == [] and journal.exists()
-    assert {why for _, why in applied.kept} == {"changed, in use or gone since the plan", "its session was kept"}
+    assert {why for _, why in applied.kept} == {"changed or in use since the plan", "its session was kept"}
 
 
 def test_pruning_only_transcripts_keeps_the_journals_sessions_still_refer_to(env, workdir, chatcli_home,
@@ -260,6 +260,25 @@ def test_a_sessions_path_that_cannot_be_listed_is_a_note_not_a_crash(env, workdi
         assert result.returncode == 0, result.stderr
         assert "sessions were not examined: cannot list" in result.stdout
         assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_fifos_directories_and_symlinks_in_sessions_never_hang_and_are_never_removed(env, workdir, sessions,
+                                                                                   tmp_path):
+    os.mkfifo(sessions / "autosave-20250101-000000.json")
+    os.mkfifo(sessions / "fifo.json")
+    (sessions / "autosave-20250101-000001.json").mkdir()
+    (tmp_path / "elsewhere.json").write_text("{}")
+    (sessions / "mcp-link.json").symlink_to(tmp_path / "elsewhere.json")
+    old = time.time() - 200 * DAY
+    for name in ("autosave-20250101-000000.json", "fifo.json", "autosave-20250101-000001.json", "mcp-link.json"):
+        os.utime(sessions / name, (old, old), follow_symlinks=False)
+    for args in (("storage",), ("storage", "prune", "--apply"), ("session", "list")):
+        result = run_chatcli(*args, env=env, cwd=workdir, timeout=20)
+        assert result.returncode == 0, (args, result.stdout, result.stderr)
+    assert "not a regular file" in run_chatcli("session", "list", env=env, cwd=workdir).stdout
+    assert sorted(os.listdir(sessions)) == ["autosave-20250101-000000.json", "autosave-20250101-000001.json",
+                                            "fifo.json", "mcp-link.json"]
+    assert (tmp_path / "elsewhere.json").exists()
 
 
 def test_the_recall_store_is_capped_by_size(env, chatcli_home):

@@ -29,4 +29,9 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
     for note in sessions.start(conversation, **(start or {})):
         sys.stderr.write(note + "\n")
     result = stream_turn(conversation, prompt, sys.stdout)
-    return 130 if result.interrupted else 0
+    if result.interrupted:
+        return 130
+    if conversation.unsynced:  # a one-shot has no next turn to try again
+        sys.stderr.write(f"chatcli: error: this turn could not be written to session '{conversation.session_name}'\n")
+        return 1
+    return 0

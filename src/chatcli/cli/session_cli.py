@@ -28,6 +28,19 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
     fork = actions.add_parser("fork", help="copy a session to a new name")
     fork.add_argument("source")
     fork.add_argument("target")
+    export = actions.add_parser("export", help="write a session's complete transcript as Markdown or JSON lines",
+                                description="Exports the session's journal (every message ever recorded, "
+                                "compacted ones included), or its history when it has no journal. Without a "
+                                "path the file goes to the working directory as "
+                                "chatcli-<session>-<YYYYMMDD-HHMMSS>.<md|jsonl>, mode 0600.")
+    export.add_argument("name")
+    export.add_argument("format", choices=("md", "jsonl"))
+    export.add_argument("path", nargs="?")
+    search = actions.add_parser("search", help="ranked search across every saved session",
+                                description="BM25 over the messages of every saved session (not system "
+                                "prompts), case- and accent-folded; results grouped by session, best first.")
+    search.add_argument("query", nargs="+")
+    search.add_argument("--json", action="store_true", help="one JSON array, for scripts")
     return parser
 
 
@@ -64,6 +77,28 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
             for position, message in enumerate(data.history, 1):
                 flag = " (interrupted)" if message.meta.get("interrupted") else ""
                 out.write(f"\n#{position} {message.role}{flag}\n{message.content}\n")
+    elif args.action in ("export", "search"):
+        from chatcli.engine import records
+
+        settings = load_settings()
+        if args.action == "export":
+            data, _ = store.load(args.name)
+            rec = records.record(settings, data, data.transcript_id)
+            path = records.export(rec, args.format, args.name, args.path)
+            if rec.journal is None:
+                sys.stderr.write(f"chatcli: note: exported {rec.source}\n")
+            out.write(f"Exported {len(records.messages(rec))} messages to {path}.\n")
+            return 0
+        groups = records.search_sessions(settings, store, " ".join(args.query))
+        if args.json:
+            rows = [{"session": g.name, "score": g.score, "hits": [{"pos": pos, "role": role, "snippet": snip}
+                                                                   for pos, role, snip in g.hits]}
+                    for g in groups]
+            out.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
+        else:
+            from chatcli.commands.session import format_session_hits
+
+            out.write(format_session_hits(groups) + "\n")
     else:  # delete and fork act on a conversation, exactly as /session does
         from chatcli.engine import sessions
         from chatcli.engine.conversation import Conversation

@@ -15,7 +15,7 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
         prog="chatcli storage",
         description="What chatcli keeps under CHATCLI_HOME, one line per store (the same as /storage).",
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=parser_class)
+    actions = parser.add_subparsers(dest="action", metavar="[prune]", parser_class=parser_class)
     prune = actions.add_parser(
         "prune",
         help="list what the retention rules would remove, grouped by reason; --apply removes exactly that",
@@ -33,5 +33,10 @@ def run_storage_command(args: argparse.Namespace, load_settings: Callable) -> in
     if args.action == "prune":
         words = ["prune", *([args.store] if args.store else []), *(["--apply"] if args.apply else [])]
     result = storage(load_settings(), words, limit=None)
+    if result.error:  # the summary line goes to stderr too, where cron looks
+        first, _, rest = result.text.partition("\n")
+        sys.stderr.write(f"chatcli: error: {first}\n")
+        sys.stdout.write(rest + "\n")
+        return 1
     sys.stdout.write(result.text + "\n")
-    return 1 if result.error else 0
+    return 0

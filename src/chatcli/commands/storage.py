@@ -65,12 +65,13 @@ def rule(storage: Storage, store: str) -> str:
     settings = storage.settings
     ttl = retention.describe_days(settings.session_ttl_days)
     if store == "sessions":
-        expiry = f"after {ttl}" if settings.session_ttl_days else "never (TTL 0)"
+        expiry = f"expire after {ttl}" if settings.session_ttl_days else "never expire (TTL 0)"
         keep = f"newest {settings.autosave_keep} per prefix kept" if settings.autosave_keep else "no count limit"
-        return f"autosave-/mcp- expire {expiry}, {keep}; named sessions never removed"
+        return (f"autosave-/mcp- {expiry}, {keep}; on demand: test bursts, orphan locks; "
+                "named sessions never removed")
     if store == "transcripts":
         expiry = f"removed after {ttl}" if settings.session_ttl_days else "kept (TTL 0)"
-        return f"kept while a session refers to one; otherwise {expiry}"
+        return f"kept while a session refers to one; otherwise {expiry}; on demand: orphans"
     if store == "recall":
         return (f"entries expire after {retention.describe_days(settings.ccr_ttl_days)}, "
                 f"capped at {human_size(settings.ccr_max_size)}")
@@ -86,7 +87,10 @@ def prune(storage: Storage, *, only: str | None, apply: bool, limit: int | None)
     plan = storage.plan(only=only, record=apply)  # a dry run writes nothing, not even a cache
     where = f" from {LABELS[only]}" if only else ""
     if not plan.removals:
-        return Result("\n".join([f"Nothing to remove{where}: every file is within its store's rules.",
+        if only in NEVER_PRUNED:
+            return Result(f"Nothing to remove: the {LABELS[only]} is never pruned ({rule(storage, only)}).")
+        examined = "every file examined" if plan.notes else "every file"
+        return Result("\n".join([f"Nothing to remove{where}: {examined} is within its store's rules.",
                                  *(f"Note: {note}" for note in plan.notes)]))
     verb = "Removing" if apply else "Would remove"
     lines = [f"{verb} {_files(len(plan.removals))} ({human_size(plan.size())}){where}:"]
@@ -100,7 +104,7 @@ def prune(storage: Storage, *, only: str | None, apply: bool, limit: int | None)
                      f"{target}) removes exactly {what}.")
         return Result("\n".join(lines))
     applied = storage.apply(plan)
-    lines += _outcome(storage, applied)
+    lines += _outcome(storage, applied, limit)
     if applied.failed:  # said first, so that a surface showing it as an error reads right
         lines.insert(0, f"could not remove {len(applied.failed)} of {_files(len(plan.removals))} "
                         "(each is named below)")
@@ -119,13 +123,17 @@ def _groups(storage: Storage, plan: Plan, limit: int | None) -> list[str]:
     return lines
 
 
-def _outcome(storage: Storage, applied: Applied) -> list[str]:
+def _outcome(storage: Storage, applied: Applied, limit: int | None) -> list[str]:
     lines = [f"Removed {_files(len(applied.removed))} "
              f"({human_size(sum(removal.size for removal in applied.removed))})."]
-    for removal, why in applied.kept:
-        lines.append(f"Kept {_shown_path(storage, removal)}: {why}.")
-    for removal, why in applied.failed:
-        lines.append(f"Could not remove {_shown_path(storage, removal)}: {why}.")
+    if applied.gone:
+        lines.append(f"{_files(len(applied.gone))} had already been removed meanwhile (another prune or the "
+                     "start-up sweep).")
+    for verb, items in (("Kept", applied.kept), ("Could not remove", applied.failed)):
+        shown = items if limit is None else items[:limit]
+        lines += [f"{verb} {_shown_path(storage, removal)}: {why}." for removal, why in shown]
+        if len(shown) < len(items):
+            lines.append(f"… and {len(items) - len(shown)} more ({verb.lower()}).")
     return lines
 
 

@@ -193,8 +193,9 @@ def start(conv: Conversation, *, resume: bool = False, name: str | None = None) 
         if newest is None:
             return [*skipped, "No saved session to continue; starting a new conversation."]
         outcome = load(conv, newest)
-        bound = "" if conv.session_name else " (made by chatcli: not bound; save it under a name of yours to keep it)"
-        return [*skipped, f"Resumed session '{newest}' ({len(conv.history)} messages){bound}.", *outcome.notes]
+        bound = "" if conv.session_name else ("; made by chatcli, so it is not bound: new turns are not written "
+                                              "to it (save it under a name of yours to keep them)")
+        return [*skipped, f"Resumed session '{newest}' ({len(conv.history)} messages{bound}).", *outcome.notes]
     return []
 
 
@@ -209,12 +210,16 @@ def finish(conv: Conversation) -> list[str]:
         if conv.unsynced:
             return [*notes, f"Session '{name}' could not be written; the last turns are lost."]
         return [*notes, f"Conversation saved in session '{name}'."]
-    if is_trivial(conv.history) or not conv.settings.session_autosave:
+    if is_trivial(conv.history):
         return journal_notes
+    if not conv.settings.session_autosave:
+        return [*journal_notes, "The conversation was not kept (CHATCLI_SESSION_AUTOSAVE is off)."]
     try:
-        kept = _autosave(conv, conv.snapshot(), "exiting")
+        kept = _autosave(conv, conv.snapshot(), None)
     except SessionError as exc:
-        return [*journal_notes, str(exc)]
+        where = f"; its journal {conv.transcript.id} holds it" if conv.transcript and conv.transcript.id \
+            and not journal_notes else ""
+        return [*journal_notes, f"The conversation could not be kept: {exc}{where}."]
     return [*journal_notes, f"Conversation kept as session '{kept}' (chatcli --continue resumes it)."]
 
 
@@ -235,8 +240,10 @@ def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
     return (*notes, f"The unsaved conversation was kept as '{kept}'.")
 
 
-def _autosave(conv: Conversation, data: SessionData, refusing: str) -> str:
-    """Write `data` as a new autosave-YYYYMMDD-HHMMSS[-N] session and return its name."""
+def _autosave(conv: Conversation, data: SessionData, refusing: str | None) -> str:
+    """Write `data` as a new autosave-YYYYMMDD-HHMMSS[-N] session and return its name.
+    `refusing` names what is not done because of a failure (so nothing is lost); None when
+    nothing is held back (leaving)."""
     now = datetime.datetime.now()
     for _ in range(100):
         name = autosave_name(now, conv.store.exists)
@@ -245,6 +252,6 @@ def _autosave(conv: Conversation, data: SessionData, refusing: str) -> str:
         except SessionExists:
             continue  # another process took that name in the meantime
         except SessionError as exc:
-            raise SessionError(f"{exc}; {refusing}, so nothing is lost") from None
+            raise SessionError(f"{exc}; {refusing}, so nothing is lost" if refusing else str(exc)) from None
         return name
-    raise SessionError(f"could not find a free autosave name; {refusing}")
+    raise SessionError("could not find a free autosave name" + (f"; {refusing}" if refusing else ""))

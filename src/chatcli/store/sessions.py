@@ -13,6 +13,7 @@ import fcntl
 import gc
 import json
 import os
+import stat
 import time
 from collections import namedtuple
 from collections.abc import Callable, Iterator
@@ -79,6 +80,21 @@ def _json():
     return orjson
 
 
+def read_regular(path: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes of a regular file (following symlinks) and its stat. Anything else (a FIFO,
+    a device, a directory) raises OSError without blocking: a FIFO opened for reading would
+    wait for a writer forever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        with open(fd, "rb", closefd=False) as handle:  # readall sizes its buffer from fstat
+            return handle.read(), st
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
     """Building 100,000 messages triggers the cyclic collector dozens of times over objects that
@@ -120,14 +136,12 @@ class SessionStore:
     def load(self, name: str) -> tuple[SessionData, Stamp]:
         path = self.path(name)
         try:
-            with open(path, "rb") as handle:
-                stamp = Stamp.of(os.fstat(handle.fileno()))
-                raw = handle.read()
+            raw, st = read_regular(path)
         except FileNotFoundError:
             raise SessionNotFound(f"session '{name}' does not exist") from None
         except OSError as exc:
             raise self._error(name, exc) from None
-        return self.decode(name, raw), stamp
+        return self.decode(name, raw), Stamp.of(st)
 
     def decode(self, name: str, raw: bytes) -> SessionData:
         with _gc_paused():
@@ -349,6 +363,9 @@ class SessionStore:
                 st = entry.stat()
             except OSError:
                 continue
+            if not stat.S_ISREG(st.st_mode):
+                rows[name] = [st.st_mtime_ns, st.st_size, None, "", "not a regular file", ""]
+                continue
             if not NAME_RE.fullmatch(name) or ".." in name:
                 rows[name] = [st.st_mtime_ns, st.st_size, None, "",
                               "not a valid session name; rename the file to use it", ""]
@@ -362,7 +379,7 @@ class SessionStore:
 
     def _summarise(self, name: str, path: Path, st: os.stat_result) -> list:
         try:
-            data = self.decode(name, path.read_bytes())
+            data = self.decode(name, read_regular(path)[0])
         except (SessionError, OSError) as exc:
             problem = str(exc) if isinstance(exc, SessionError) else (exc.strerror or str(exc))
             return [st.st_mtime_ns, st.st_size, None, "", problem, ""]

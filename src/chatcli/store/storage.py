@@ -19,6 +19,7 @@ session under its lock), so a session another surface wrote in the meantime surv
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections import namedtuple
 from collections.abc import Iterator
@@ -85,6 +86,8 @@ class Applied:
     # Planned but kept: the file changed or went away since the plan, or is in use.
     kept: list[tuple[Removal, str]] = field(default_factory=list)
     failed: list[tuple[Removal, str]] = field(default_factory=list)
+    # Planned, but already removed by someone else (another prune, the start-up sweep).
+    gone: list[Removal] = field(default_factory=list)
 
 
 # What journals need to know about sessions: which go (name → reason), which journal each
@@ -203,7 +206,7 @@ class Storage:
                 misnamed += 1
                 continue
             st = _stat(entry)
-            if st is not None:
+            if st is not None and stat.S_ISREG(st.st_mode):  # never a symlink, directory or FIFO
                 stats[name] = st
         return stats, misnamed
 
@@ -217,7 +220,7 @@ class Storage:
             if session in rows or os.path.exists(entry.path[: -len(name)] + session + SUFFIX):
                 continue
             st = _stat(entry)
-            if st is not None and self.now - st.st_mtime > SETTLE:
+            if st is not None and stat.S_ISREG(st.st_mode) and self.now - st.st_mtime > SETTLE:
                 plan.removals.append(Removal("sessions", Path(entry.path), st.st_size, st.st_mtime_ns, st.st_ino,
                                              retention.ORPHAN))
 
@@ -237,7 +240,7 @@ class Storage:
         ttl = self.settings.session_ttl_days
         for entry in journals:
             st = _stat(entry)
-            if st is None:
+            if st is None or not stat.S_ISREG(st.st_mode):
                 continue
             owners = tuple(refs.get(entry.name[: -len(JOURNAL_SUFFIX)], ()))
             if owners:
@@ -296,7 +299,7 @@ class Storage:
                     continue
                 seen.add(entry.path)
                 st = _stat(entry)
-                if st is not None:
+                if st is not None and stat.S_ISREG(st.st_mode):
                     yield Path(entry.path), st, int(match.group(2))
 
     def _files(self) -> Iterator[tuple[str, Path, os.stat_result]]:
@@ -306,6 +309,9 @@ class Storage:
             stats = {}
         for name, st in stats.items():
             yield "sessions", self.sessions.root / (name + SUFFIX), st
+        for entry in _scandir(self.sessions.root):  # lock files are the store's too
+            if entry.name.startswith(".") and entry.name.endswith(LOCK_SUFFIX) and (st := _stat(entry)):
+                yield "sessions", Path(entry.path), st
         for entry in _scandir(self.transcripts_dir):
             if entry.name.endswith(JOURNAL_SUFFIX) and (st := _stat(entry)) is not None:
                 yield "transcripts", Path(entry.path), st
@@ -364,13 +370,18 @@ class Storage:
                 done = self.sessions.remove_orphan_lock(removal.path, removal.mtime_ns)
             else:
                 done = _unlink_if_unchanged(removal.path, removal.mtime_ns, removal.size, removal.inode)
-        except (OSError, SessionError) as exc:
-            applied.failed.append((removal, getattr(exc, "strerror", None) or str(exc)))
+        except OSError as exc:
+            applied.failed.append((removal, exc.strerror or str(exc)))
+            return
+        except SessionError as exc:
+            applied.failed.append((removal, str(exc)))
             return
         if done:
             applied.removed.append(removal)
+        elif not os.path.lexists(removal.path):
+            applied.gone.append(removal)
         else:
-            applied.kept.append((removal, "changed, in use or gone since the plan"))
+            applied.kept.append((removal, "changed or in use since the plan"))
 
     def sweep(self) -> Applied:
         """The start-up sweep: TTL, count and size rules only, then a fresh pointer to the newest

@@ -1,0 +1,148 @@
+"""Transcript journal and search benchmarks (issue 5), each beside its floor.
+
+Floors, measured in the same run:
+  fsync'd append   open(O_APPEND) + one write of the same bytes + fsync + close, nothing else
+  bare start       `python -c pass`, for the searches (a user waits for the whole command)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from chatcli.config.settings import Settings
+from chatcli.core.messages import Message
+from chatcli.engine import records, sessions
+from chatcli.engine.conversation import Conversation
+from chatcli.store.sessions import SessionStore
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = ROOT / ".venv" / "bin"
+SIZES = (100, 10_000, 100_000)
+RUNS = int(os.environ.get("BENCH_RUNS", "15"))
+WORDS = ("deploy freeze release window rollback canary metrics latency budget incident review owner "
+         "pager schedule database migration index vacuum backup restore region failover").split()
+
+
+def text(i: int, words: int = 40) -> str:
+    return " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(words)) + f" #{i}"
+
+
+def bare_append(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def journal_rows(scratch: Path, rows: list) -> None:
+    for count in SIZES:
+        home = scratch / f"j{count}"
+        settings = Settings.load({"CHATCLI_HOME": str(home), "HOME": str(scratch)})
+        conv = Conversation(settings, journal=True)
+        conv.history = [Message("user" if i % 2 == 0 else "assistant", text(i)) for i in range(count)]
+        conv.sync_transcript()  # the journal now has `count` lines
+        path = conv.transcript.journal.path
+        turn_samples, floor_samples = [], []
+        for i in range(RUNS):
+            conv.history.append(Message("user", text(count + 2 * i)))
+            conv.history.append(Message("assistant", text(count + 2 * i + 1)))
+            before = path.stat().st_size
+            start = time.perf_counter()
+            conv.sync_transcript()
+            turn_samples.append(time.perf_counter() - start)
+            written = path.read_bytes()[before:]
+            start = time.perf_counter()
+            bare_append(scratch / "floor.jsonl", written)
+            floor_samples.append(time.perf_counter() - start)
+        turn, floor = statistics.median(turn_samples) * 1000, statistics.median(floor_samples) * 1000
+        rows.append((f"journal sync of one turn, {count:,} existing lines", turn, "fsync'd append", floor,
+                     "≤ 2×"))
+
+
+def search_rows(scratch: Path, rows: list, bare: float) -> None:
+    count = 100_000
+    home = scratch / "search"
+    settings = Settings.load({"CHATCLI_HOME": str(home), "HOME": str(scratch)})
+    conv = Conversation(settings, journal=True)
+    conv.history = [Message("user" if i % 2 == 0 else "assistant", text(i, 25)) for i in range(count)]
+    conv.sync_transcript()
+    rec = records.record(settings, conv.snapshot(), conv.transcript.id)
+    start = time.perf_counter()
+    records.search(settings, rec, "rollback canary")
+    cold = (time.perf_counter() - start) * 1000
+    samples = []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        rec = records.record(settings, conv.snapshot(), conv.transcript.id)
+        records.search(settings, rec, "failover region latency")
+        samples.append(time.perf_counter() - start)
+    warm = statistics.median(samples) * 1000
+    rows.append(("transcript search, 100,000 messages (read journal + query)", warm, "bare start", bare,
+                 "< 300 ms"))
+    rows.append(("transcript search, 100,000 messages, first (builds the index)", cold, "bare start", bare, ""))
+
+
+def session_search_rows(scratch: Path, rows: list, bare: float) -> None:
+    home = scratch / "sessions"
+    env = dict(os.environ, CHATCLI_HOME=str(home), HOME=str(scratch))
+    settings = Settings.load(env)
+    conv = Conversation(settings)
+    for s in range(1_000):
+        sessions.start(conv, name=f"project-{s:04d}")
+        conv.history = [Message("user" if i % 2 == 0 else "assistant", text(s * 100 + i, 25)) for i in range(100)]
+        conv.write_through(force=True)
+    store = SessionStore(settings.sessions_dir)
+    start = time.perf_counter()
+    records.search_sessions(settings, store, "backup restore")
+    cold = (time.perf_counter() - start) * 1000
+    samples = []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        records.search_sessions(settings, store, "vacuum migration")
+        samples.append(time.perf_counter() - start)
+    warm = statistics.median(samples) * 1000
+    cli = []
+    for _ in range(max(3, RUNS // 3)):
+        start = time.perf_counter()
+        subprocess.run([str(VENV_BIN / "chatcli"), "session", "search", "pager", "owner"], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        cli.append(time.perf_counter() - start)
+    rows.append(("session search, 1,000 sessions × 100 msgs (in-process)", warm, "bare start", bare, ""))
+    rows.append(("`chatcli session search`, 1,000 × 100", statistics.median(cli) * 1000, "bare start", bare, ""))
+    rows.append(("session search, 1,000 × 100, first (builds the index)", cold, "bare start", bare, ""))
+
+
+def main() -> int:
+    scratch = Path(tempfile.mkdtemp(prefix="chatcli-bench-journal-"))
+    rows: list[tuple[str, float, str, float, str]] = []
+    try:
+        samples = []
+        for _ in range(RUNS):
+            start = time.perf_counter()
+            subprocess.run([str(VENV_BIN / "python"), "-c", "pass"], check=True)
+            samples.append(time.perf_counter() - start)
+        bare = statistics.median(samples) * 1000
+        journal_rows(scratch, rows)
+        search_rows(scratch, rows, bare)
+        session_search_rows(scratch, rows, bare)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"\njournal and search — median of {RUNS} runs, {os.cpu_count()} cores, Python {sys.version.split()[0]}\n")
+    print("| measurement | median | floor | floor median | ratio | target |")
+    print("|---|---:|---|---:|---:|---|")
+    for name, ms, floor_name, floor_ms, target in rows:
+        print(f"| {name} | {ms:.2f} ms | {floor_name} | {floor_ms:.2f} ms | {ms / floor_ms:.2f}× | {target} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,196 @@
+"""What the journal is read for (SPEC §7): export, transcript search/show/stats, and search
+across every saved session (SPEC §5 [beyond]). Each is written once; the /session commands,
+`chatcli session export|search` and the servers call these.
+
+Every transcript operation reads the journal when there is one, and otherwise falls back to
+the live history and says so.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections import namedtuple
+from collections.abc import Sequence
+from pathlib import Path
+
+from chatcli.config.settings import Settings
+from chatcli.core import journal as rules
+from chatcli.core.errors import UsageError
+from chatcli.core.export import Entry, local_time, to_jsonl, to_markdown
+from chatcli.core.messages import Message
+from chatcli.core.session import SessionData
+from chatcli.store.atomic import atomic_write
+from chatcli.store.journal import ID_RE, Journal, JournalError
+from chatcli.store.search import SearchIndex
+from chatcli.store.sessions import SessionStore
+
+FORMATS = ("md", "jsonl")
+SessionHits = namedtuple("SessionHits", "name mtime score hits")
+
+
+def search_index(settings: Settings) -> SearchIndex:
+    return SearchIndex(settings.home / "index" / "search.sqlite")
+
+
+class Record:
+    """The complete record of a conversation: its journal, or (without one) its live history.
+    `source` says which, in words for the user; the entries are read only when asked for
+    (a search reads nothing but what its index lacks)."""
+
+    def __init__(self, source: str, journal: Journal | None, history: Sequence[Message] = ()) -> None:
+        self.source = source
+        self.journal = journal
+        self._history = history
+        self._entries: list[Entry] | None = None
+        self.reading = None
+
+    @property
+    def entries(self) -> list[Entry]:
+        if self._entries is None:
+            if self.journal is None:
+                self._entries = [Entry(i, m, "") for i, m in enumerate(self._history, 1)]
+            else:
+                self.reading = self.journal.read()
+                self._entries = _entries(self.reading.events)
+        return self._entries
+
+
+def _entries(events: list[dict]) -> list[Entry]:
+    entries: list[Entry] = []
+    positions: dict[str, int] = {}  # hash → position of its first recording
+    pos = 0
+    for event in events:
+        if event["type"] == rules.MESSAGE:
+            pos += 1
+            positions.setdefault(event["hash"], pos)
+            entries.append(Entry(pos, Message.from_dict(event["message"]), event.get("time", "")))
+        elif event["type"] == rules.REWRITE:
+            entries.append(Entry(None, None, event.get("time", ""), [positions.get(h) for h in event["hashes"]]))
+    return entries
+
+
+def record(settings: Settings, data: SessionData, transcript_id: str | None) -> Record:
+    """The record of a conversation: its journal when there is one, else its live history."""
+    if not settings.session_transcript:
+        return Record("the live history (the journal is off: CHATCLI_SESSION_TRANSCRIPT)", None, data.history)
+    if not transcript_id or not ID_RE.fullmatch(transcript_id):
+        return Record("the live history (this conversation has no journal yet)", None, data.history)
+    journal = Journal(settings.home / "transcripts", transcript_id)
+    if not journal.exists():
+        return Record(f"the live history (its journal {transcript_id} is missing)", None, data.history)
+    return Record(f"journal {transcript_id}", journal)
+
+
+def messages(rec: Record) -> list[Entry]:
+    return [entry for entry in rec.entries if entry.message is not None]
+
+
+def export(rec: Record, fmt: str, label: str, path: str | None, cwd: Path | None = None) -> Path:
+    """Write the record as Markdown or JSON lines (mode 0600); an existing file is never replaced."""
+    fmt = fmt.lower()
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown export format '{fmt}' (choose md or jsonl)")
+    now = datetime.datetime.now()
+    if path:
+        target = Path(os.path.expanduser(path))
+        if target.is_dir():
+            target = target / f"chatcli-{label}-{now:%Y%m%d-%H%M%S}.{fmt}"
+    else:
+        target = (cwd or Path.cwd()) / f"chatcli-{label}-{now:%Y%m%d-%H%M%S}.{fmt}"
+    if target.exists():
+        raise UsageError(f"{target} already exists; choose another path (nothing was written)")
+    count = len(messages(rec))
+    if fmt == "md":
+        facts = [f"session: {label}", f"messages: {count}", f"source: {rec.source}",
+                 f"exported: {now.astimezone().isoformat(timespec='seconds')}"]
+        text = to_markdown(rec.entries, title=f"chatcli transcript: {label}", facts=facts)
+    else:
+        text = to_jsonl(rec.entries)
+    try:
+        atomic_write(target, text.encode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc} (nothing was written)") from None
+    return target
+
+
+def search(settings: Settings, rec: Record, query: str, limit: int = 10) -> list[tuple[int, str, str]]:
+    """(position, role, snippet) of the best messages of the record for `query`, BM25-ranked."""
+    if rec.journal is None:  # no journal: rank the live history in an index kept in memory
+        rows = [(entry.message.role, entry.message.content) for entry in messages(rec)]
+        hits = SearchIndex(None).search_journal("live", "", lambda _o: (rows, 0), query, limit)
+        return [(hit.pos, hit.role, hit.snippet) for hit in hits]
+    journal = rec.journal
+
+    def read(offset: int) -> tuple[list[tuple[str, str]], int]:
+        reading = journal.read(offset)
+        return [(e["message"].get("role", ""), Message.from_dict(e["message"]).content)
+                for e in reading.events if e["type"] == rules.MESSAGE], reading.end
+
+    try:
+        stamp = str(os.stat(journal.path).st_ino)
+    except OSError as exc:
+        raise JournalError(f"transcript journal {journal.id}: cannot read {journal.path}: {exc.strerror}") from None
+    hits = search_index(settings).search_journal(journal.id, stamp, read, query, limit)
+    return [(hit.pos, hit.role, hit.snippet) for hit in hits]
+
+
+def stats(rec: Record) -> str:
+    count = len(messages(rec))
+    rewrites = sum(1 for entry in rec.entries if entry.message is None)
+    lines = [f"Transcript: {count} messages, {rewrites} rewrite(s); source: {rec.source}."]
+    if rec.journal is not None and rec.reading is not None:
+        size = rec.journal.size()
+        lines.append(f"Journal {rec.journal.id}: {rec.journal.path} ({size:,} bytes).")
+        if rec.reading.foreign or rec.reading.torn:
+            lines.append(f"Skipped {rec.reading.foreign} foreign and {rec.reading.torn} torn line(s) "
+                         "(damage or other tools' lines; never fatal).")
+    return "\n".join(lines)
+
+
+def show(rec: Record, pos: int, count: int = 10) -> str:
+    shown = [entry for entry in messages(rec) if pos <= entry.pos < pos + count]
+    if not shown:
+        total = len(messages(rec))
+        raise UsageError(f"no message at position {pos} (the transcript has {total})")
+    blocks = []
+    for entry in shown:
+        when = f" · {local_time(entry.time)}" if entry.time else ""
+        blocks.append(f"#{entry.pos} {entry.message.role}{when}\n{entry.message.content}")
+    return "\n\n".join(blocks)
+
+
+def format_hits(hits: Sequence[tuple[int, str, str]]) -> str:
+    return "\n".join(f"#{pos} {role} …{snippet.strip()}…" for pos, role, snippet in hits)
+
+
+# -- every saved session ----------------------------------------------------------------------
+def search_sessions(settings: Settings, store: SessionStore, query: str, sessions: int = 10,
+                    per_session: int = 3) -> list[SessionHits]:
+    """Ranked search across all saved sessions (not their system prompts): BM25 over messages,
+    accent- and case-folded; grouped by session, best first, recent sessions breaking ties."""
+    rows = {name: row for name, row in store.entries().items() if row[4] == ""}
+    current = {name: f"{row[0]}:{row[1]}" for name, row in rows.items()}
+
+    def read(name: str):
+        try:
+            data, _ = store.load(name)
+        except Exception:  # noqa: BLE001 - a session that cannot be read is not searched
+            return []
+        return [(pos, m.role, m.content) for pos, m in enumerate(data.history, 1) if m.role != "system"]
+
+    hits = search_index(settings).search_sessions(current, read, query)
+    grouped: dict[str, SessionHits] = {}
+    for hit in hits:
+        group = grouped.get(hit.source)
+        if group is None:
+            mtime = rows[hit.source][0] / 1e9 if hit.source in rows else 0.0
+            group = grouped[hit.source] = SessionHits(hit.source, mtime, hit.score, [])
+        if len(group.hits) < per_session:
+            group.hits.append((hit.pos, hit.role, hit.snippet))
+    ranked = sorted(grouped.values(), key=lambda g: (round(g.score, 6), -g.mtime))
+    return ranked[:sessions]
+
+
+__all__ = ["FORMATS", "Record", "SessionHits", "export", "format_hits", "messages", "record", "search",
+           "search_index", "search_sessions", "show", "stats"]

@@ -1,0 +1,135 @@
+"""Full-text search over journals and saved sessions: SQLite FTS5 with BM25 (standard library).
+
+The index, `$CHATCLI_HOME/index/search.sqlite`, is a cache: it is brought up to date at each
+search from what changed (a journal's new lines since the offset indexed; sessions whose mtime
+or size changed) and rebuilt from scratch when deleted. Text is case- and accent-folded by the
+`unicode61 remove_diacritics 2` tokenizer, so "cafe" finds "Café".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections import namedtuple
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from chatcli.core.errors import UsageError
+from chatcli.store.atomic import ensure_private_dir
+
+SCHEMA_VERSION = 1
+_WORD = re.compile(r"\w+", re.UNICODE)
+SNIPPET_TOKENS = 12
+
+Hit = namedtuple("Hit", "source pos role snippet score")
+
+
+def fts_query(text: str) -> str:
+    """The user's words as an FTS5 query: any of them (BM25 ranks messages with more, rarer ones
+    first). Quoted, so nothing the user types is FTS syntax."""
+    words = _WORD.findall(text)
+    if not words:
+        raise UsageError("nothing to search for: give one or more words")
+    return " OR ".join(f'"{word}"' for word in words)
+
+
+class SearchIndex:
+    def __init__(self, path: Path | None) -> None:
+        self.path = path  # None: in memory
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator:
+        import sqlite3  # only searches pay for it
+
+        if self.path is None:  # a throw-away index in memory (a history with no journal)
+            db = sqlite3.connect(":memory:", isolation_level=None)
+        else:
+            ensure_private_dir(self.path.parent)
+            fresh = not self.path.exists()
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            if fresh:
+                os.chmod(self.path, 0o600)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=OFF")  # a cache: rebuilt when lost
+            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                db.executescript(
+                    "DROP TABLE IF EXISTS journal_entries; DROP TABLE IF EXISTS session_entries;"
+                    "DROP TABLE IF EXISTS sources;"
+                    "CREATE VIRTUAL TABLE journal_entries USING fts5(body, source UNINDEXED, pos UNINDEXED,"
+                    " role UNINDEXED, tokenize='unicode61 remove_diacritics 2');"
+                    "CREATE VIRTUAL TABLE session_entries USING fts5(body, source UNINDEXED, pos UNINDEXED,"
+                    " role UNINDEXED, tokenize='unicode61 remove_diacritics 2');"
+                    "CREATE TABLE sources(kind TEXT, source TEXT, stamp TEXT, offset INTEGER, count INTEGER,"
+                    " PRIMARY KEY(kind, source));"
+                    f"PRAGMA user_version={SCHEMA_VERSION};"
+                )
+            yield db
+        finally:
+            db.close()
+
+    # -- one journal ---------------------------------------------------------------------
+    def search_journal(self, source: str, stamp: str, read: Callable[[int], tuple[list[tuple[str, str]], int]],
+                       query: str, limit: int = 10) -> list[Hit]:
+        """Best `limit` messages of journal `source` for `query`. `read(offset)` returns the
+        (role, text) of each message recorded from that byte offset on, and the new offset;
+        `stamp` changes when the file is replaced (its inode), which re-indexes it."""
+        match = fts_query(query)
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute("SELECT stamp, offset, count FROM sources WHERE kind='j' AND source=?",
+                                 (source,)).fetchone()
+                offset, count = (row[1], row[2]) if row and row[0] == stamp else (0, 0)
+                if row and row[0] != stamp:
+                    db.execute("DELETE FROM journal_entries WHERE source=?", (source,))
+                messages, end = read(offset)
+                db.executemany("INSERT INTO journal_entries(body, source, pos, role) VALUES (?,?,?,?)",
+                               ((text, source, count + i, role) for i, (role, text) in enumerate(messages, 1)))
+                db.execute("INSERT OR REPLACE INTO sources VALUES ('j', ?, ?, ?, ?)",
+                           (source, stamp, end, count + len(messages)))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            rows = db.execute(
+                "SELECT source, pos, role, snippet(journal_entries, 0, '', '', '…', ?), bm25(journal_entries) AS s"
+                " FROM journal_entries WHERE journal_entries MATCH ? AND source = ? ORDER BY s LIMIT ?",
+                (SNIPPET_TOKENS, match, source, limit)).fetchall()
+        return [Hit._make(row) for row in rows]
+
+    # -- every saved session -------------------------------------------------------------
+    def search_sessions(self, current: dict[str, str], read: Callable[[str], Iterable[tuple[int, str, str]]],
+                        query: str, limit: int = 200) -> list[Hit]:
+        """Best `limit` messages across sessions. `current` is {name: stamp} of the sessions
+        that exist now; `read(name)` yields (position, role, text) of a session's messages (not
+        its system prompts) and is called only for sessions new or changed since indexed."""
+        match = fts_query(query)
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                indexed = dict(db.execute("SELECT source, stamp FROM sources WHERE kind='s'").fetchall())
+                for name in indexed.keys() - current.keys():
+                    db.execute("DELETE FROM session_entries WHERE source=?", (name,))
+                    db.execute("DELETE FROM sources WHERE kind='s' AND source=?", (name,))
+                for name, stamp in current.items():
+                    if indexed.get(name) == stamp:
+                        continue
+                    if name in indexed:
+                        db.execute("DELETE FROM session_entries WHERE source=?", (name,))
+                    db.executemany("INSERT INTO session_entries(body, source, pos, role) VALUES (?,?,?,?)",
+                                   ((text, name, pos, role) for pos, role, text in read(name)))
+                    db.execute("INSERT OR REPLACE INTO sources VALUES ('s', ?, ?, 0, 0)", (name, stamp))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            rows = db.execute(
+                "SELECT source, pos, role, snippet(session_entries, 0, '', '', '…', ?), bm25(session_entries) AS s"
+                " FROM session_entries WHERE session_entries MATCH ? ORDER BY s LIMIT ?",
+                (SNIPPET_TOKENS, match, limit)).fetchall()
+        return [Hit._make(row) for row in rows]
+
+
+__all__ = ["Hit", "SearchIndex", "fts_query"]

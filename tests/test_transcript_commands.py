@@ -1,0 +1,185 @@
+"""/session export, /session transcript …, /session search and their CLI twins (SPEC §5, §7),
+through the real REPL and the real executable."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pexpect
+import pytest
+from conftest import run_chatcli
+from repl_driver import Repl, plain
+
+from chatcli.config.settings import Settings
+from chatcli.core.messages import Message
+from chatcli.engine import sessions
+from chatcli.engine.conversation import Conversation
+
+
+@pytest.fixture
+def repl_env(openai_env):
+    openai_env["NO_COLOR"] = "1"
+    return openai_env
+
+
+def make(env, name: str, *pairs: tuple[str, str], journal: bool = True) -> Conversation:
+    """A saved session `name` with these turns, written as the REPL writes them."""
+    conv = Conversation(Settings.load(env), journal=journal)
+    sessions.start(conv, name=name)
+    for question, answer in pairs:
+        conv.history += [Message("user", question), Message("assistant", answer)]
+        conv.sync_transcript()
+        conv.write_through()
+    return conv
+
+
+def test_export_md_and_jsonl_default_names_and_modes(repl_env, workdir):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "notes"))
+    try:
+        repl.send("what is ```code```?")
+        out = plain(repl.send("/session export md"))
+        match = re.search(r"Exported 2 messages to (\S+\.md)\.", out)
+        assert match, out
+        md = Path(match.group(1))
+        assert md.parent == workdir and re.fullmatch(r"chatcli-notes-\d{8}-\d{6}\.md", md.name)
+        assert oct(md.stat().st_mode & 0o777) == "0o600"
+        text = md.read_text()
+        assert "## #1 user" in text and "## #2 assistant" in text and "what is ```code```?" in text
+        out = plain(repl.send("/session export jsonl"))
+        jsonl = Path(re.search(r"to (\S+\.jsonl)\.", out).group(1))
+        rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+        assert [(r["pos"], r["role"], r["content"]) for r in rows] == [
+            (1, "user", "what is ```code```?"), (2, "assistant", "You said: what is ```code```?")]
+        assert plain(repl.send(f"/session export md {md.name}")).count("already exists") == 1
+    finally:
+        repl.close()
+
+
+def test_markdown_collapses_system_prompts_and_fences_tool_calls(env, workdir, tmp_path):
+    conv = make(env, "tools")
+    conv.history += [
+        Message("system", "You are terse."),
+        Message("user", "list files"),
+        Message("assistant", "", tool_calls=[{"id": "c1", "type": "function",
+                                             "function": {"name": "ls", "arguments": "{\"path\": \".\"}"}}]),
+        Message("tool", "a.txt\nb.txt", tool_call_id="c1"),
+    ]
+    conv.sync_transcript()
+    conv.write_through()
+    result = run_chatcli("session", "export", "tools", "md", str(tmp_path / "t.md"), env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "t.md").read_text()
+    assert "<details><summary>#1 system prompt" in text and "You are terse." in text
+    assert '```json\n{\n  "id": "c1"' in text and '"name": "ls"' in text
+    assert "## #4 tool result for call c1" in text and "```\na.txt\nb.txt\n```" in text
+
+
+def test_the_export_holds_what_compaction_removed(env, workdir, tmp_path):
+    conv = make(env, "long", ("first question", "first answer"), ("second question", "second answer"))
+    conv.history = [Message("assistant", "summary", meta={"is_summary": True, "summary_of": 2}),
+                    *conv.history[2:]]
+    conv.sync_transcript()
+    conv.write_through()
+    run_chatcli("session", "export", "long", "jsonl", str(tmp_path / "l.jsonl"), env=env, cwd=workdir)
+    rows = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
+    assert [r.get("content") for r in rows if r["type"] == "message"] == [
+        "first question", "first answer", "second question", "second answer", "summary"]
+    assert rows[-1] == {"type": "rewrite", "time": rows[-1]["time"], "live": [5, 3, 4]}
+
+
+def test_transcript_search_show_and_stats(repl_env, workdir):
+    make(repl_env, "ops", ("When does the deploy freeze end?", "The deploy freeze ends Friday."),
+         ("What about the café?", "It opens at nine."), ("unrelated", "entirely"))
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "ops"))
+    try:
+        out = plain(repl.send("/session transcript search deploy freeze"))
+        lines = [line for line in out.splitlines() if line.startswith("#")]
+        assert lines[0] == "#2 assistant …The deploy freeze ends Friday.…"
+        assert lines[1] == "#1 user …When does the deploy freeze end?…"
+        assert "#3 user …What about the café?…" in plain(repl.send("/session transcript search CAFE"))
+        shown = plain(repl.send("/session transcript show 3 2"))
+        assert "#3 user" in shown and "#4 assistant" in shown and "#5" not in shown
+        stats = plain(repl.send("/session transcript stats"))
+        assert "Transcript: 6 messages, 0 rewrite(s); source: journal " in stats
+        assert "no message at position 99" in plain(repl.send("/session transcript show 99"))
+    finally:
+        repl.close()
+
+
+def test_with_the_journal_off_the_commands_use_the_live_history_and_say_so(repl_env, workdir):
+    repl_env["CHATCLI_SESSION_TRANSCRIPT"] = "off"
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        repl.send("a searchable sentence")
+        out = plain(repl.send("/session transcript search searchable"))
+        assert "(From the live history (the journal is off: CHATCLI_SESSION_TRANSCRIPT).)" in out
+        assert "#1 user …a searchable sentence…" in out
+        assert "source: the live history" in plain(repl.send("/session transcript stats"))
+    finally:
+        repl.close()
+    assert not (Path(repl_env["CHATCLI_HOME"]) / "transcripts").exists()
+
+
+def test_session_search_ranks_across_sessions_folds_accents_and_skips_system_prompts(env, workdir):
+    make(env, "kitchen", ("Where is the crème brûlée recipe?", "In the dessert folder."))
+    make(env, "travel", ("Book the Lyon train", "Done; creme caramel on board."),
+         ("And the hotel?", "Booked."))
+    conv = make(env, "rules")
+    conv.history.append(Message("system", "Never mention creme anything."))
+    conv.write_through()
+    result = run_chatcli("session", "search", "creme", "brulee", env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    blocks = result.stdout.split("\n\n")
+    names = [line.split()[0] for line in result.stdout.splitlines() if not line.startswith(" ")]
+    assert names[:2] == ["kitchen", "travel"] and "rules" not in names
+    assert "  #1 user …Where is the crème brûlée recipe?…" in blocks[0]
+    rows = json.loads(run_chatcli("session", "search", "creme", "--json", env=env, cwd=workdir).stdout)
+    assert {row["session"] for row in rows} == {"kitchen", "travel"}
+    assert all({"pos", "role", "snippet"} <= set(hit) for row in rows for hit in row["hits"])
+
+
+def test_session_search_sees_changes_and_deletions(env, workdir):
+    conv = make(env, "alpha", ("zebra crossing", "ok"))
+    assert "alpha" in run_chatcli("session", "search", "zebra", env=env, cwd=workdir).stdout
+    conv.history += [Message("user", "giraffe neck"), Message("assistant", "long")]
+    conv.write_through()
+    assert "giraffe" in run_chatcli("session", "search", "giraffe", env=env, cwd=workdir).stdout
+    run_chatcli("session", "delete", "alpha", env=env, cwd=workdir)
+    assert run_chatcli("session", "search", "zebra", env=env, cwd=workdir).stdout == "No saved session matches.\n"
+
+
+def test_session_search_in_the_repl_and_empty_queries(repl_env, workdir):
+    make(repl_env, "zoo", ("penguins march", "in winter"))
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        assert "#1 user …penguins march…" in plain(repl.send("/session search penguins"))
+        assert "usage: /session search <words>" in plain(repl.send("/session search"))
+        assert "nothing to search for" in plain(repl.send("/session search ???"))
+    finally:
+        repl.close()
+    result = run_chatcli("session", "export", "missing", "md", env=repl_env, cwd=workdir)
+    assert result.returncode == 1 and result.stderr.strip() == "chatcli: error: session 'missing' does not exist"
+
+
+def test_export_without_a_journal_says_it_used_the_history(env, workdir, tmp_path):
+    sessions_dir = Path(env["CHATCLI_HOME"]) / "sessions"
+    sessions_dir.mkdir(parents=True)
+    (sessions_dir / "old.json").write_text(json.dumps({"version": 2, "chat_history": [
+        {"role": "user", "content": "from before journals"}]}))
+    result = run_chatcli("session", "export", "old", "md", str(tmp_path / "o.md"), env=env, cwd=workdir)
+    assert result.returncode == 0
+    assert "this conversation has no journal yet" in result.stderr
+    assert "from before journals" in (tmp_path / "o.md").read_text()
+
+
+def test_autosave_then_export_after_exit(repl_env, workdir, tmp_path):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    repl.send("remember this")
+    repl.child.send("/exit\r")
+    repl.child.expect(r"session '(autosave-[\d-]+)'")
+    name = repl.child.match.group(1)
+    repl.child.expect(pexpect.EOF)
+    result = run_chatcli("session", "export", name, "md", str(tmp_path / "a.md"), env=repl_env, cwd=workdir)
+    assert result.returncode == 0 and "remember this" in (tmp_path / "a.md").read_text()
