@@ -24,6 +24,7 @@ bench: $(VENV)/.test-installed
 	$(PY) bench/run.py
 	$(PY) bench/sessions.py
 	$(PY) bench/retention.py
+	$(PY) bench/journal.py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

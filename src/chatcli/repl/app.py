@@ -15,7 +15,7 @@ from chatcli.commands.builtin import build_registry
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
-from chatcli.engine import sessions, upkeep
+from chatcli.engine import records, sessions, upkeep
 from chatcli.engine.conversation import Conversation, load_system_prompt
 from chatcli.render import wants_markdown
 from chatcli.render.turn import stream_turn
@@ -189,6 +189,11 @@ def _after_first_draw(session: PromptSession, conversation: Conversation, *, mar
             conversation.warm()
         except Exception:  # noqa: BLE001 - the first turn reports the same failure properly
             pass
+        if conversation.transcript is not None and conversation.transcript.id:  # a resumed session
+            try:
+                records.warm_index(conversation.settings, conversation.transcript.id)
+            except Exception:  # noqa: BLE001 - a search reports the same failure properly
+                pass
 
     def start(_app) -> None:
         session.app.after_render -= start

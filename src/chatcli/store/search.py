@@ -77,27 +77,36 @@ class SearchIndex:
         `stamp` changes when the file is replaced (its inode), which re-indexes it."""
         match = fts_query(query)
         with self._db() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute("SELECT stamp, offset, count FROM sources WHERE kind='j' AND source=?",
-                                 (source,)).fetchone()
-                offset, count = (row[1], row[2]) if row and row[0] == stamp else (0, 0)
-                if row and row[0] != stamp:
-                    db.execute("DELETE FROM journal_entries WHERE source=?", (source,))
-                messages, end = read(offset)
-                db.executemany("INSERT INTO journal_entries(body, source, pos, role) VALUES (?,?,?,?)",
-                               ((text, source, count + i, role) for i, (role, text) in enumerate(messages, 1)))
-                db.execute("INSERT OR REPLACE INTO sources VALUES ('j', ?, ?, ?, ?)",
-                           (source, stamp, end, count + len(messages)))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            self._update_journal(db, source, stamp, read)
             rows = db.execute(
                 "SELECT source, pos, role, snippet(journal_entries, 0, '', '', '…', ?), bm25(journal_entries) AS s"
                 " FROM journal_entries WHERE journal_entries MATCH ? AND source = ? ORDER BY s LIMIT ?",
                 (SNIPPET_TOKENS, match, source, limit)).fetchall()
         return [Hit._make(row) for row in rows]
+
+    def update_journal(self, source: str, stamp: str, read: Callable[[int], tuple[list[tuple[str, str]], int]]) -> None:
+        """Index what journal `source` recorded since it was last indexed (ahead of a search)."""
+        with self._db() as db:
+            self._update_journal(db, source, stamp, read)
+
+    @staticmethod
+    def _update_journal(db, source: str, stamp: str, read) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute("SELECT stamp, offset, count FROM sources WHERE kind='j' AND source=?",
+                             (source,)).fetchone()
+            offset, count = (row[1], row[2]) if row and row[0] == stamp else (0, 0)
+            if row and row[0] != stamp:
+                db.execute("DELETE FROM journal_entries WHERE source=?", (source,))
+            messages, end = read(offset)
+            db.executemany("INSERT INTO journal_entries(body, source, pos, role) VALUES (?,?,?,?)",
+                           ((text, source, count + i, role) for i, (role, text) in enumerate(messages, 1)))
+            db.execute("INSERT OR REPLACE INTO sources VALUES ('j', ?, ?, ?, ?)",
+                       (source, stamp, end, count + len(messages)))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     # -- every saved session -------------------------------------------------------------
     def search_sessions(self, current: dict[str, str], read: Callable[[str], Iterable[tuple[int, str, str]]],
