@@ -98,10 +98,10 @@ def prune(storage: Storage, *, only: str | None, apply: bool, limit: int | None)
     lines += [f"Note: {note}" for note in plan.notes]
     if not apply:
         target = f" {only}" if only else ""
-        what = "these" if limit is None or all(len(group) <= limit for group in plan.by_reason().values()) else \
-            f"these {len(plan.removals)} files, listed in full by chatcli storage prune{target}"
-        lines.append(f"Nothing was removed; /storage prune{target} --apply (or chatcli storage prune --apply"
-                     f"{target}) removes exactly {what}.")
+        full = "" if limit is None or all(len(group) <= limit for group in plan.by_reason().values()) else \
+            f" (chatcli storage prune{target} lists every one)"
+        lines.append(f"Nothing was removed{full}. /storage prune{target} --apply (or chatcli storage prune "
+                     f"--apply{target}) removes what the rules select at that moment, listing each file as above.")
         return Result("\n".join(lines))
     applied = storage.apply(plan)
     lines += _outcome(storage, applied, limit)
