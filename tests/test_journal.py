@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from repl_driver import Repl
 from chatcli.config.settings import Settings
 from chatcli.core import journal as rules
 from chatcli.core.messages import History, Message
+from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation
 from chatcli.store.journal import Journal
 from chatcli.store.sessions import SessionStore
@@ -243,3 +245,120 @@ def test_a_writer_killed_at_random_instants_always_leaves_files_that_load(env, t
         # from the session file: the journal is written first.
         assert [m.content for m in data.history] == [m.content for m in live][: len(data.history)]
         assert len(recorded) == len({e["hash"] for e in recorded})  # nothing recorded twice
+
+
+# -- one journal per session, whatever path the conversation takes ----------------------------
+def journal_ids(env) -> dict[str, str]:
+    sessions_dir = Path(env["CHATCLI_HOME"]) / "sessions"
+    return {p.stem: json.loads(p.read_text())["transcript_id"] for p in sessions_dir.glob("*.json")}
+
+
+def turn(conv: Conversation, text: str) -> None:
+    conv.history += [Message("user", text), Message("assistant", f"re: {text}")]
+    conv.sync_transcript()
+    conv.write_through()
+
+
+def test_save_as_detach_attach_and_machine_sessions_never_share_a_journal(env, settings, transcripts):
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name="a")
+    turn(conv, "in a")
+    sessions.save(conv, "b")  # save-as while bound: a copy
+    turn(conv, "in b")
+    sessions.attach(conv, "c")  # created from a conversation bound to b: a copy
+    turn(conv, "in c")
+    sessions.detach(conv)
+    turn(conv, "detached")
+    sessions.save(conv, "d")
+    ids = journal_ids(env)
+    assert len(set(ids.values())) == 4, ids
+    assert messages_of(transcripts / f"{ids['a']}.jsonl") == ["in a", "re: in a"]
+    assert messages_of(transcripts / f"{ids['c']}.jsonl")[-2:] == ["in c", "re: in c"]
+    assert "detached" not in messages_of(transcripts / f"{ids['c']}.jsonl")
+    assert messages_of(transcripts / f"{ids['d']}.jsonl")[-2:] == ["detached", "re: detached"]
+
+
+def test_continuing_an_autosave_writes_a_copy_of_its_journal(env, settings, transcripts):
+    first = Conversation(settings, journal=True)
+    turn(first, "kept on exit")
+    [line] = sessions.finish(first)
+    autosave = re.search(r"'(autosave-[\d-]+)'", line).group(1)
+    conv = Conversation(settings, journal=True)
+    sessions.load(conv, autosave)
+    turn(conv, "later")
+    sessions.save(conv, "n1")
+    turn(conv, "in n1")
+    sessions.save(conv, "n2")
+    turn(conv, "in n2")
+    ids = journal_ids(env)
+    assert len({ids[autosave], ids["n1"], ids["n2"]}) == 3
+    assert messages_of(transcripts / f"{ids[autosave]}.jsonl") == ["kept on exit", "re: kept on exit"]
+    assert "in n2" not in messages_of(transcripts / f"{ids['n1']}.jsonl")
+
+
+def test_a_failed_fork_keeps_writing_the_same_journal_and_leaves_no_file(env, settings, transcripts):
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name="a")
+    turn(conv, "one")
+    sessions.save(conv, "taken")
+    sessions.load(conv, "a")
+    before = set(os.listdir(transcripts))
+    with pytest.raises(Exception, match="already exists"):
+        sessions.fork(conv, "taken")
+    assert set(os.listdir(transcripts)) == before
+    turn(conv, "two")
+    assert messages_of(transcripts / f"{journal_ids(env)['a']}.jsonl")[-2:] == ["two", "re: two"]
+
+
+def test_an_id_that_cannot_name_a_journal_costs_no_turn(env, settings, transcripts):
+    sessions_dir = Path(env["CHATCLI_HOME"]) / "sessions"
+    sessions_dir.mkdir(parents=True)
+    (sessions_dir / "foreign.json").write_text(json.dumps({"version": 2, "transcript_id": "../v1.2",
+                                                            "chat_history": []}))
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name="foreign")
+    turn(conv, "still written")
+    data = json.loads((sessions_dir / "foreign.json").read_text())
+    assert [m["content"] for m in data["chat_history"]] == ["still written", "re: still written"]
+    assert messages_of(transcripts / f"{data['transcript_id']}.jsonl") == ["still written", "re: still written"]
+
+
+def test_a_journal_deleted_while_in_use_gets_the_whole_history_again(env, settings, transcripts):
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name="live")
+    turn(conv, "one")
+    path = transcripts / f"{conv.transcript.id}.jsonl"
+    path.unlink()
+    turn(conv, "two")
+    assert messages_of(path) == ["one", "re: one", "two", "re: two"]
+
+
+def test_adopting_a_session_rewritten_under_another_journal_follows_it(env, settings, transcripts):
+    mine = Conversation(settings, journal=True)
+    sessions.start(mine, name="shared")
+    turn(mine, "mine")
+    other = Conversation(settings, journal=True)
+    turn(other, "theirs")
+    sessions.save(other, "elsewhere")
+    other.session_name = None  # save it over 'shared' as an unrelated conversation would
+    sessions.save(other, "shared")
+    assert mine.adopt()  # took the file's version
+    assert mine.transcript.id == journal_ids(env)["shared"]
+    turn(mine, "after")
+    assert messages_of(transcripts / f"{mine.transcript.id}.jsonl")[-2:] == ["after", "re: after"]
+
+
+def test_the_search_index_sees_a_replaced_journal(env, settings, transcripts):
+    from chatcli.engine import records
+
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name="s")
+    turn(conv, "zebra crossing")
+    rec = records.record(settings, conv.snapshot(), conv.transcript.id)
+    assert records.search(settings, rec, "zebra")
+    path = transcripts / f"{conv.transcript.id}.jsonl"
+    path.unlink()
+    turn(conv, "giraffe neck")  # the journal is recreated with the whole live history
+    rec = records.record(settings, conv.snapshot(), conv.transcript.id)
+    assert sorted(hit[2] for hit in records.search(settings, rec, "giraffe")) == ["giraffe neck", "re: giraffe neck"]
+    assert sorted(hit[0] for hit in records.search(settings, rec, "zebra")) == [1, 2]  # re-indexed, not twice

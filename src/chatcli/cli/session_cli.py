@@ -103,7 +103,7 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
         from chatcli.engine import sessions
         from chatcli.engine.conversation import Conversation
 
-        conv = Conversation(load_settings())
+        conv = Conversation(load_settings(), journal=True)  # a fork's journal is seeded from the source's
         if args.action == "delete":
             out.write(sessions.delete(conv, args.name).text + "\n")
             return 0

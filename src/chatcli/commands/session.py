@@ -49,14 +49,18 @@ def session_command(conv: Conversation, args: str) -> Result:
 
 
 def _current(conv: Conversation) -> records.Record:
-    """The live conversation's complete record, its journal brought up to date first."""
-    conv.sync_transcript()
+    """The live conversation's complete record, its journal brought up to date first (a journal
+    that could not be written is read as far as it goes, and the record says so)."""
+    notes = conv.sync_transcript()
     transcript_id = conv.transcript.id if conv.transcript is not None else None
-    return records.record(conv.settings, conv.snapshot(), transcript_id)
+    rec = records.record(conv.settings, conv.snapshot(), transcript_id)
+    if notes and rec.journal is not None:
+        rec.source += f" (its latest messages could not be recorded: {notes[0]})"
+    return rec
 
 
 def _with_source(rec: records.Record, text: str) -> str:
-    if rec.journal is None:
+    if rec.journal is None or " (its latest" in rec.source:
         return f"(From {rec.source}.)\n{text}"
     return text
 
@@ -82,7 +86,7 @@ def transcript_command(conv: Conversation, args: str) -> str:
         rec = _current(conv)
         hits = records.search(conv.settings, rec, args.split(None, 1)[1])
         return _with_source(rec, records.format_hits(hits) or "No message matches.")
-    if action == "show" and 1 <= len(rest) <= 2 and all(word.isdigit() for word in rest):
+    if action == "show" and 1 <= len(rest) <= 2 and all(word.isascii() and word.isdigit() for word in rest):
         count = int(rest[1]) if len(rest) > 1 else 10
         rec = _current(conv)
         return _with_source(rec, records.show(rec, int(rest[0]), max(count, 1)))

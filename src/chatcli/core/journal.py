@@ -94,11 +94,13 @@ def check_event(value: object) -> dict | None:
         return None
     kind = value.get("type")
     if kind == MESSAGE:
-        ok = isinstance(value.get("hash"), str) and isinstance(value.get("message"), dict)
+        message = value.get("message")
+        ok = isinstance(value.get("hash"), str) and isinstance(message, dict) \
+            and isinstance(message.get("tool_calls", []) or [], list)
         if ok:
             try:
-                Message.from_dict(value["message"])
-            except ValueError:
+                Message.from_dict(message)
+            except Exception:  # noqa: BLE001 - anything a foreign line holds makes it foreign, not fatal
                 ok = False
     elif kind == REWRITE:
         ok = isinstance(value.get("hashes"), list) and all(isinstance(h, str) for h in value["hashes"])

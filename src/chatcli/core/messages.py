@@ -144,6 +144,6 @@ def _text_of(content: Any) -> str:
     if content is None:
         return ""
     if isinstance(content, list):
-        parts = [part.get("text", "") if isinstance(part, dict) else str(part) for part in content]
-        return "\n".join(part for part in parts if part)
+        parts = [part.get("text", "") if isinstance(part, dict) else part for part in content]
+        return "\n".join(str(part) for part in parts if part)
     return str(content)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -138,6 +139,31 @@ class Conversation:
             self.session.transcript_id = self.transcript.id
         return notes
 
+    @contextlib.contextmanager
+    def transcript_copy(self) -> Iterator[str | None]:
+        """For a copy of this conversation under another session (fork, save-as, attach-create
+        while bound elsewhere): a new journal seeded with this one's events. The block writes the
+        copy's file naming it; only if that succeeds does this conversation switch to it. Two
+        sessions never write the same journal."""
+        notes = self.sync_transcript()  # the parent's journal is complete before it is copied
+        del notes  # a failure here is reported by the next sync
+        fork_id = self.transcript.seed_fork() if self.transcript is not None else None
+        try:
+            yield fork_id
+        except BaseException:
+            if self.transcript is not None:
+                self.transcript.discard(fork_id)
+            raise
+        if self.transcript is not None:
+            self.transcript.switch(fork_id)
+        self.session.transcript_id = fork_id
+
+    def leave_transcript(self) -> None:
+        """Stop writing the journal of a session this conversation no longer writes (detached,
+        or a machine session continued unbound): continue in a seeded copy of it."""
+        with self.transcript_copy():
+            pass
+
     def journaling(self) -> None:
         """Keep a journal from now on (a one-shot that became bound to a session)."""
         if self.transcript is None:
@@ -208,6 +234,8 @@ class Conversation:
         self.session = data
         self.history = list(data.history) + ours
         self.synced_count = len(data.history)
+        if self.transcript is not None and data.transcript_id != self.transcript.id:
+            self.transcript.attach(data.transcript_id)  # the session now names another journal
         if shared == len(base):
             theirs = len(data.history) - shared
             text = f"Session '{name}' {what}: took its {theirs} new message(s)"

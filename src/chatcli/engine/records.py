@@ -136,14 +136,23 @@ def warm_index(settings: Settings, transcript_id: str | None) -> None:
 
 
 def _stamp(journal: Journal) -> str:
+    """Which file this is: device, inode and a digest of its first line (an inode can be reused
+    by a new journal once the old one is deleted). Appends never change it."""
+    import hashlib
+
     try:
-        return str(os.stat(journal.path).st_ino)
+        with open(journal.path, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            first = handle.readline(65536)
     except OSError as exc:
         raise JournalError(f"transcript journal {journal.id}: cannot read {journal.path}: {exc.strerror}") from None
+    return f"{st.st_dev}:{st.st_ino}:{hashlib.sha256(first).hexdigest()[:16]}"
 
 
 def _reader(journal: Journal):
-    def read(offset: int) -> tuple[list[tuple[str, str]], int]:
+    def read(offset: int) -> tuple[list[tuple[str, str]], int] | None:
+        if offset > journal.size():
+            return None  # truncated since it was indexed
         reading = journal.read(offset)
         return [(e["message"].get("role", ""), Message.from_dict(e["message"]).content)
                 for e in reading.events if e["type"] == rules.MESSAGE], reading.end

@@ -7,6 +7,7 @@ whether a file may be written happens under that session's lock.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import time
 from dataclasses import dataclass
@@ -39,13 +40,7 @@ def save(conv: Conversation, name: str) -> Outcome:
         if conv.unsynced:
             raise SessionError(notes[-1] if notes else f"session '{name}' could not be written")
         return Outcome(f"Session '{name}' saved ({len(conv.history)} messages).", tuple(notes))
-    notes: list[str] = []
-    if conv.session_name is not None and conv.transcript is not None:
-        # Saving a bound session under another name: the copy gets a journal of its own (seeded
-        # with this one's), so the two sessions never write the same journal.
-        conv.transcript.fork()
-    notes += conv.sync_transcript()
-    data = conv.snapshot()
+    notes: list[str] = conv.sync_transcript()
 
     def keep_previous(previous: SessionData) -> None:
         # Replacing another session: what it held that this conversation lacks is kept first.
@@ -54,7 +49,13 @@ def save(conv: Conversation, name: str) -> Outcome:
             notes.append(f"Session '{name}' held {len(previous.history)} other messages; "
                          f"they were kept as '{kept}'.")
 
-    stamp = conv.store.save(name, data, before_replace=keep_previous)
+    # Saving a bound session under another name makes a copy, with a journal of its own.
+    copy = conv.transcript_copy() if conv.session_name is not None else contextlib.nullcontext(False)
+    with copy as fork_id:
+        data = conv.snapshot()
+        if fork_id is not False:
+            data.transcript_id = fork_id
+        stamp = conv.store.save(name, data, before_replace=keep_previous)
     conv.bind(name, data, stamp)
     notes += conv.size_notes(name, stamp)
     return Outcome(f"Session '{name}' saved ({len(data.history)} messages).", tuple(notes))
@@ -67,6 +68,7 @@ def load(conv: Conversation, name: str) -> Outcome:
     conv.bind(name, data, stamp)
     text = f"Session '{name}' loaded ({len(data.history)} messages)."
     if conv.session_name is None:
+        conv.leave_transcript()  # continuing a machine session unbound: not in its journal
         text += " It is made by chatcli, so it is not bound: save it under a name of yours to keep working in it."
     return Outcome(text, notes)
 
@@ -80,8 +82,13 @@ def attach(conv: Conversation, name: str) -> Outcome:
     store = conv.store
     with store.lock(name):
         if store.stamp(name) is None:
-            data = conv.snapshot()
-            conv.bind(name, data, store.write(name, data))
+            copy = conv.transcript_copy() if conv.session_name is not None else contextlib.nullcontext(False)
+            with copy as fork_id:  # created from a conversation bound elsewhere: a copy
+                data = conv.snapshot()
+                if fork_id is not False:
+                    data.transcript_id = fork_id
+                stamp = store.write(name, data)
+            conv.bind(name, data, stamp)
             return Outcome(f"Attached to session '{name}' ({len(data.history)} messages; created).")
         data, stamp = store.load(name)
     notes = _keep_unsaved(conv, f"'{name}'")
@@ -95,6 +102,7 @@ def detach(conv: Conversation) -> Outcome:
     name = conv.session_name
     notes = conv.write_through() if conv.unsynced else []
     conv.unbind()
+    conv.leave_transcript()  # later turns are not that session's
     return Outcome(f"Detached from session '{name}'; the conversation stays in memory ({len(conv.history)} messages).",
                    tuple(notes))
 
@@ -133,16 +141,14 @@ def fork(conv: Conversation, name: str) -> Outcome:
     validate_user_target(name)
     notes = tuple(conv.adopt())  # fork what the session is now, not what this window last saw
     parent = conv.session_name
-    notes += tuple(conv.sync_transcript())  # the parent's journal is complete before it is copied
-    data = conv.snapshot()
-    data.transcript_id = None  # the fork gets a journal of its own, seeded with the parent's
-    if conv.transcript is not None:
-        data.transcript_id = conv.transcript.fork()
-    data.title = None
-    try:
-        stamp = conv.store.create(name, data)
-    except SessionExists:
-        raise UsageError(f"session '{name}' already exists; fork to a new name") from None
+    with conv.transcript_copy() as fork_id:  # the fork gets a journal of its own, seeded with the parent's
+        data = conv.snapshot()
+        data.transcript_id = fork_id
+        data.title = None
+        try:
+            stamp = conv.store.create(name, data)
+        except SessionExists:
+            raise UsageError(f"session '{name}' already exists; fork to a new name") from None
     conv.bind(name, data, stamp)
     origin = f"'{parent}'" if parent else "the unsaved conversation"
     return Outcome(
@@ -183,16 +189,17 @@ def recent_note(conv: Conversation) -> str | None:
 
 def start(conv: Conversation, *, resume: bool = False, name: str | None = None) -> list[str]:
     """Bind at start-up: `--session NAME` attaches (creating it), `--continue` loads the newest session."""
-    if name or resume:
-        conv.journaling()  # a bound conversation keeps its journal, one-shot or not
     if name:
         outcome = attach(conv, name)
+        conv.journaling()  # a bound conversation keeps its journal, one-shot or not
         return [outcome.text, *outcome.notes]
     if resume:
         newest, skipped = most_recent(conv)
         if newest is None:
             return [*skipped, "No saved session to continue; starting a new conversation."]
         outcome = load(conv, newest)
+        if conv.session_name:
+            conv.journaling()
         bound = "" if conv.session_name else ("; made by chatcli, so it is not bound: new turns are not written "
                                               "to it (save it under a name of yours to keep them)")
         return [*skipped, f"Resumed session '{newest}' ({len(conv.history)} messages{bound}).", *outcome.notes]

@@ -12,6 +12,7 @@ grown since the last sync (`History.version` unchanged), only the new tail is ha
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from chatcli.config.settings import Settings
 from chatcli.core import journal as rules
 from chatcli.core.messages import History, Message
-from chatcli.store.journal import Journal, JournalError
+from chatcli.store.journal import ID_RE, Journal, JournalError
 
 
 def now_text() -> str:
@@ -31,6 +32,11 @@ def new_id() -> str:
 
 
 class TranscriptSync:
+    """One conversation's side of its journal. A journal belongs to one session: the one whose
+    file names it (or, before any, the unsaved conversation that started it). Whenever the
+    conversation becomes a copy (fork, save-as, detach, continuing a machine session), it moves
+    to a new journal seeded with the old one's events (`seed_fork` then `switch`)."""
+
     def __init__(self, settings: Settings) -> None:
         self.root = settings.home / "transcripts"
         self.enabled = settings.session_transcript
@@ -40,6 +46,7 @@ class TranscriptSync:
     def _reset(self) -> None:
         self._loaded = False  # the journal's state (live hashes, known set) has been read
         self._offset = 0
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the file we read
         self._live: list[str] = []  # the live history as the journal records it
         self._known: set[str] = set()
         # What our last sync saw: the list object, its version and length, and its hashes.
@@ -53,53 +60,87 @@ class TranscriptSync:
         return Journal(self.root, self.id) if self.enabled and self.id else None
 
     def attach(self, transcript_id: str | None) -> None:
-        """Follow another journal (a session was loaded): its state is read at the next sync."""
+        """Follow the journal a session names (it was loaded): read at the next sync. An id
+        that cannot name a journal file (another tool's) gets a fresh journal instead."""
+        if transcript_id is not None and not ID_RE.fullmatch(transcript_id):
+            transcript_id = None
         if transcript_id != self.id or transcript_id is None:
             self.id = transcript_id
             self._reset()
 
-    def fork(self) -> str | None:
-        """A new journal for a fork, seeded with this one's events; returns its id."""
+    def seed_fork(self) -> str | None:
+        """Create a new journal seeded with this one's events and return its id, without
+        switching to it (the caller switches once the copy's session file is written)."""
         if not self.enabled:
             return None
+        fork_id = new_id()
         parent = self.journal
-        self.id = new_id()
-        self._reset()
         if parent is not None and parent.exists():
-            Journal(self.root, self.id).seed_fork(parent, now_text())
-        return self.id
+            with contextlib.suppress(JournalError):  # unseeded, it records the live history at its first sync
+                Journal(self.root, fork_id).seed_fork(parent, now_text())
+        return fork_id
+
+    def discard(self, fork_id: str | None) -> None:
+        """Remove a seeded journal that no session came to name (the copy failed)."""
+        if fork_id:
+            with contextlib.suppress(OSError):
+                os.unlink(Journal(self.root, fork_id).path)
+
+    def switch(self, fork_id: str | None) -> None:
+        """Write the seeded journal from now on."""
+        self.id = fork_id
+        self._reset()
 
     def sync(self, history: Sequence[Message]) -> list[str]:
-        """Record what the journal lacks; returns notes (one line each) about problems."""
+        """Record what the journal lacks. Never raises: a journal problem is a note (one line),
+        and the session file is written all the same."""
         if not self.enabled:
             return []
         if self.id is None:
             if not history:
                 return []
             self.id = new_id()
-        journal = Journal(self.root, self.id)
         try:
-            with journal.appending(self._offset if self._loaded else 0) as append:
-                if self._only_grew(history, append.new):
-                    n = len(self._hashes)
-                    tail = rules.history_hashes(history[n:], self._counts)
-                    fresh, rewrite, hashes = range(n, n + len(tail)), False, None
-                else:
-                    self._absorb(append.new)
-                    self._counts = {}
-                    hashes = rules.history_hashes(history, self._counts)
-                    fresh, rewrite = rules.plan_sync(self._live, self._known, hashes)
-                    tail = None
-                time = now_text()
-                digest = (lambda i: tail[i - n]) if hashes is None else hashes.__getitem__
-                events = [rules.message_line(digest(i), history[i], time) for i in fresh]
-                if rewrite:
-                    events.append(rules.rewrite_line(hashes, time))
-                append.write(events)
-                self._offset = append.size
+            return self._sync(history)
         except JournalError as exc:
             self._list = None  # compare everything next time
             return [f"{exc} (the transcript will be completed at the next sync)"]
+        except Exception as exc:  # noqa: BLE001 - a journal must never cost a turn
+            self._list = None
+            return [f"transcript journal {self.id}: {type(exc).__name__}: {exc} "
+                    "(the transcript will be completed at the next sync)"]
+        except BaseException:  # interrupted mid-sync: start from the file next time
+            self._reset()
+            raise
+
+    def _sync(self, history: Sequence[Message]) -> list[str]:
+        journal = Journal(self.root, self.id)
+        with journal.appending(self._offset if self._loaded else 0) as append:
+            if self._loaded and (append.identity != self._identity or append.replaced):
+                # Deleted, replaced or truncated under us: record the whole live history again.
+                self._reset()
+                append.reread()
+            counts = dict(self._counts)
+            if self._only_grew(history, append.new):
+                n = len(self._hashes)
+                tail = rules.history_hashes(history[n:], counts)
+                fresh, rewrite, hashes = range(n, n + len(tail)), False, None
+            else:
+                self._absorb(append.new)
+                self._offset = append.new.end
+                counts = {}
+                hashes = rules.history_hashes(history, counts)
+                fresh, rewrite = rules.plan_sync(self._live, self._known, hashes)
+                tail = None
+            time = now_text()
+            digest = (lambda i: tail[i - n]) if hashes is None else hashes.__getitem__
+            events = [rules.message_line(digest(i), history[i], time) for i in fresh]
+            if rewrite:
+                events.append(rules.rewrite_line(hashes, time))
+            append.write(events)
+            self._offset = append.size
+            self._identity = append.identity
+        self._counts = counts
         if hashes is None:  # `_live` and `_hashes` are one list: extend it
             self._hashes.extend(tail)
             self._known.update(tail)

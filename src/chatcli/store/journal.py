@@ -19,7 +19,7 @@ from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
 from chatcli.core.journal import check_event, fork_line
-from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir
+from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir
 
 SUFFIX = ".jsonl"
 ID_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}")
@@ -41,10 +41,10 @@ def encode_lines(events: list[dict]) -> bytes:
     for event in events:
         try:
             parts.append(orjson.dumps(event))
-        except TypeError:  # a value orjson refuses (an integer past 64 bits in a foreign field)
+        except TypeError:  # a value orjson refuses (a big integer in a foreign field, a lone surrogate)
             import json
 
-            parts.append(json.dumps(event, ensure_ascii=False).encode("utf-8"))
+            parts.append(json.dumps(event).encode("ascii"))  # \u escapes carry anything
     return b"\n".join(parts) + b"\n"
 
 
@@ -123,11 +123,10 @@ class Journal:
             raise self._error(exc, writing=True) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            if offset > size:  # replaced or truncated by someone else: start over
-                offset = 0
-            data = os.pread(fd, size - offset, offset) if size > offset else b""
-            append = _Append(fd, parse(data, offset), size)
+            st = os.fstat(fd)
+            if st.st_size == 0 and offset == 0:  # just created: make its name durable too
+                fsync_dir(self.root)
+            append = _Append(fd, offset, st)
             yield append
         except OSError as exc:
             raise self._error(exc, writing=True) from None
@@ -155,11 +154,22 @@ class Journal:
 
 
 class _Append:
-    def __init__(self, fd: int, new: Reading, size: int) -> None:
+    def __init__(self, fd: int, offset: int, st: os.stat_result) -> None:
         self.fd = fd
-        self.new = new
-        self.size = size  # the file's size when locked; after write(), its new size
+        self.identity = (st.st_dev, st.st_ino)
+        self.size = st.st_size  # the file's size when locked; after write(), its new size
+        # Shorter than what we read before: truncated (or replaced) under us.
+        self.replaced = offset > self.size
+        self.new = self._read(0 if self.replaced else offset)  # what others appended since
         self.written = 0
+
+    def _read(self, offset: int) -> Reading:
+        data = os.pread(self.fd, self.size - offset, offset) if self.size > offset else b""
+        return parse(data, offset)
+
+    def reread(self) -> None:
+        """Read the whole file (the caller lost track of it)."""
+        self.new = self._read(0)
 
     def write(self, events: list[dict]) -> None:
         if not events:

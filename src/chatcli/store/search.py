@@ -15,7 +15,7 @@ from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from chatcli.core.errors import UsageError
+from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.store.atomic import ensure_private_dir
 
 SCHEMA_VERSION = 1
@@ -23,6 +23,10 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 SNIPPET_TOKENS = 12
 
 Hit = namedtuple("Hit", "source pos role snippet score")
+
+
+class SearchError(ChatcliError):
+    pass
 
 
 def fts_query(text: str) -> str:
@@ -38,9 +42,27 @@ class SearchIndex:
     def __init__(self, path: Path | None) -> None:
         self.path = path  # None: in memory
 
-    @contextlib.contextmanager
-    def _db(self) -> Iterator:
+    def _with_db(self, work: Callable):
+        """`work(connection)`. An index file SQLite cannot read (after a crash, say: it is not
+        fsync'd) is deleted and rebuilt, once; any other SQLite failure is one line."""
         import sqlite3  # only searches pay for it
+
+        for attempt in (1, 2):
+            try:
+                with self._connect() as db:
+                    return work(db)
+            except sqlite3.DatabaseError as exc:
+                damaged = "not a database" in str(exc) or "malformed" in str(exc)
+                if self.path is None or not damaged or attempt == 2:
+                    raise SearchError(f"search index {self.path or '(memory)'}: {exc}") from None
+                for suffix in ("", "-wal", "-shm"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(f"{self.path}{suffix}")
+        return None
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator:
+        import sqlite3
 
         if self.path is None:  # a throw-away index in memory (a history with no journal)
             db = sqlite3.connect(":memory:", isolation_level=None)
@@ -76,18 +98,28 @@ class SearchIndex:
         (role, text) of each message recorded from that byte offset on, and the new offset;
         `stamp` changes when the file is replaced (its inode), which re-indexes it."""
         match = fts_query(query)
-        with self._db() as db:
+
+        def work(db):
             self._update_journal(db, source, stamp, read)
-            rows = db.execute(
+            return db.execute(
                 "SELECT source, pos, role, snippet(journal_entries, 0, '', '', '…', ?), bm25(journal_entries) AS s"
                 " FROM journal_entries WHERE journal_entries MATCH ? AND source = ? ORDER BY s LIMIT ?",
                 (SNIPPET_TOKENS, match, source, limit)).fetchall()
-        return [Hit._make(row) for row in rows]
+
+        return [Hit._make(row) for row in self._with_db(work)]
 
     def update_journal(self, source: str, stamp: str, read: Callable[[int], tuple[list[tuple[str, str]], int]]) -> None:
         """Index what journal `source` recorded since it was last indexed (ahead of a search)."""
-        with self._db() as db:
-            self._update_journal(db, source, stamp, read)
+        self._with_db(lambda db: self._update_journal(db, source, stamp, read))
+
+    def forget_journals(self, sources: list[str]) -> None:
+        def work(db):
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("DELETE FROM journal_entries WHERE source=?", ((s,) for s in sources))
+            db.executemany("DELETE FROM sources WHERE kind='j' AND source=?", ((s,) for s in sources))
+            db.execute("COMMIT")
+
+        self._with_db(work)
 
     @staticmethod
     def _update_journal(db, source: str, stamp: str, read) -> None:
@@ -96,9 +128,13 @@ class SearchIndex:
             row = db.execute("SELECT stamp, offset, count FROM sources WHERE kind='j' AND source=?",
                              (source,)).fetchone()
             offset, count = (row[1], row[2]) if row and row[0] == stamp else (0, 0)
-            if row and row[0] != stamp:
+            got = read(offset)
+            if got is None:  # shorter than what was indexed: truncated, so not the same file
+                offset, count = 0, 0
+                got = read(0)
+            if row and (row[0] != stamp or offset == 0):
                 db.execute("DELETE FROM journal_entries WHERE source=?", (source,))
-            messages, end = read(offset)
+            messages, end = got
             db.executemany("INSERT INTO journal_entries(body, source, pos, role) VALUES (?,?,?,?)",
                            ((text, source, count + i, role) for i, (role, text) in enumerate(messages, 1)))
             db.execute("INSERT OR REPLACE INTO sources VALUES ('j', ?, ?, ?, ?)",
@@ -110,12 +146,13 @@ class SearchIndex:
 
     # -- every saved session -------------------------------------------------------------
     def search_sessions(self, current: dict[str, str], read: Callable[[str], Iterable[tuple[int, str, str]]],
-                        query: str, limit: int = 200) -> list[Hit]:
-        """Best `limit` messages across sessions. `current` is {name: stamp} of the sessions
+                        query: str, per_session: int = 3, limit: int = 3_000) -> list[Hit]:
+        """The best `per_session` messages of each matching session, best first. `current` is {name: stamp} of the sessions
         that exist now; `read(name)` yields (position, role, text) of a session's messages (not
         its system prompts) and is called only for sessions new or changed since indexed."""
         match = fts_query(query)
-        with self._db() as db:
+
+        def work(db):
             db.execute("BEGIN IMMEDIATE")
             try:
                 indexed = dict(db.execute("SELECT source, stamp FROM sources WHERE kind='s'").fetchall())
@@ -134,11 +171,25 @@ class SearchIndex:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+            # The best `per_session` messages of every matching session (not the best N overall,
+            # which one long session could fill), then snippets for those alone.
+            # (bm25() cannot be used inside a window: rank the matches first, materialised.)
+            best = db.execute(
+                "WITH m AS MATERIALIZED (SELECT rowid AS id, source, bm25(session_entries) AS s"
+                " FROM session_entries WHERE session_entries MATCH ?)"
+                " SELECT id, s FROM (SELECT id, s, ROW_NUMBER() OVER (PARTITION BY source ORDER BY s) AS r FROM m)"
+                " WHERE r <= ? ORDER BY s LIMIT ?",
+                (match, per_session, limit)).fetchall()
+            scores = dict(best)
             rows = db.execute(
-                "SELECT source, pos, role, snippet(session_entries, 0, '', '', '…', ?), bm25(session_entries) AS s"
-                " FROM session_entries WHERE session_entries MATCH ? ORDER BY s LIMIT ?",
-                (SNIPPET_TOKENS, match, limit)).fetchall()
-        return [Hit._make(row) for row in rows]
+                "SELECT rowid, source, pos, role, snippet(session_entries, 0, '', '', '…', ?) FROM session_entries"
+                f" WHERE session_entries MATCH ? AND rowid IN ({','.join('?' * len(scores))})",
+                (SNIPPET_TOKENS, match, *scores)).fetchall() if scores else []
+            return rows, scores
+
+        rows, scores = self._with_db(work)
+        hits = [Hit(source, pos, role, snippet, scores[rowid]) for rowid, source, pos, role, snippet in rows]
+        return sorted(hits, key=lambda hit: hit.score)
 
 
 __all__ = ["Hit", "SearchIndex", "fts_query"]

@@ -18,6 +18,7 @@ session under its lock), so a session another surface wrote in the meantime surv
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -246,6 +247,8 @@ class Storage:
             if owners:
                 if any(owner not in removed_sessions for owner in owners):
                     continue
+                if self.now - st.st_mtime <= ORPHAN_GRACE:  # written lately: a REPL may still be using it
+                    continue
                 reason = removed_sessions[owners[0]]  # it goes with the session(s) it belonged to
             elif retention.expired(st.st_mtime, self.now, ttl):
                 reason = retention.TTL
@@ -359,7 +362,17 @@ class Storage:
                     applied.kept.append((removal, "a session refers to it now"))
                 else:
                     self._remove(removal, applied)
+            self._forget([r.path.name[: -len(JOURNAL_SUFFIX)] for r in applied.removed if r.store == "transcripts"])
         return applied
+
+    def _forget(self, journal_ids: list[str]) -> None:
+        """Drop removed journals' text from the search index (nothing of them stays behind)."""
+        index = self.index_dir / "search.sqlite"
+        if journal_ids and index.exists():
+            from chatcli.store.search import SearchIndex
+
+            with contextlib.suppress(Exception):  # a cache: rebuilt if it cannot be opened
+                SearchIndex(index).forget_journals(journal_ids)
 
     def _remove(self, removal: Removal, applied: Applied) -> None:
         try:
