@@ -7,6 +7,7 @@ Floors, measured in the same run:
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import shutil
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
-from chatcli.engine import records, sessions
+from chatcli.core.session import SessionData
+from chatcli.engine import records
 from chatcli.engine.conversation import Conversation
 from chatcli.store.sessions import SessionStore
 
@@ -32,11 +34,11 @@ RUNS = int(os.environ.get("BENCH_RUNS", "15"))
 _SYLLABLES = "ka lo mi re su ta ne vo pi da ge fu ri so ba le ko tu ma zi".split()
 VOCABULARY = [a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES][:5_000]
 _RNG = random.Random(7)
-_WEIGHTS = [1 / (rank + 1) for rank in range(len(VOCABULARY))]
+_CUMULATIVE = list(itertools.accumulate(1 / (rank + 1) for rank in range(len(VOCABULARY))))
 
 
 def text(i: int, words: int = 40) -> str:
-    return " ".join(_RNG.choices(VOCABULARY, _WEIGHTS, k=words)) + f" #{i}"
+    return " ".join(_RNG.choices(VOCABULARY, cum_weights=_CUMULATIVE, k=words)) + f" #{i}"
 
 
 # Searched for: words of middling frequency (ranks 200 to 400).
@@ -104,12 +106,10 @@ def session_search_rows(scratch: Path, rows: list, bare: float) -> None:
     home = scratch / "sessions"
     env = dict(os.environ, CHATCLI_HOME=str(home), HOME=str(scratch))
     settings = Settings.load(env)
-    conv = Conversation(settings)
-    for s in range(1_000):
-        sessions.start(conv, name=f"project-{s:04d}")
-        conv.history = [Message("user" if i % 2 == 0 else "assistant", text(s * 100 + i, 25)) for i in range(100)]
-        conv.write_through(force=True)
     store = SessionStore(settings.sessions_dir)
+    for s in range(1_000):
+        history = [Message("user" if i % 2 == 0 else "assistant", text(s * 100 + i, 25)) for i in range(100)]
+        store.write(f"project-{s:04d}", SessionData(history=history))
     start = time.perf_counter()
     records.search_sessions(settings, store, QUERIES[0])
     cold = (time.perf_counter() - start) * 1000

@@ -204,7 +204,7 @@ def search_sessions(settings: Settings, store: SessionStore, query: str, session
             return []
         return [(pos, m.role, m.content) for pos, m in enumerate(data.history, 1) if m.role != "system"]
 
-    hits = search_index(settings).search_sessions(current, read, query)
+    hits = search_index(settings).search_sessions(current, read, query, sessions, per_session)
     grouped: dict[str, SessionHits] = {}
     for hit in hits:
         group = grouped.get(hit.source)

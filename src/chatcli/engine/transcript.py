@@ -12,6 +12,7 @@ grown since the last sync (`History.version` unchanged), only the new tail is ha
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime
 import os
@@ -120,7 +121,8 @@ class TranscriptSync:
                 # Deleted, replaced or truncated under us: record the whole live history again.
                 self._reset()
                 append.reread()
-            counts = dict(self._counts)
+            # Occurrence counts change only if the write succeeds: new counts go to the front map.
+            counts = collections.ChainMap({}, self._counts)
             if self._only_grew(history, append.new):
                 n = len(self._hashes)
                 tail = rules.history_hashes(history[n:], counts)
@@ -128,7 +130,7 @@ class TranscriptSync:
             else:
                 self._absorb(append.new)
                 self._offset = append.new.end
-                counts = {}
+                counts = collections.ChainMap({}, {})
                 hashes = rules.history_hashes(history, counts)
                 fresh, rewrite = rules.plan_sync(self._live, self._known, hashes)
                 tail = None
@@ -140,7 +142,10 @@ class TranscriptSync:
             append.write(events)
             self._offset = append.size
             self._identity = append.identity
-        self._counts = counts
+        if hashes is None:
+            self._counts.update(counts.maps[0])
+        else:
+            self._counts = counts.maps[0]
         if hashes is None:  # `_live` and `_hashes` are one list: extend it
             self._hashes.extend(tail)
             self._known.update(tail)

@@ -146,8 +146,8 @@ class SearchIndex:
 
     # -- every saved session -------------------------------------------------------------
     def search_sessions(self, current: dict[str, str], read: Callable[[str], Iterable[tuple[int, str, str]]],
-                        query: str, per_session: int = 3, limit: int = 3_000) -> list[Hit]:
-        """The best `per_session` messages of each matching session, best first. `current` is {name: stamp} of the sessions
+                        query: str, sessions: int = 10, per_session: int = 3) -> list[Hit]:
+        """The best `per_session` messages of the best `sessions` matching sessions, best first. `current` is {name: stamp} of the sessions
         that exist now; `read(name)` yields (position, role, text) of a session's messages (not
         its system prompts) and is called only for sessions new or changed since indexed."""
         match = fts_query(query)
@@ -172,15 +172,21 @@ class SearchIndex:
                 db.execute("ROLLBACK")
                 raise
             # The best `per_session` messages of every matching session (not the best N overall,
-            # which one long session could fill), then snippets for those alone.
+            # which one long session could fill); snippets only for the sessions shown.
             # (bm25() cannot be used inside a window: rank the matches first, materialised.)
             best = db.execute(
                 "WITH m AS MATERIALIZED (SELECT rowid AS id, source, bm25(session_entries) AS s"
                 " FROM session_entries WHERE session_entries MATCH ?)"
-                " SELECT id, s FROM (SELECT id, s, ROW_NUMBER() OVER (PARTITION BY source ORDER BY s) AS r FROM m)"
-                " WHERE r <= ? ORDER BY s LIMIT ?",
-                (match, per_session, limit)).fetchall()
-            scores = dict(best)
+                " SELECT id, source, s FROM (SELECT id, source, s, ROW_NUMBER() OVER (PARTITION BY source ORDER BY s)"
+                " AS r FROM m) WHERE r <= ? ORDER BY s",
+                (match, per_session)).fetchall()
+            chosen: dict[str, None] = {}
+            scores = {}
+            for rowid, source, score in best:
+                if source not in chosen and len(chosen) >= sessions:
+                    continue
+                chosen.setdefault(source)
+                scores[rowid] = score
             rows = db.execute(
                 "SELECT rowid, source, pos, role, snippet(session_entries, 0, '', '', '…', ?) FROM session_entries"
                 f" WHERE session_entries MATCH ? AND rowid IN ({','.join('?' * len(scores))})",
