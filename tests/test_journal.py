@@ -18,7 +18,7 @@ from repl_driver import Repl
 
 from chatcli.config.settings import Settings
 from chatcli.core import journal as rules
-from chatcli.core.messages import History, Message
+from chatcli.core.messages import Message
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation
 from chatcli.store.journal import Journal

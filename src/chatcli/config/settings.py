@@ -305,7 +305,8 @@ class Settings:
             ("CHATCLI_SESSION_TTL", f"{describe_days(self.session_ttl_days)} (machine sessions)"
              if self.session_ttl_days else "0 (machine sessions never expire)",
              source("CHATCLI_SESSION_TTL")),
-            ("CHATCLI_SESSION_AUTOSAVE_KEEP", f"{self.autosave_keep} per prefix", source("CHATCLI_SESSION_AUTOSAVE_KEEP")),
+            ("CHATCLI_SESSION_AUTOSAVE_KEEP", f"{self.autosave_keep} per prefix",
+             source("CHATCLI_SESSION_AUTOSAVE_KEEP")),
             ("HISTORY_MAX_SIZE", f"{self.history_max_size} bytes (a save above it warns)", source("HISTORY_MAX_SIZE")),
         ]
 

@@ -82,7 +82,8 @@ def machine_sessions(
 
     `rows` are (name, mtime, message count or None when unknown). At start-up
     (`on_demand=False`) only the TTL and the count backstop apply: per prefix, the newest
-    `keep` sessions that survive the TTL stay (`keep=0`, like a TTL of 0, turns it off). On demand, test bursts go as well.
+    `keep` sessions that survive the TTL stay (`keep=0`, like a TTL of 0, turns it off). On
+    demand, test bursts go as well.
     User-named sessions are ignored whatever their age.
     """
     removals: dict[str, str] = {}
@@ -136,5 +137,6 @@ def over_cap(entries: Iterable[tuple[float, int, str]], cap: int) -> list[str]:
 
 __all__ = [
     "AT_START", "BACKSTOP", "BURST", "DAY", "LOST_TEMP", "ORPHAN", "REASONS", "SIZE_CAP", "TTL",
-    "bursts", "describe_age", "describe_days", "expired", "machine_prefix", "machine_sessions", "over_cap", "parse_days",
+    "bursts", "describe_age", "describe_days", "expired", "machine_prefix", "machine_sessions", "over_cap",
+    "parse_days",
 ]

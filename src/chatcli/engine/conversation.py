@@ -14,8 +14,8 @@ from chatcli.core.errors import ProviderError
 from chatcli.core.messages import History, Message, shared_prefix
 from chatcli.core.names import is_machine_name
 from chatcli.core.session import SessionData
-from chatcli.providers.base import Delta, Done, Provider, ProviderRegistry, Request, default_registry
 from chatcli.engine.transcript import TranscriptSync
+from chatcli.providers.base import Delta, Done, Provider, ProviderRegistry, Request, default_registry
 from chatcli.store.bootstrap import read_bootstrap
 from chatcli.store.sessions import SessionError, SessionStore, Stamp
 

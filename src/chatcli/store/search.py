@@ -147,8 +147,8 @@ class SearchIndex:
     # -- every saved session -------------------------------------------------------------
     def search_sessions(self, current: dict[str, str], read: Callable[[str], Iterable[tuple[int, str, str]]],
                         query: str, sessions: int = 10, per_session: int = 3) -> list[Hit]:
-        """The best `per_session` messages of the best `sessions` matching sessions, best first. `current` is {name: stamp} of the sessions
-        that exist now; `read(name)` yields (position, role, text) of a session's messages (not
+        """The best `per_session` messages of the best `sessions` matching sessions, best first.
+        `current` is {name: stamp} of the sessions that exist now; `read(name)` yields (position, role, text) of a session's messages (not
         its system prompts) and is called only for sessions new or changed since indexed."""
         match = fts_query(query)
 
