@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chatcli.commands import recall as recall_commands
 from chatcli.commands import session as session_commands
 from chatcli.commands import storage as storage_commands
 from chatcli.commands.registry import CommandRegistry, Result
@@ -56,6 +57,7 @@ def build_registry() -> CommandRegistry:
 
     session_commands.register(registry)
     storage_commands.register(registry)
+    recall_commands.register(registry)
 
     @registry.command("exit", "/exit", "leave chatcli", aliases=("quit",))
     def exit_(_conv: Conversation, _args: str) -> Result:

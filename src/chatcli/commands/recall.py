@@ -1,0 +1,30 @@
+"""/recall KEY: print what a compaction summarised away (SPEC §8.1)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from chatcli.commands.registry import CommandRegistry, Result
+from chatcli.core.errors import UsageError
+from chatcli.store.recall import RecallStore, parse_key
+
+if TYPE_CHECKING:
+    from chatcli.config.settings import Settings
+    from chatcli.engine.conversation import Conversation
+
+
+def recall_text(settings: Settings, key: str) -> str:
+    """The messages of recall entry `key`, numbered; the text a surface (or the model) gets."""
+    messages, origin = RecallStore(settings.home / "ccr").get(key)
+    where = f" from session '{origin['session']}'" if origin.get("session") else ""
+    blocks = [f"Recall entry {parse_key(key)}{where}: {len(messages)} messages."]
+    blocks += [f"#{i} {m.role}\n{m.content}" for i, m in enumerate(messages, 1)]
+    return "\n\n".join(blocks)
+
+
+def register(registry: CommandRegistry) -> None:
+    @registry.command("recall", "/recall KEY", "print the original messages a summary's <<ccr:KEY>> stands for")
+    def recall(conv: Conversation, args: str) -> Result:
+        if len(args.split()) != 1:
+            raise UsageError("usage: /recall KEY (16 hexadecimal digits, or <<ccr:KEY>>)")
+        return Result(recall_text(conv.settings, args))

@@ -1,0 +1,81 @@
+"""The compaction policy (SPEC §8), pure: which messages a summary replaces and which stay.
+
+System messages and the most recent messages stay verbatim; everything older is summarised
+into one message. A tool call and its results are one unit: the cut never falls between an
+assistant message that calls tools and the tool messages answering it, so neither side ever
+holds half of a call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from chatcli.core.messages import Message
+
+# Fewer older messages than this and there is nothing worth summarising.
+MIN_SUMMARISED = 2
+
+
+@dataclass(frozen=True)
+class Cut:
+    """History[:index] is the older part: its system messages stay, the rest is summarised."""
+
+    index: int
+    summarised: tuple[int, ...]  # positions of the messages the summary replaces
+    kept_system: tuple[int, ...]  # system messages of the older part, kept verbatim
+
+
+def safe_cuts(history: Sequence[Message]) -> list[bool]:
+    """For every index i (0..len), whether the history may be cut just before message i: no
+    tool call is waiting for its result there, and message i is not a tool result."""
+    allowed = []
+    waiting: set[str] = set()
+    for message in history:
+        allowed.append(not waiting and message.role != "tool")
+        if message.role == "assistant" and message.tool_calls:
+            waiting = {str(call.get("id")) for call in message.tool_calls if isinstance(call, dict)}
+            waiting.discard("None")
+            if not waiting:  # calls without ids: the following tool messages belong to it
+                waiting = {"?"}
+        elif message.role == "tool":
+            waiting.discard(str(message.tool_call_id))
+            if "?" in waiting:
+                waiting.clear()
+        else:
+            waiting.clear()  # a user or system turn: any call left unanswered stays unanswered
+    allowed.append(not waiting)
+    return allowed
+
+
+def plan_cut(history: Sequence[Message], keep_recent: int) -> Cut | None:
+    """Where to cut so that at least `keep_recent` of the latest non-system messages stay
+    verbatim; None when fewer than MIN_SUMMARISED messages would be summarised."""
+    allowed = safe_cuts(history)
+    # The latest index that keeps `keep_recent` non-system messages after it.
+    recent = 0
+    index = len(history)
+    while index > 0 and recent < keep_recent:
+        index -= 1
+        if history[index].role != "system":
+            recent += 1
+    while index > 0 and not allowed[index]:  # move earlier until no unit is split
+        index -= 1
+    summarised = tuple(i for i in range(index) if history[i].role != "system")
+    if len(summarised) < MIN_SUMMARISED:
+        return None
+    kept_system = tuple(i for i in range(index) if history[i].role == "system")
+    return Cut(index, summarised, kept_system)
+
+
+def compacted(history: Sequence[Message], cut: Cut, summary: Message) -> list[Message]:
+    """The history after compaction: the older part's system messages, the summary, then the
+    recent messages as they were."""
+    return [*(history[i] for i in cut.kept_system), summary, *history[cut.index:]]
+
+
+def summary_message(text: str, cut: Cut) -> Message:
+    return Message("assistant", text, meta={"is_summary": True, "summary_of": len(cut.summarised)})
+
+
+__all__ = ["MIN_SUMMARISED", "Cut", "compacted", "plan_cut", "safe_cuts", "summary_message"]

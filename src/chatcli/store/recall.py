@@ -1,0 +1,84 @@
+"""The recall store (SPEC §8.1): compacted originals kept by content, `$CHATCLI_HOME/ccr/<key>.json`.
+
+The key is the first 16 hex digits of the SHA-256 of the entry's messages, so the same messages
+always get the same key and are stored once; a summary carries `<<ccr:KEY>>` markers and
+`/recall KEY` (or the model, through the same function) brings the originals back. Entries
+expire by the retention rules (`CHATCLI_CCR_TTL`, `CHATCLI_CCR_MAX_SIZE`, see /storage);
+storing an entry again refreshes its time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from chatcli.core.errors import ChatcliError, UsageError
+from chatcli.core.messages import Message
+from chatcli.store.atomic import atomic_write
+
+KEY_RE = re.compile(r"[0-9a-f]{16}")
+MARKER_RE = re.compile(r"<<ccr:([0-9a-f]{16})>>")
+VERSION = 1
+
+
+class RecallError(ChatcliError):
+    pass
+
+
+def marker(key: str) -> str:
+    return f"<<ccr:{key}>>"
+
+
+def parse_key(text: str) -> str:
+    """A key as the user types it: `0123456789abcdef` or `<<ccr:0123456789abcdef>>`."""
+    text = text.strip()
+    found = MARKER_RE.fullmatch(text)
+    key = found.group(1) if found else text.lower()
+    if not KEY_RE.fullmatch(key):
+        raise UsageError(f"'{text}' is not a recall key (16 hexadecimal digits, or <<ccr:KEY>>)")
+    return key
+
+
+class RecallStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, key: str) -> Path:
+        return self.root / f"{parse_key(key)}.json"
+
+    def put(self, messages: Sequence[Message], origin: dict | None = None) -> str:
+        """Store `messages` (once: the key is their content's) and return the key."""
+        body = json.dumps([m.to_dict() for m in messages], ensure_ascii=False, sort_keys=True,
+                          separators=(",", ":"))
+        key = hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+        path = self.root / f"{key}.json"
+        try:
+            if path.exists():
+                os.utime(path)  # stored again: it is recent again
+                return key
+            document = {"version": VERSION, "key": key, "origin": origin or {}, "messages": json.loads(body)}
+            atomic_write(path, json.dumps(document, ensure_ascii=False).encode("utf-8"))
+        except OSError as exc:
+            raise RecallError(f"recall store: cannot write {path}: {exc.strerror or exc}") from None
+        return key
+
+    def get(self, key: str) -> tuple[list[Message], dict]:
+        path = self.path(key)
+        try:
+            document = json.loads(path.read_bytes())
+            messages = [Message.from_dict(item) for item in document["messages"]]
+            origin = document.get("origin") if isinstance(document.get("origin"), dict) else {}
+        except FileNotFoundError:
+            raise RecallError(f"no recall entry {parse_key(key)} (it may have expired: see /storage)") from None
+        except OSError as exc:
+            raise RecallError(f"recall store: cannot read {path}: {exc.strerror or exc}") from None
+        except (ValueError, KeyError, TypeError):
+            raise RecallError(f"recall entry {parse_key(key)} is damaged; the file was left untouched") from None
+        return messages, origin
+
+
+__all__ = ["MARKER_RE", "RecallError", "RecallStore", "marker", "parse_key"]
