@@ -1,4 +1,4 @@
-"""/recall KEY: print what a compaction summarised away (SPEC §8.1)."""
+"""/compact and /recall KEY: shrink the history, and print what a compaction summarised away (SPEC §8)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
+from chatcli.engine import compaction
 from chatcli.store.recall import RecallStore, parse_key
 
 if TYPE_CHECKING:
@@ -23,6 +24,12 @@ def recall_text(settings: Settings, key: str) -> str:
 
 
 def register(registry: CommandRegistry) -> None:
+    @registry.command("compact", "/compact [instruction]",
+                      "summarise the older messages into one (originals kept: /recall, the journal)")
+    def compact(conv: Conversation, args: str) -> Result:
+        outcome = compaction.compact(conv, args)
+        return Result("\n".join((outcome.text, *outcome.notes)))
+
     @registry.command("recall", "/recall KEY", "print the original messages a summary's <<ccr:KEY>> stands for")
     def recall(conv: Conversation, args: str) -> Result:
         if len(args.split()) != 1:

@@ -1,0 +1,72 @@
+"""/compact (SPEC §8): the current model summarises the older part of the history into one message.
+
+The policy (what is cut, what stays) is `core.compaction`; this runs it: the originals go to the
+recall store first (the summary names them with a `<<ccr:KEY>>` marker), then the model writes
+the summary, and only when it has is the history replaced. The journal records the rewrite (the
+originals stay in it) and a bound session is written at once. Interrupted or failed, nothing
+changes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from chatcli.core.compaction import compacted, plan_cut, summary_message
+from chatcli.core.errors import ProviderError
+from chatcli.core.messages import Message
+from chatcli.engine.sessions import Outcome
+from chatcli.providers.base import Delta, Request
+from chatcli.store.recall import RecallStore, marker
+
+if TYPE_CHECKING:
+    from chatcli.engine.conversation import Conversation
+
+# The latest messages kept verbatim (the cut moves earlier rather than split a tool call).
+KEEP_RECENT = 6
+INSTRUCTIONS = (
+    "Summarise the conversation below so that it can replace it: keep every fact, decision, name, "
+    "number, file, command and open question that later turns may need; drop pleasantries. Write it "
+    "as a compact briefing, in the conversation's language."
+)
+
+
+def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_RECENT) -> Outcome:
+    notes = list(conv.adopt())  # compact what the session is now
+    cut = plan_cut(conv.history, keep_recent)
+    if cut is None:
+        return Outcome(f"Nothing to compact: the history has {len(conv.history)} messages, and the latest "
+                       f"{keep_recent} stay as they are.", tuple(notes))
+    older = [conv.history[i] for i in cut.summarised]
+    origin = {"session": conv.session_name or "",
+              "transcript": conv.transcript.id if conv.transcript is not None and conv.transcript.id else ""}
+    key = RecallStore(conv.settings.home / "ccr").put(older, origin)
+    text = _summarise(conv, older, instruction)
+    summary = summary_message(f"{text.strip()}\n\n(Summary of {len(older)} earlier messages; "
+                              f"the originals: {marker(key)})", cut)
+    history = compacted(conv.history, cut, summary)
+    conv.history = history
+    conv.synced_count = 0  # the file holds the old history: all of this is still to be written
+    notes += conv.sync_transcript()
+    notes += conv.write_through()
+    return Outcome(f"Compacted {len(older)} messages into one summary ({marker(key)}); the history now has "
+                   f"{len(history)} messages. /recall {key} shows the originals.", tuple(notes))
+
+
+def _summarise(conv: Conversation, older: list[Message], instruction: str) -> str:
+    lines = []
+    for message in older:
+        label = "summary of earlier messages" if message.meta.get("is_summary") else message.role
+        calls = f" [tool calls: {message.tool_calls}]" if message.tool_calls else ""
+        lines.append(f"[{label}]{calls}\n{message.content}")
+    extra = f"\n\nAlso: {instruction.strip()}" if instruction.strip() else ""
+    prompt = f"{INSTRUCTIONS}{extra}\n\n<conversation>\n" + "\n\n".join(lines) + "\n</conversation>"
+    settings = conv.settings
+    request = Request(model=settings.model, messages=[Message("user", prompt)], system=conv.system_prompt,
+                      timeout=settings.timeout, max_tokens=settings.max_tokens)
+    text = "".join(event.text for event in conv.provider.stream(request) if isinstance(event, Delta))
+    if not text.strip():
+        raise ProviderError("the model returned an empty summary; nothing was compacted")
+    return text
+
+
+__all__ = ["KEEP_RECENT", "compact"]

@@ -1,0 +1,79 @@
+"""/compact through the real REPL and a fake model server (SPEC §8)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from repl_driver import Repl, plain
+
+
+@pytest.fixture
+def repl_env(openai_env):
+    openai_env["NO_COLOR"] = "1"
+    return openai_env
+
+
+def sent(server, index: int = -1) -> list[str]:
+    return [m["content"] for m in server.requests[index].body["messages"]]
+
+
+def test_compact_replaces_the_older_turns_with_a_summary_and_keeps_them(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "long"))
+    try:
+        for i in range(1, 6):
+            repl.send(f"turn {i} question")
+        openai_server.reply("Briefing: turns 1 and 2 asked questions.")
+        out = plain(repl.send("/compact keep the numbers"))
+        match = re.search(r"Compacted (\d+) messages into one summary \(<<ccr:([0-9a-f]{16})>>\)", out)
+        assert match, out
+        assert match.group(1) == "4"
+        prompt = sent(openai_server)[0]
+        assert "Also: keep the numbers" in prompt and "turn 1 question" in prompt
+        repl.send("turn 6 question")
+        request = sent(openai_server)
+        assert request[0].startswith("Briefing: turns 1 and 2 asked questions.")
+        assert "turn 1 question" not in request and "turn 3 question" in request
+        assert request[-1] == "turn 6 question"
+        recalled = plain(repl.send(f"/recall {match.group(2)}"))
+        assert "#1 user\nturn 1 question" in recalled and "#4 assistant\nYou said: turn 2 question" in recalled
+    finally:
+        repl.close()
+    home = Path(repl_env["CHATCLI_HOME"])
+    document = json.loads((home / "sessions" / "long.json").read_text())
+    summary = document["chat_history"][0]
+    assert summary["meta"] == {"is_summary": True, "summary_of": 4}
+    journal = [json.loads(line) for line in (home / "transcripts" / f"{document['transcript_id']}.jsonl")
+               .read_text().splitlines()]
+    contents = [e["message"]["content"] for e in journal if e["type"] == "message"]
+    assert contents[:2] == ["turn 1 question", "You said: turn 1 question"]  # the originals survive
+    assert [e["type"] for e in journal].count("rewrite") == 1
+
+
+def test_compact_on_a_short_history_says_so(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        repl.send("only turn")
+        assert "Nothing to compact: the history has 2 messages" in plain(repl.send("/compact"))
+        assert len(openai_server.requests) == 1
+    finally:
+        repl.close()
+
+
+def test_a_failed_summary_changes_nothing(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        for i in range(5):
+            repl.send(f"q{i}")
+        openai_server.reply(status=500, error="overloaded")
+        openai_server.reply(status=500, error="overloaded")
+        openai_server.reply(status=500, error="overloaded")
+        openai_server.reply(status=500, error="overloaded")
+        out = plain(repl.send("/compact", timeout=60))
+        assert out.count("error:") == 1
+        repl.send("after")
+        assert sent(openai_server)[0] == "q0"  # the history is whole
+    finally:
+        repl.close()
