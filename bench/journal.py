@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import median_of_runs_ms, once_ms, print_floor_table
+
 from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
 from chatcli.core.session import SessionData
@@ -86,17 +88,13 @@ def search_rows(scratch: Path, rows: list, bare: float) -> None:
     conv = Conversation(settings, journal=True)
     conv.history = [Message("user" if i % 2 == 0 else "assistant", text(i, 25)) for i in range(count)]
     conv.sync_transcript()
-    rec = records.record(settings, conv.snapshot(), conv.transcript.id)
-    start = time.perf_counter()
-    records.search(settings, rec, QUERIES[0])
-    cold = (time.perf_counter() - start) * 1000
-    samples = []
-    for run in range(RUNS):
-        start = time.perf_counter()
+
+    def search(run: int) -> None:
         rec = records.record(settings, conv.snapshot(), conv.transcript.id)
-        records.search(settings, rec, QUERIES[1 + run])
-        samples.append(time.perf_counter() - start)
-    warm = statistics.median(samples) * 1000
+        records.search(settings, rec, QUERIES[run])
+
+    cold = once_ms(lambda: search(0))
+    warm = median_of_runs_ms(lambda run: search(1 + run), RUNS)
     rows.append(("transcript search, 100,000 messages (read journal + query)", warm, "bare start", bare,
                  "< 300 ms"))
     rows.append(("transcript search, 100,000 messages, first (builds the index)", cold, "bare start", bare, ""))
@@ -110,23 +108,13 @@ def session_search_rows(scratch: Path, rows: list, bare: float) -> None:
     for s in range(1_000):
         history = [Message("user" if i % 2 == 0 else "assistant", text(s * 100 + i, 25)) for i in range(100)]
         store.write(f"project-{s:04d}", SessionData(history=history))
-    start = time.perf_counter()
-    records.search_sessions(settings, store, QUERIES[0])
-    cold = (time.perf_counter() - start) * 1000
-    samples = []
-    for run in range(RUNS):
-        start = time.perf_counter()
-        records.search_sessions(settings, store, QUERIES[1 + run])
-        samples.append(time.perf_counter() - start)
-    warm = statistics.median(samples) * 1000
-    cli = []
-    for _ in range(max(3, RUNS // 3)):
-        start = time.perf_counter()
-        subprocess.run([str(VENV_BIN / "chatcli"), "session", "search", *QUERIES[-1].split()], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
-        cli.append(time.perf_counter() - start)
+    cold = once_ms(lambda: records.search_sessions(settings, store, QUERIES[0]))
+    warm = median_of_runs_ms(lambda run: records.search_sessions(settings, store, QUERIES[1 + run]), RUNS)
+    cli = median_of_runs_ms(lambda _run: subprocess.run(
+        [str(VENV_BIN / "chatcli"), "session", "search", *QUERIES[-1].split()], env=env, check=True,
+        stdout=subprocess.DEVNULL), max(3, RUNS // 3))
     rows.append(("session search, 1,000 sessions × 100 msgs (in-process)", warm, "bare start", bare, ""))
-    rows.append(("`chatcli session search`, 1,000 × 100", statistics.median(cli) * 1000, "bare start", bare, ""))
+    rows.append(("`chatcli session search`, 1,000 × 100", cli, "bare start", bare, ""))
     rows.append(("session search, 1,000 × 100, first (builds the index)", cold, "bare start", bare, ""))
 
 
@@ -134,22 +122,15 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="chatcli-bench-journal-"))
     rows: list[tuple[str, float, str, float, str]] = []
     try:
-        samples = []
-        for _ in range(RUNS):
-            start = time.perf_counter()
-            subprocess.run([str(VENV_BIN / "python"), "-c", "pass"], check=True)
-            samples.append(time.perf_counter() - start)
-        bare = statistics.median(samples) * 1000
+        bare = median_of_runs_ms(lambda _run: subprocess.run([str(VENV_BIN / "python"), "-c", "pass"], check=True),
+                                 RUNS)
         journal_rows(scratch, rows)
         search_rows(scratch, rows, bare)
         session_search_rows(scratch, rows, bare)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"\njournal and search — median of {RUNS} runs, {os.cpu_count()} cores, Python {sys.version.split()[0]}\n")
-    print("| measurement | median | floor | floor median | ratio | target |")
-    print("|---|---:|---|---:|---:|---|")
-    for name, ms, floor_name, floor_ms, target in rows:
-        print(f"| {name} | {ms:.2f} ms | {floor_name} | {floor_ms:.2f} ms | {ms / floor_ms:.2f}× | {target} |")
+    print_floor_table(f"journal and search — median of {RUNS} runs, {os.cpu_count()} cores, "
+                      f"Python {sys.version.split()[0]}", rows, digits=2)
     return 0
 
 

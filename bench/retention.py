@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from common import print_floor_table  # noqa: E402
 from fakes import FakeModelServer  # noqa: E402
 
 from chatcli.config.settings import Settings  # noqa: E402
@@ -129,11 +130,7 @@ def main() -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    print(f"\nretention — median of {RUNS} runs (prune: {max(3, RUNS // 3)}), {os.cpu_count()} cores\n")
-    print("| measurement | median | floor | floor median | ratio | target |")
-    print("|---|---:|---|---:|---:|---|")
-    for name, ms, floor_name, floor_ms, target in rows:
-        print(f"| {name} | {ms:.1f} ms | {floor_name} | {floor_ms:.1f} ms | {ms / floor_ms:.2f}× | {target} |")
+    print_floor_table(f"retention — median of {RUNS} runs (prune: {max(3, RUNS // 3)}), {os.cpu_count()} cores", rows)
     return 0
 
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import orjson
+from common import print_floor_table
 
 from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
@@ -133,11 +134,7 @@ def _listing(scratch: Path, rows) -> None:
 def main() -> int:
     rows: list[tuple[str, float, str, float, str]] = []
     run(rows)
-    print(f"\nsession store — medians, {os.cpu_count()} cores, Python {sys.version.split()[0]}\n")
-    print("| measurement | median | floor | floor median | ratio | target |")
-    print("|---|---:|---|---:|---:|---|")
-    for name, ms, floor_name, floor, target in rows:
-        print(f"| {name} | {ms:.1f} ms | {floor_name} | {floor:.1f} ms | {ms / floor:.2f}× | {target} |")
+    print_floor_table(f"session store — medians, {os.cpu_count()} cores, Python {sys.version.split()[0]}", rows)
     return 0
 
 

@@ -65,6 +65,18 @@ def openai_env(env, openai_server) -> dict[str, str]:
     return env
 
 
+@pytest.fixture
+def repl_env(openai_env) -> dict[str, str]:
+    """The environment of a REPL talking to the fake OpenAI-compatible server, in plain text."""
+    openai_env["NO_COLOR"] = "1"
+    return openai_env
+
+
+@pytest.fixture
+def sessions_dir(home: Path) -> Path:
+    return home / ".chatcli" / "sessions"
+
+
 def run_chatcli(*args: str, env: dict[str, str], input: str | None = None, cwd: Path | None = None,
                 timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(

@@ -32,6 +32,14 @@ class Repl:
         self.child.expect(r"\n[\s\S]*?" + self.prompt_re, timeout=timeout)
         return self.child.before + self.child.after
 
+    def exit_keeping(self) -> str:
+        """Leave by /exit and return the name of the autosave the REPL says it kept."""
+        self.child.send("/exit\r")
+        self.child.expect(r"Conversation kept as session '(autosave-\d{8}-\d{6}(?:-\d+)?)'")
+        name = self.child.match.group(1)
+        self.child.expect(pexpect.EOF)
+        return name
+
     def close(self) -> int | None:
         # Ctrl-D typed before the next prompt is up (tty still in cooked mode) can be
         # swallowed, as it would be for a person typing ahead: press it again if needed.

@@ -14,17 +14,6 @@ from conftest import run_chatcli
 from repl_driver import Repl, plain
 
 
-@pytest.fixture
-def repl_env(openai_env):
-    openai_env["NO_COLOR"] = "1"
-    return openai_env
-
-
-@pytest.fixture
-def sessions_dir(home) -> Path:
-    return home / ".chatcli" / "sessions"
-
-
 def autosaves(sessions_dir: Path) -> list[Path]:
     return sorted(sessions_dir.glob("autosave-*.json")) if sessions_dir.exists() else []
 

@@ -6,14 +6,7 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 from repl_driver import Repl, plain
-
-
-@pytest.fixture
-def repl_env(openai_env):
-    openai_env["NO_COLOR"] = "1"
-    return openai_env
 
 
 def sent(server, index: int = -1) -> list[str]:

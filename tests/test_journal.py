@@ -137,12 +137,6 @@ def test_the_journal_can_be_turned_off(env, transcripts):
 
 
 # -- through the real REPL -------------------------------------------------------------------
-@pytest.fixture
-def repl_env(openai_env):
-    openai_env["NO_COLOR"] = "1"
-    return openai_env
-
-
 def session_doc(env, name: str) -> dict:
     return json.loads((Path(env["CHATCLI_HOME"]) / "sessions" / f"{name}.json").read_text())
 

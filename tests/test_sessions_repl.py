@@ -12,17 +12,6 @@ from repl_driver import Repl, plain
 
 
 @pytest.fixture
-def repl_env(openai_env):
-    openai_env["NO_COLOR"] = "1"
-    return openai_env
-
-
-@pytest.fixture
-def sessions_dir(home) -> Path:
-    return home / ".chatcli" / "sessions"
-
-
-@pytest.fixture
 def repl(repl_env, workdir):
     session = Repl(repl_env, "m", cwd=workdir)
     yield session
@@ -273,14 +262,9 @@ def test_new_keeps_an_unsaved_conversation_as_an_autosave(repl, sessions_dir):
 
 
 def test_leaving_keeps_an_unbound_conversation_and_says_where(repl_env, workdir, sessions_dir):
-    import pexpect
-
     repl = Repl(repl_env, "m", cwd=workdir)
     repl.send("worth keeping")
-    repl.child.send("/exit\r")
-    repl.child.expect(r"Conversation kept as session '(autosave-\d{8}-\d{6}(?:-\d+)?)'")
-    name = repl.child.match.group(1)
-    repl.child.expect(pexpect.EOF)
+    name = repl.exit_keeping()
     assert contents(sessions_dir / f"{name}.json") == ["worth keeping", "You said: worth keeping"]
 
 

@@ -7,8 +7,6 @@ import json
 import re
 from pathlib import Path
 
-import pexpect
-import pytest
 from conftest import run_chatcli
 from repl_driver import Repl, plain
 
@@ -16,12 +14,6 @@ from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation
-
-
-@pytest.fixture
-def repl_env(openai_env):
-    openai_env["NO_COLOR"] = "1"
-    return openai_env
 
 
 def make(env, name: str, *pairs: tuple[str, str], journal: bool = True) -> Conversation:
@@ -177,9 +169,6 @@ def test_export_without_a_journal_says_it_used_the_history(env, workdir, tmp_pat
 def test_autosave_then_export_after_exit(repl_env, workdir, tmp_path):
     repl = Repl(repl_env, "m", cwd=workdir)
     repl.send("remember this")
-    repl.child.send("/exit\r")
-    repl.child.expect(r"session '(autosave-[\d-]+)'")
-    name = repl.child.match.group(1)
-    repl.child.expect(pexpect.EOF)
+    name = repl.exit_keeping()
     result = run_chatcli("session", "export", name, "md", str(tmp_path / "a.md"), env=repl_env, cwd=workdir)
     assert result.returncode == 0 and "remember this" in (tmp_path / "a.md").read_text()

@@ -55,13 +55,16 @@ def _current(conv: Conversation) -> records.Record:
     transcript_id = conv.transcript.id if conv.transcript is not None else None
     rec = records.record(conv.settings, conv.snapshot(), transcript_id)
     if notes and rec.journal is not None:
-        rec.source += f" (its latest messages could not be recorded: {notes[0]})"
+        rec.caveat = f"its latest messages could not be recorded: {notes[0]}"
     return rec
 
 
 def _with_source(rec: records.Record, text: str) -> str:
-    if rec.journal is None or " (its latest" in rec.source:
+    """Say where the text came from when it is not simply the journal."""
+    if rec.journal is None:
         return f"(From {rec.source}.)\n{text}"
+    if rec.caveat:
+        return f"(From {rec.source}; {rec.caveat}.)\n{text}"
     return text
 
 

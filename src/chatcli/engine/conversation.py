@@ -145,8 +145,7 @@ class Conversation:
         while bound elsewhere): a new journal seeded with this one's events. The block writes the
         copy's file naming it; only if that succeeds does this conversation switch to it. Two
         sessions never write the same journal."""
-        notes = self.sync_transcript()  # the parent's journal is complete before it is copied
-        del notes  # a failure here is reported by the next sync
+        self.sync_transcript()  # the parent is complete before it is copied (a failure shows at the next sync)
         fork_id = self.transcript.seed_fork() if self.transcript is not None else None
         try:
             yield fork_id

@@ -44,6 +44,11 @@ class Record:
         self._history = history
         self._entries: list[Entry] | None = None
         self.reading = None
+        self.caveat = ""  # what the record may lack (a journal that could not be brought up to date)
+
+    @property
+    def described(self) -> str:
+        return f"{self.source} ({self.caveat})" if self.caveat else self.source
 
     @property
     def entries(self) -> list[Entry]:
@@ -102,7 +107,7 @@ def export(rec: Record, fmt: str, label: str, path: str | None, cwd: Path | None
         raise UsageError(f"{target} already exists; choose another path (nothing was written)")
     count = len(messages(rec))
     if fmt == "md":
-        facts = [f"session: {label}", f"messages: {count}", f"source: {rec.source}",
+        facts = [f"session: {label}", f"messages: {count}", f"source: {rec.described}",
                  f"exported: {now.astimezone().isoformat(timespec='seconds')}"]
         text = to_markdown(rec.entries, title=f"chatcli transcript: {label}", facts=facts)
     else:
@@ -163,7 +168,7 @@ def _reader(journal: Journal):
 def stats(rec: Record) -> str:
     count = len(messages(rec))
     rewrites = sum(1 for entry in rec.entries if entry.message is None)
-    lines = [f"Transcript: {count} messages, {rewrites} rewrite(s); source: {rec.source}."]
+    lines = [f"Transcript: {count} messages, {rewrites} rewrite(s); source: {rec.described}."]
     if rec.journal is not None and rec.reading is not None:
         size = rec.journal.size()
         lines.append(f"Journal {rec.journal.id}: {rec.journal.path} ({size:,} bytes).")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -49,12 +50,7 @@ def save(conv: Conversation, name: str) -> Outcome:
             notes.append(f"Session '{name}' held {len(previous.history)} other messages; "
                          f"they were kept as '{kept}'.")
 
-    # Saving a bound session under another name makes a copy, with a journal of its own.
-    copy = conv.transcript_copy() if conv.session_name is not None else contextlib.nullcontext(False)
-    with copy as fork_id:
-        data = conv.snapshot()
-        if fork_id is not False:
-            data.transcript_id = fork_id
+    with _document_for(conv, copy=conv.session_name is not None) as data:
         stamp = conv.store.save(name, data, before_replace=keep_previous)
     conv.bind(name, data, stamp)
     notes += conv.size_notes(name, stamp)
@@ -82,11 +78,7 @@ def attach(conv: Conversation, name: str) -> Outcome:
     store = conv.store
     with store.lock(name):
         if store.stamp(name) is None:
-            copy = conv.transcript_copy() if conv.session_name is not None else contextlib.nullcontext(False)
-            with copy as fork_id:  # created from a conversation bound elsewhere: a copy
-                data = conv.snapshot()
-                if fork_id is not False:
-                    data.transcript_id = fork_id
+            with _document_for(conv, copy=conv.session_name is not None) as data:
                 stamp = store.write(name, data)
             conv.bind(name, data, stamp)
             return Outcome(f"Attached to session '{name}' ({len(data.history)} messages; created).")
@@ -141,9 +133,7 @@ def fork(conv: Conversation, name: str) -> Outcome:
     validate_user_target(name)
     notes = tuple(conv.adopt())  # fork what the session is now, not what this window last saw
     parent = conv.session_name
-    with conv.transcript_copy() as fork_id:  # the fork gets a journal of its own, seeded with the parent's
-        data = conv.snapshot()
-        data.transcript_id = fork_id
+    with _document_for(conv, copy=True) as data:
         data.title = None
         try:
             stamp = conv.store.create(name, data)
@@ -228,6 +218,20 @@ def finish(conv: Conversation) -> list[str]:
             and not journal_notes else ""
         return [*journal_notes, f"The conversation could not be kept: {exc}{where}."]
     return [*journal_notes, f"Conversation kept as session '{kept}' (chatcli --continue resumes it)."]
+
+
+@contextlib.contextmanager
+def _document_for(conv: Conversation, *, copy: bool) -> Iterator[SessionData]:
+    """The conversation as a document for another session's file. A copy (a fork, or a save or
+    attach while bound elsewhere) names a journal of its own, seeded with this one's, which the
+    conversation switches to only once the block has written the file."""
+    if not copy:
+        yield conv.snapshot()
+        return
+    with conv.transcript_copy() as fork_id:
+        data = conv.snapshot()
+        data.transcript_id = fork_id
+        yield data
 
 
 def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -10,6 +11,17 @@ PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 # What `temp_name` makes: group 1 is the target's name, group 2 the writer's process id.
 TEMP_RE = re.compile(r"\.(.+)\.(\d+)\.[0-9a-f]{12}\.tmp")
+
+
+def os_cause(exc: OSError) -> str:
+    """Why a file operation failed, in the few words every store uses in its one-line errors."""
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if exc.errno == errno.EROFS:
+        return "read-only file system"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "disk full"
+    return exc.strerror or str(exc)
 
 
 def ensure_private_dir(path: Path) -> Path:

@@ -9,7 +9,6 @@ never rewritten in place; a fork gets a new file.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import re
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
 from chatcli.core.journal import check_event, fork_line
-from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir
+from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir, os_cause
 
 SUFFIX = ".jsonl"
 ID_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}")
@@ -143,14 +142,8 @@ class Journal:
             raise self._error(exc, writing=True) from None
 
     def _error(self, exc: OSError, writing: bool = False) -> JournalError:
-        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            cause = "permission denied" if exc.errno != errno.EROFS else "read-only file system"
-        elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            cause = "disk full"
-        else:
-            cause = exc.strerror or str(exc)
         action = "cannot write" if writing else "cannot read"
-        return JournalError(f"transcript journal {self.id}: {action} {self.path}: {cause}")
+        return JournalError(f"transcript journal {self.id}: {action} {self.path}: {os_cause(exc)}")
 
 
 class _Append:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
 from chatcli.core.names import NAME_RE, validate_name
-from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir
+from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir, os_cause
 
 # `chatcli session list` imports this module and should load nothing it does not use:
 # the session document (dataclasses, typing) is imported where a document is read or written.
@@ -481,15 +481,9 @@ class SessionStore:
 
     # -- errors --------------------------------------------------------------------------
     def _error(self, name: str, exc: OSError, writing: bool = False) -> SessionError:
-        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            cause = "permission denied" if exc.errno != errno.EROFS else "read-only file system"
-        elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            cause = "disk full"
-        else:
-            cause = exc.strerror or str(exc)
         action = "cannot write" if writing else "cannot read"
         nothing = "; nothing was written" if writing else ""
-        return SessionError(f"session '{name}': {action} {self.path(name)}: {cause}{nothing}")
+        return SessionError(f"session '{name}': {action} {self.path(name)}: {os_cause(exc)}{nothing}")
 
 
 __all__ = ["PRIVATE_DIR", "SessionError", "SessionInfo", "SessionNotFound", "SessionStore", "Stamp"]

@@ -1,0 +1,30 @@
+"""What the benchmark scripts share: timing a call, and printing a table of figures beside floors."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+# One row: what was measured, its median (ms), the floor's name, the floor's median (ms), the target.
+Row = tuple[str, float, str, float, str]
+
+
+def once_ms(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def median_of_runs_ms(fn: Callable[[int], object], runs: int) -> float:
+    """Median time of `fn(run)` over `runs` runs (the run number lets each run vary its input)."""
+    return statistics.median(once_ms(lambda run=run: fn(run)) for run in range(runs))
+
+
+def print_floor_table(title: str, rows: list[Row], digits: int = 1) -> None:
+    print(f"\n{title}\n")
+    print("| measurement | median | floor | floor median | ratio | target |")
+    print("|---|---:|---|---:|---:|---|")
+    for name, ms, floor_name, floor_ms, target in rows:
+        print(f"| {name} | {ms:.{digits}f} ms | {floor_name} | {floor_ms:.{digits}f} ms | {ms / floor_ms:.2f}× "
+              f"| {target} |")
