@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from conftest import run_chatcli
+from conftest import CHATCLI, run_chatcli
 from repl_driver import Repl, plain
 
 
@@ -45,6 +45,27 @@ def test_every_way_out_keeps_one_autosave_holding_the_conversation(repl_env, wor
     assert oct(kept.stat().st_mode & 0o777) == "0o600"
     if how not in ("SIGHUP",):  # after a hang-up there is no terminal left to read the line
         assert f"Conversation kept as session '{kept.stem}'" in said
+
+
+def test_closing_the_terminal_keeps_the_conversation_and_ends_quietly(repl_env, workdir, sessions_dir, tmp_path):
+    """A real hang-up: the terminal goes away under the prompt, so drawing it fails too."""
+    errors = tmp_path / "stderr"
+    child = pexpect.spawn("/bin/sh", ["-c", f"exec '{CHATCLI}' 2>'{errors}'"], env=repl_env, cwd=workdir,
+                          encoding="utf-8", timeout=20, dimensions=(40, 100))
+    child.expect(r"m>")
+    child.send("remember the blue door\r")
+    child.expect(r"\n[\s\S]*?m>")
+    pid = child.pid
+    os.close(child.child_fd)  # the terminal window is closed: the kernel hangs up the session
+    child.closed = True
+    deadline = time.monotonic() + 20
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert done[0] == pid, "the REPL did not end after the hang-up"
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert errors.read_text() == ""
+    [kept] = autosaves(sessions_dir)
+    assert contents(kept) == ["remember the blue door", "You said: remember the blue door"]
 
 
 @pytest.mark.parametrize("value", ["false", "0", "off", "no", "disabled", "OFF"])

@@ -72,7 +72,7 @@ def run_repl(settings: Settings, start: dict | None = None) -> int:
         if note:
             terminal.say(note)
     _after_first_draw(session, conversation, markdown=wants_markdown(sys.stdout, settings))
-    ended = _end_on_signals()
+    ended = _end_on_signals(session)
     try:
         while not ended.is_set():
             try:
@@ -81,6 +81,10 @@ def run_repl(settings: Settings, start: dict | None = None) -> int:
                 continue
             except EOFError:  # Ctrl-D
                 break
+            except OSError:  # the terminal hung up under the prompt
+                if ended.is_set():
+                    break
+                raise
             try:
                 if _handle(text, conversation, registry, terminal):
                     break
@@ -109,11 +113,28 @@ class EndRequested(KeyboardInterrupt):
 _END_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
-def _end_on_signals() -> threading.Event:
+def _end_on_signals(session: PromptSession) -> threading.Event:
+    """SIGTERM/SIGHUP end the REPL; `ended` is the flag the main loop checks before each prompt.
+
+    At the prompt the running application is asked to leave through its own loop (the way asyncio
+    delivers signals): an exception raised from the handler could land inside a finaliser run by
+    the event loop, where Python prints it as "Exception ignored" and carries on, and the REPL would
+    then wait for input that never comes. During an answer the handler raises, which stops the
+    stream; should that raise be swallowed the same way, the answer ends and the loop still leaves.
+    """
     ended = threading.Event()
+
+    def leave(app) -> None:
+        with contextlib.suppress(Exception):  # already leaving: nothing to do
+            app.exit(exception=EndRequested())
 
     def handler(_signum, _frame) -> None:
         ended.set()
+        app = session.app
+        loop = app.loop if app.is_running else None
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(leave, app)
+            return
         raise EndRequested
 
     for signum in _END_SIGNALS:
