@@ -1,4 +1,5 @@
-"""/compact and /recall KEY: shrink the history, and print what a compaction summarised away (SPEC §8)."""
+"""/compact, /rewind and /recall KEY: shrink the history, go back, and print what a compaction
+summarised away (SPEC §8)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
-from chatcli.engine import compaction
+from chatcli.engine import compaction, rewind
 from chatcli.store.recall import RecallStore, parse_key
 
 if TYPE_CHECKING:
@@ -28,6 +29,23 @@ def register(registry: CommandRegistry) -> None:
                       "summarise the older messages into one (originals kept: /recall, the journal)")
     def compact(conv: Conversation, args: str) -> Result:
         outcome = compaction.compact(conv, args)
+        return Result("\n".join((outcome.text, *outcome.notes)))
+
+    @registry.command("rewind", "/rewind [N|compact]",
+                      "list the checkpoints (one before each turn) and restore one; undo the last /compact")
+    def rewind_command(conv: Conversation, args: str) -> Result:
+        if not args:
+            outcome = rewind.listing(conv)
+            chooses = outcome.text.startswith("Checkpoints")
+            return Result("\n".join((outcome.text, *outcome.notes)),
+                          ask="Rewind to checkpoint (number; Enter keeps the history): " if chooses else "",
+                          follow="/rewind")
+        if args.lower() == "compact":
+            outcome = rewind.uncompact(conv)
+        elif args.isdigit():
+            outcome = rewind.rewind(conv, int(args))
+        else:
+            raise UsageError("usage: /rewind (list), /rewind N (restore checkpoint N), /rewind compact")
         return Result("\n".join((outcome.text, *outcome.notes)))
 
     @registry.command("recall", "/recall KEY", "print the original messages a summary's <<ccr:KEY>> stands for")

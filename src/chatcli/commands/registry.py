@@ -19,6 +19,10 @@ class Result:
     text: str = ""
     error: bool = False
     exit: bool = False
+    # A question an interactive surface may ask next (after showing `text`); a non-empty answer
+    # runs `follow` with it as the argument. Other surfaces show `text` and stop.
+    ask: str = ""
+    follow: str = ""
 
 
 Handler = Callable[["Conversation", str], Result]

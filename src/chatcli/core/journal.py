@@ -4,9 +4,10 @@ A journal is a JSON-lines file, one event per line, each with `"v": 1` and a `"t
 
   {"v":1,"type":"message","hash":H,"message":{…},"time":"2026-12-02T14:05:09.123+00:00"}
       a message, recorded once, the first time it appeared at the tail of the live history
-  {"v":1,"type":"rewrite","hashes":[H, …],"time":…}
+  {"v":1,"type":"rewrite","hashes":[H, …],"time":…,"reason":"compact"}
       the live history was replaced (compaction, rewind, trim, a message changed in place):
-      these are the hashes of the history that replaced it, in order
+      these are the hashes of the history that replaced it, in order; the optional `reason`
+      says what did it ("compact", "rewind"), when chatcli knows
   {"v":1,"type":"fork","from":ID,"time":…}
       first line of a fork's journal; the parent's events follow, copied, then the fork's own
 
@@ -80,8 +81,11 @@ def message_line(digest: str, message: Message, time: str) -> dict:
     return {"v": VERSION, "type": MESSAGE, "hash": digest, "message": message.to_dict(), "time": time}
 
 
-def rewrite_line(hashes: Sequence[str], time: str) -> dict:
-    return {"v": VERSION, "type": REWRITE, "hashes": list(hashes), "time": time}
+def rewrite_line(hashes: Sequence[str], time: str, reason: str | None = None) -> dict:
+    line = {"v": VERSION, "type": REWRITE, "hashes": list(hashes), "time": time}
+    if reason:
+        line["reason"] = reason
+    return line
 
 
 def fork_line(parent: str, time: str) -> dict:
@@ -150,6 +154,30 @@ class Replay:
         return out, missing
 
 
+def before_introducing(events: Iterable[dict], digest: str) -> tuple[Replay, list[str] | None, list[str] | None]:
+    """The journal's state, and the live history just before and just after the last rewrite
+    event that brought `digest` into it (a compaction's summary); None, None when none did.
+
+    One sync writes its new messages and then its rewrite event with one time: those messages
+    are part of the rewrite, not of the history before it."""
+    state = Replay()
+    before = after = None
+    batch, batch_time = 0, None  # message events just before, written with one time
+    for event in events:
+        kind = event["type"]
+        if kind == REWRITE:
+            prior = state.live[: len(state.live) - batch] if event.get("time") == batch_time else state.live
+            if digest in event["hashes"] and digest not in prior:
+                before, after = list(prior), list(event["hashes"])
+        if kind == MESSAGE:
+            batch = batch + 1 if event.get("time") == batch_time else 1
+            batch_time = event.get("time")
+        else:
+            batch, batch_time = 0, None
+        state.apply((event,))
+    return state, before, after
+
+
 def replay(events: Iterable[dict], upto: int | None = None) -> Replay:
     """The journal's state after its first `upto` events (all of them by default)."""
     state = Replay()
@@ -158,5 +186,5 @@ def replay(events: Iterable[dict], upto: int | None = None) -> Replay:
     return state
 
 
-__all__ = ["FORK", "MESSAGE", "REWRITE", "VERSION", "Replay", "check_event", "content_digest", "fork_line",
+__all__ = ["FORK", "MESSAGE", "REWRITE", "VERSION", "Replay", "before_introducing", "check_event", "content_digest", "fork_line",
            "history_hashes", "message_line", "plan_sync", "replay", "rewrite_line"]

@@ -30,7 +30,8 @@ INSTRUCTIONS = (
 )
 
 
-def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_RECENT) -> Outcome:
+def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_RECENT,
+            label: str = "/compact") -> Outcome:
     notes = list(conv.adopt())  # compact what the session is now
     cut = plan_cut(conv.history, keep_recent)
     if cut is None:
@@ -44,9 +45,10 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
     summary = summary_message(f"{text.strip()}\n\n(Summary of {len(older)} earlier messages; "
                               f"the originals: {marker(key)})", cut)
     history = compacted(conv.history, cut, summary)
+    notes += conv.checkpoint(label)  # /rewind 1 undoes it
     conv.history = history
     conv.synced_count = 0  # the file holds the old history: all of this is still to be written
-    notes += conv.sync_transcript()
+    notes += conv.sync_transcript("compact")
     notes += conv.write_through()
     return Outcome(f"Compacted {len(older)} messages into one summary ({marker(key)}); the history now has "
                    f"{len(history)} messages. /recall {key} shows the originals.", tuple(notes))

@@ -9,12 +9,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from chatcli.config.settings import Settings
+from chatcli.core import checkpoints as rewind_points
 from chatcli.core.bootstrap import compose_system_prompt
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import History, Message, shared_prefix
 from chatcli.core.names import is_machine_name
 from chatcli.core.session import SessionData
-from chatcli.engine.transcript import TranscriptSync
+from chatcli.engine.transcript import TranscriptSync, now_text
 from chatcli.providers.base import Delta, Done, Provider, ProviderRegistry, Request, default_registry
 from chatcli.store.bootstrap import read_bootstrap
 from chatcli.store.sessions import SessionError, SessionStore, Stamp
@@ -68,6 +69,11 @@ class Conversation:
         # The bound file as of our last read or write, and how many messages it then held.
         self.sync_stamp: Stamp | None = None
         self.synced_count = 0
+        # The /rewind checkpoints, oldest first (SPEC §8), and checkpoint items of the session
+        # file in a shape this version does not read (kept as they are).
+        self.checkpoints: list[rewind_points.Checkpoint] = []
+        self.foreign_checkpoints: list = []
+        self.unreadable_checkpoints = 0
         self._store: SessionStore | None = None
         self._provider: Provider | None = None
         self._provider_lock = threading.Lock()  # warm() may create it from a background thread
@@ -115,8 +121,13 @@ class Conversation:
         self.session_name = None if name is None or is_machine_name(name) else name
         self.sync_stamp = stamp if self.session_name else None
         self.synced_count = len(self.history)
+        self._read_checkpoints(data)
         if self.transcript is not None:
             self.transcript.attach(data.transcript_id)
+
+    def _read_checkpoints(self, data: SessionData) -> None:
+        self.checkpoints, self.foreign_checkpoints, self.unreadable_checkpoints = \
+            rewind_points.decode(data.checkpoints)
 
     def unbind(self) -> None:
         self.session_name = None
@@ -128,13 +139,24 @@ class Conversation:
         data.history = list(self.history)
         if self.transcript is not None and self.transcript.id:
             data.transcript_id = self.transcript.id
+        data.checkpoints = self.foreign_checkpoints + rewind_points.encode(self.checkpoints)
         return data
 
-    def sync_transcript(self) -> list[str]:
-        """Record in the journal whatever of the live history it lacks (a sync point)."""
+    def checkpoint(self, label: str) -> list[str]:
+        """Remember the history as it is now, to come back to with /rewind. Its hash list comes
+        from the journal, synced first, so that another process can rebuild it from there."""
+        notes = self.sync_transcript()
+        hashes = self.transcript.live_hashes(self.history) if self.transcript is not None else None
+        point = rewind_points.take(now_text(), label, self.history, hashes, self.checkpoints)
+        self.checkpoints = rewind_points.capped([*self.checkpoints, point])
+        return notes
+
+    def sync_transcript(self, reason: str | None = None) -> list[str]:
+        """Record in the journal whatever of the live history it lacks (a sync point); `reason`
+        names what rewrote the history, if it was rewritten."""
         if self.transcript is None:
             return []
-        notes = self.transcript.sync(self.history)
+        notes = self.transcript.sync(self.history, reason)
         if self.transcript.id:
             self.session.transcript_id = self.transcript.id
         return notes
@@ -233,6 +255,10 @@ class Conversation:
         self.session = data
         self.history = list(data.history) + ours
         self.synced_count = len(data.history)
+        mine = self.checkpoints
+        self._read_checkpoints(data)
+        newest = max((c.time for c in self.checkpoints), default="")
+        self.checkpoints += [c for c in mine if c.time > newest]  # taken here, not yet in the file
         if self.transcript is not None and data.transcript_id != self.transcript.id:
             self.transcript.attach(data.transcript_id)  # the session now names another journal
         if shared == len(base):
@@ -269,6 +295,8 @@ class Conversation:
         """
         notice = on_notice or (lambda _text: None)
         for note in self.adopt():
+            notice(note)
+        for note in self.checkpoint(rewind_points.label_of(text)):
             notice(note)
         self.history.append(Message("user", text))
         try:

@@ -92,9 +92,9 @@ class TranscriptSync:
         self.id = fork_id
         self._reset()
 
-    def sync(self, history: Sequence[Message]) -> list[str]:
+    def sync(self, history: Sequence[Message], reason: str | None = None) -> list[str]:
         """Record what the journal lacks. Never raises: a journal problem is a note (one line),
-        and the session file is written all the same."""
+        and the session file is written all the same. `reason` goes on a rewrite event."""
         if not self.enabled:
             return []
         if self.id is None:
@@ -102,7 +102,7 @@ class TranscriptSync:
                 return []
             self.id = new_id()
         try:
-            return self._sync(history)
+            return self._sync(history, reason)
         except JournalError as exc:
             self._list = None  # compare everything next time
             return [f"{exc} (the transcript will be completed at the next sync)"]
@@ -114,7 +114,7 @@ class TranscriptSync:
             self._reset()
             raise
 
-    def _sync(self, history: Sequence[Message]) -> list[str]:
+    def _sync(self, history: Sequence[Message], reason: str | None) -> list[str]:
         journal = Journal(self.root, self.id)
         with journal.appending(self._offset if self._loaded else 0) as append:
             if self._loaded and (append.identity != self._identity or append.replaced):
@@ -138,7 +138,7 @@ class TranscriptSync:
             digest = (lambda i: tail[i - n]) if hashes is None else hashes.__getitem__
             events = [rules.message_line(digest(i), history[i], time) for i in fresh]
             if rewrite:
-                events.append(rules.rewrite_line(hashes, time))
+                events.append(rules.rewrite_line(hashes, time, reason))
             append.write(events)
             self._offset = append.size
             self._identity = append.identity
@@ -155,6 +155,21 @@ class TranscriptSync:
         self._list = history if isinstance(history, History) else None
         self._version = history.version if isinstance(history, History) else -1
         return []
+
+    def live_hashes(self, history: Sequence[Message]) -> tuple[str, ...] | None:
+        """The hashes of `history` as the journal records them, if the last sync recorded exactly
+        this history (None otherwise: not synced, or changed since)."""
+        if self.enabled and not history:
+            return ()
+        if (self.enabled and self._loaded and history is self._list and isinstance(history, History)
+                and history.version == self._version and len(history) == len(self._hashes)):
+            return tuple(self._hashes)
+        return None
+
+    def read(self) -> rules.Replay:
+        """The whole journal, replayed (a missing one is empty). Raises JournalError."""
+        journal = self.journal
+        return rules.replay(journal.read().events) if journal is not None else rules.Replay()
 
     def _only_grew(self, history: Sequence[Message], new) -> bool:
         """Nothing but appends since our last sync, on both sides: the history list is the one

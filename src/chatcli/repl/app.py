@@ -7,6 +7,7 @@ import signal
 import sys
 import termios
 import threading
+from collections.abc import Callable
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.styles import Style
@@ -86,7 +87,7 @@ def run_repl(settings: Settings, start: dict | None = None) -> int:
                     break
                 raise
             try:
-                if _handle(text, conversation, registry, terminal):
+                if _handle(text, conversation, registry, terminal, session.prompt):
                     break
             except KeyboardInterrupt:  # Ctrl-C outside an answer (while drawing, say): back to the prompt
                 continue
@@ -142,13 +143,22 @@ def _end_on_signals(session: PromptSession) -> threading.Event:
     return ended
 
 
-def _handle(text: str, conversation: Conversation, registry: CommandRegistry, terminal: Terminal) -> bool:
+def _handle(text: str, conversation: Conversation, registry: CommandRegistry, terminal: Terminal,
+            ask: Callable[[str], str]) -> bool:
     """Run one line the user typed; True when the REPL should end."""
     if not text.strip():
         return False
     if registry.is_command(text):
         result = registry.dispatch(text, conversation)
         _show(terminal, result)
+        if result.ask and not result.error:
+            try:
+                answer = ask(result.ask).strip()
+            except (KeyboardInterrupt, EOFError):  # Ctrl-C or Ctrl-D: the question is dropped
+                answer = ""
+            if answer:
+                result = registry.dispatch(f"{result.follow} {answer}", conversation)
+                _show(terminal, result)
         return result.exit
     _turn(conversation, registry.as_prompt(text), terminal)
     return False

@@ -1,0 +1,195 @@
+"""/rewind through the real REPL and a fake model server (SPEC §8): checkpoints, restore, undo,
+persistence with the session, and undoing a compaction."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from repl_driver import Repl, plain
+
+
+def sent(server, index: int = -1) -> list[str]:
+    return [m["content"] for m in server.requests[index].body["messages"]]
+
+
+def listing(repl: Repl, answer: str = "") -> str:
+    """/rewind, then answer its question (Enter alone keeps the history)."""
+    repl.child.send("/rewind\r")
+    question = r"Rewind to checkpoint \(number; Enter keeps the history\):"
+    if repl.child.expect([question, r"No checkpoints yet[\s\S]*?" + repl.prompt_re]) == 1:
+        return plain(repl.child.before + repl.child.after)  # nothing to choose from: no question
+    shown = plain(repl.child.before)
+    return shown + plain(repl.send(answer))
+
+
+def turns(repl: Repl, *numbers: int) -> None:
+    for i in numbers:
+        repl.send(f"turn {i} question")
+
+
+def session_file(env, name: str) -> dict:
+    return json.loads((Path(env["CHATCLI_HOME"]) / "sessions" / f"{name}.json").read_text())
+
+
+def journal_events(env, document: dict) -> list[dict]:
+    path = Path(env["CHATCLI_HOME"]) / "transcripts" / f"{document['transcript_id']}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_rewind_1_after_three_turns_drops_the_third_turn(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "r"))
+    try:
+        turns(repl, 1, 2, 3)
+        shown = listing(repl)
+        rows = re.findall(r"^\s+(\d)\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+before (.+?)\s+\((\d+) messages\)$", shown, re.M)
+        assert rows == [("1", "“turn 3 question”", "4"), ("2", "“turn 2 question”", "2"),
+                        ("3", "“turn 1 question”", "0")], shown
+        out = plain(repl.send("/rewind 1"))
+        assert "Rewound to before “turn 3 question”" in out and "the history has 4 messages (2 set aside" in out
+        repl.send("turn 4 question")
+        assert sent(openai_server) == ["turn 1 question", "You said: turn 1 question", "turn 2 question",
+                                       "You said: turn 2 question", "turn 4 question"]
+    finally:
+        repl.close()
+    document = session_file(repl_env, "r")
+    assert [m["content"] for m in document["chat_history"]][-2:] == ["turn 4 question", "You said: turn 4 question"]
+    events = journal_events(repl_env, document)
+    rewinds = [e for e in events if e["type"] == "rewrite"]
+    assert [e.get("reason") for e in rewinds] == ["rewind"] and len(rewinds[0]["hashes"]) == 4
+    contents = [e["message"]["content"] for e in events if e["type"] == "message"]
+    assert contents.count("turn 3 question") == 1  # the dropped turn stays in the journal, once
+
+
+def test_a_rewind_is_undone_by_rewinding_to_the_checkpoint_it_left(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        turns(repl, 1, 2, 3)
+        repl.send("/rewind 3")  # back to before the first turn: an empty history
+        shown = listing(repl, "1")  # chosen interactively: the newest, left by the rewind
+        assert re.search(r"1\s+\S+ \S+\s+before /rewind 3\s+\(6 messages\)", shown), shown
+        assert "Rewound to before /rewind 3" in shown and "the history has 6 messages" in shown
+        repl.send("turn 4 question")
+        assert sent(openai_server)[:6] == ["turn 1 question", "You said: turn 1 question", "turn 2 question",
+                                           "You said: turn 2 question", "turn 3 question",
+                                           "You said: turn 3 question"]
+        assert "no checkpoint 9: choose 1 to 2" in plain(repl.send("/rewind 9"))
+    finally:
+        repl.close()
+
+
+def test_checkpoints_survive_save_exit_and_load(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "kept"))
+    turns(repl, 1, 2, 3)
+    repl.close()
+    stored = session_file(repl_env, "kept")["checkpoints"]
+    assert [c["label"] for c in stored] == ["turn 1 question", "turn 2 question", "turn 3 question"]
+    assert [c["keep"] + len(c["hashes"]) for c in stored] == [0, 2, 4]
+
+    again = Repl(repl_env, "m", cwd=workdir)
+    try:
+        assert "loaded (6 messages)" in plain(again.send("/session load kept"))
+        shown = listing(again, "2")
+        assert "before “turn 3 question”  (4 messages)" in shown and "before “turn 1 question”  (0 messages)" in shown
+        assert "Rewound to before “turn 2 question”" in shown
+        again.send("turn 5 question")
+        assert sent(openai_server) == ["turn 1 question", "You said: turn 1 question", "turn 5 question"]
+    finally:
+        again.close()
+
+
+def test_a_checkpoint_the_journal_no_longer_has_is_dropped_with_a_note(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "lost"))
+    turns(repl, 1, 2)
+    repl.close()
+    document = session_file(repl_env, "lost")
+    (Path(repl_env["CHATCLI_HOME"]) / "transcripts" / f"{document['transcript_id']}.jsonl").unlink()
+    again = Repl(repl_env, "m", cwd=workdir, args=("--session", "lost"))
+    try:
+        shown = listing(again)
+        assert "Dropped 1 checkpoint(s) whose messages the journal no longer has" in shown
+        assert "before “turn 1 question”  (0 messages)" in shown  # an empty history needs no journal
+        assert "turn 2 question" not in shown
+    finally:
+        again.close()
+
+
+def test_with_the_journal_off_checkpoints_live_in_the_process(repl_env, workdir, openai_server):
+    repl_env["CHATCLI_SESSION_TRANSCRIPT"] = "false"
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "plain"))
+    try:
+        turns(repl, 1, 2)
+        assert "Rewound to before “turn 2 question”" in plain(repl.send("/rewind 1"))
+        repl.send("turn 3 question")
+        assert sent(openai_server) == ["turn 1 question", "You said: turn 1 question", "turn 3 question"]
+    finally:
+        repl.close()
+    assert session_file(repl_env, "plain")["checkpoints"] == []
+    again = Repl(repl_env, "m", cwd=workdir, args=("--session", "plain"))
+    try:
+        assert "No checkpoints yet" in listing(again)
+    finally:
+        again.close()
+
+
+def test_rewind_compact_brings_back_the_originals_and_keeps_later_turns(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "squeezed"))
+    try:
+        turns(repl, 1, 2, 3, 4, 5)
+        openai_server.reply("Briefing: five questions.")
+        assert "Compacted 4 messages" in plain(repl.send("/compact"))
+        repl.send("turn 6 question")
+        assert "turn 1 question" not in sent(openai_server)
+        out = plain(repl.send("/rewind compact"))
+        assert "Undid the compaction of 4 messages (originals from the journal): the history has 12 messages" in out
+        repl.send("turn 7 question")
+        expected = []
+        for i in range(1, 7):
+            expected += [f"turn {i} question", f"You said: turn {i} question"]
+        assert sent(openai_server) == [*expected, "turn 7 question"]
+        assert "no compaction summary" in plain(repl.send("/rewind compact"))
+    finally:
+        repl.close()
+    events = journal_events(repl_env, session_file(repl_env, "squeezed"))
+    assert [e.get("reason") for e in events if e["type"] == "rewrite"] == ["compact", "rewind"]
+
+
+def test_rewind_compact_without_a_journal_uses_the_recall_store(repl_env, workdir, openai_server):
+    repl_env["CHATCLI_SESSION_TRANSCRIPT"] = "off"
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        turns(repl, 1, 2, 3, 4)
+        openai_server.reply("Briefing.")
+        assert "Compacted 2 messages" in plain(repl.send("/compact"))
+        out = plain(repl.send("/rewind compact"))
+        assert "Undid the compaction of 2 messages (originals from the recall store)" in out
+        repl.send("next")
+        assert sent(openai_server)[:2] == ["turn 1 question", "You said: turn 1 question"]
+        assert "Briefing." not in sent(openai_server)
+    finally:
+        repl.close()
+
+
+def test_rewind_1_after_a_compaction_undoes_it(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        turns(repl, 1, 2, 3, 4)
+        openai_server.reply("Briefing.")
+        repl.send("/compact")
+        assert "Rewound to before /compact" in plain(repl.send("/rewind 1"))
+        repl.send("next")
+        assert sent(openai_server)[0] == "turn 1 question" and "Briefing." not in sent(openai_server)
+    finally:
+        repl.close()
+
+
+def test_rewind_arguments_are_checked(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        assert "No checkpoints yet" in listing(repl)
+        assert "no checkpoints to rewind to" in plain(repl.send("/rewind 1"))
+        assert "usage: /rewind" in plain(repl.send("/rewind back"))
+        assert openai_server.requests == []
+    finally:
+        repl.close()
