@@ -76,7 +76,7 @@ def test_the_history_before_a_compaction_is_found_in_the_journal():
     summary = Message("assistant", "summary", meta={"is_summary": True, "summary_of": 4})
     before = rules.history_hashes(messages)
     after = rules.history_hashes([summary, *messages[4:]])
-    events = [rules.message_line(h, m, "t1") for h, m in zip(before, messages)]
+    events = [rules.message_line(h, m, "t1") for h, m in zip(before, messages, strict=True)]
     events.append(rules.message_line(after[0], summary, "t2"))  # one sync: the summary, then the rewrite
     events.append(rules.rewrite_line(after, "t2", "compact"))
     events.append(rules.message_line("f" * 32, Message("user", "later"), "t3"))

