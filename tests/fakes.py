@@ -29,6 +29,7 @@ class Reply:
     finish_reason: str = "stop"  # OpenAI finish_reason (Anthropic: "length" becomes "max_tokens")
     frames: list[str] | None = None  # exact SSE frames to send instead of the generated ones
     content_type: str = "text/event-stream"
+    tool_calls: list[dict] = field(default_factory=list)  # {id, name, arguments (JSON text)}, after the text
 
 
 @dataclass
@@ -101,6 +102,8 @@ class FakeModelServer:
     def echo(self, body: dict) -> Reply:
         users = [m for m in body.get("messages", []) if m.get("role") == "user"]
         content = users[-1]["content"] if users else ""
+        if not isinstance(content, str):  # Anthropic content blocks (tool results)
+            content = " ".join(str(block.get("text") or block.get("content") or "") for block in content)
         return Reply(chunks=["You said: ", content])
 
     @property
@@ -130,7 +133,17 @@ class FakeModelServer:
             yield f"data: {json.dumps({'error': {'message': reply.error_event}})}\n\n"
         if reply.cut or reply.error_event:
             return
-        final = {"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}],
+        for index, call in enumerate(reply.tool_calls):  # the way OpenAI streams them: name first, arguments in pieces
+            arguments = call["arguments"]
+            pieces = [{"index": index, "id": call["id"], "type": "function",
+                       "function": {"name": call["name"], "arguments": ""}},
+                      {"index": index, "function": {"arguments": arguments[: len(arguments) // 2]}},
+                      {"index": index, "function": {"arguments": arguments[len(arguments) // 2:]}}]
+            for piece in pieces:
+                event = {"id": "c1", "choices": [{"index": 0, "delta": {"tool_calls": [piece]}, "finish_reason": None}]}
+                yield f"data: {json.dumps(event)}\n\n"
+        finish = "tool_calls" if reply.tool_calls else reply.finish_reason
+        final = {"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
                  "usage": {"prompt_tokens": 5, "completion_tokens": len(reply.chunks)}}
         yield f"data: {json.dumps(final)}\n\n"
         yield "data: [DONE]\n\n"
@@ -155,6 +168,15 @@ class FakeModelServer:
             return
         stop = {"stop": "end_turn", "length": "max_tokens"}.get(reply.finish_reason, reply.finish_reason)
         yield event("content_block_stop", {"index": 0})
+        for index, call in enumerate(reply.tool_calls, 1):
+            arguments = call["arguments"]
+            yield event("content_block_start", {"index": index, "content_block": {
+                "type": "tool_use", "id": call["id"], "name": call["name"], "input": {}}})
+            for piece in (arguments[: len(arguments) // 2], arguments[len(arguments) // 2:]):
+                yield event("content_block_delta", {"index": index,
+                                                    "delta": {"type": "input_json_delta", "partial_json": piece}})
+            yield event("content_block_stop", {"index": index})
+            stop = "tool_use"
         yield event("message_delta", {"delta": {"stop_reason": stop}, "usage": {"output_tokens": 3}})
         yield event("message_stop", {})
 

@@ -8,20 +8,10 @@ from typing import TYPE_CHECKING
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
 from chatcli.engine import compaction, rewind
-from chatcli.store.recall import RecallStore, parse_key
+from chatcli.engine.recall import recall_text
 
 if TYPE_CHECKING:
-    from chatcli.config.settings import Settings
     from chatcli.engine.conversation import Conversation
-
-
-def recall_text(settings: Settings, key: str) -> str:
-    """The messages of recall entry `key`, numbered; the text a surface (or the model) gets."""
-    messages, origin = RecallStore(settings.home / "ccr").get(key)
-    where = f" from session '{origin['session']}'" if origin.get("session") else ""
-    blocks = [f"Recall entry {parse_key(key)}{where}: {len(messages)} messages."]
-    blocks += [f"#{i} {m.role}\n{m.content}" for i, m in enumerate(messages, 1)]
-    return "\n\n".join(blocks)
 
 
 def register(registry: CommandRegistry) -> None:

@@ -46,6 +46,11 @@ class Message:
         self._meta = value
 
     @property
+    def is_summary(self) -> bool:
+        """Made by compaction (SPEC §3 meta.is_summary); reads without creating a meta dict."""
+        return bool(self._meta and self._meta.get("is_summary"))
+
+    @property
     def extra(self) -> dict[str, Any]:
         if self._extra is None:
             self._extra = {}

@@ -16,10 +16,14 @@ from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import History, Message, shared_prefix
 from chatcli.core.names import is_machine_name
 from chatcli.core.session import SessionData
+from chatcli.engine import recall
 from chatcli.engine.transcript import TranscriptSync, now_text
-from chatcli.providers.base import Delta, Done, Provider, ProviderRegistry, Request, default_registry
+from chatcli.providers.base import Delta, Done, Provider, ProviderRegistry, Request, ToolCall, default_registry
 from chatcli.store.bootstrap import read_bootstrap
 from chatcli.store.sessions import SessionError, SessionStore, Stamp
+
+# How many times in one turn the model may call tools before it must answer.
+MAX_TOOL_ROUNDS = 4
 
 
 def load_system_prompt(settings: Settings, cwd: Path | None = None) -> tuple[str, list[str]]:
@@ -333,23 +337,42 @@ class Conversation:
         return [f"{head}: {outcome.text}", *outcome.notes]
 
     def _answer(self, on_text: Callable[[str], None], notice: Callable[[str], None]) -> TurnResult:
-        request = Request(
-            model=self.settings.model,
-            messages=list(self.history),
-            system=self.system_prompt,
-            timeout=self.settings.timeout,
-            max_tokens=self.settings.max_tokens,
-            on_retry=notice,
-        )
+        """Stream the answer. When the provider can call tools and a summary names recall
+        entries, the model may fetch them (SPEC §8.1): each call and its result join the
+        history as a pair, and the model is asked again, at most MAX_TOOL_ROUNDS times."""
         parts: list[str] = []
         done: Done | None = None
+        rounds = 0
         try:
-            for event in self.provider.stream(request):
-                if isinstance(event, Delta):
-                    parts.append(event.text)
-                    on_text(event.text)
-                elif isinstance(event, Done):
-                    done = event
+            while True:
+                tools = ()
+                if rounds < MAX_TOOL_ROUNDS and getattr(self.provider, "supports_tools", False) \
+                        and recall.offered(self.history):
+                    tools = (recall.TOOL,)
+                request = Request(
+                    model=self.settings.model,
+                    messages=list(self.history),
+                    system=self.system_prompt,
+                    timeout=self.settings.timeout,
+                    max_tokens=self.settings.max_tokens,
+                    on_retry=notice,
+                    tools=tools,
+                )
+                parts, calls = [], []
+                for event in self.provider.stream(request):
+                    if isinstance(event, Delta):
+                        parts.append(event.text)
+                        on_text(event.text)
+                    elif isinstance(event, ToolCall):
+                        calls.append(event)
+                    elif isinstance(event, Done):
+                        done = event
+                if not calls or not tools:
+                    break
+                rounds += 1
+                self._run_tools("".join(parts), calls, notice)
+                if parts:
+                    on_text("\n\n")
         except KeyboardInterrupt:
             answer = "".join(parts)
             self.history.append(Message("assistant", answer, meta={"interrupted": True}))
@@ -361,3 +384,12 @@ class Conversation:
         answer = "".join(parts)
         self.history.append(Message("assistant", answer))
         return TurnResult(answer, done=done)
+
+    def _run_tools(self, text: str, calls: list[ToolCall], notice: Callable[[str], None]) -> None:
+        self.history.append(Message("assistant", text, tool_calls=[
+            {"id": c.id, "type": "function", "name": c.name, "arguments": c.arguments} for c in calls]))
+        for call in calls:
+            result, problem = recall.answer(self.settings, call)
+            notice(problem or f"The model read {result.splitlines()[0].removeprefix('Recall ')}")
+            self.history.append(Message("tool", result, tool_call_id=call.id,
+                                        extra={"is_error": True} if problem else None))

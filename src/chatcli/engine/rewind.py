@@ -119,7 +119,7 @@ def uncompact(conv: Conversation) -> Outcome:
     """Put back the messages the last compaction summarised, keeping everything said since."""
     notes = conv.adopt() + conv.sync_transcript()
     history = conv.history
-    at = next((i for i in range(len(history) - 1, -1, -1) if history[i].meta.get("is_summary")), None)
+    at = next((i for i in range(len(history) - 1, -1, -1) if history[i].is_summary), None)
     if at is None:
         return Outcome("Nothing to undo: the history holds no compaction summary.", tuple(notes))
     restored, source = _from_journal(conv, at)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 from chatcli.core.errors import ProviderError
-from chatcli.providers.base import Delta, Done, Request
+from chatcli.core.messages import Message
+from chatcli.providers.base import Delta, Done, Request, ToolCall
 from chatcli.providers.http import (
     HostedProvider,
     error_text,
@@ -26,16 +28,22 @@ class AnthropicProvider(HostedProvider):
     name = "anthropic"
     key_var = "ANTHROPIC_API_KEY"
     official_host = "api.anthropic.com"
+    supports_tools = True
 
-    def stream(self, request: Request) -> Iterator[Delta | Done]:
+    def stream(self, request: Request) -> Iterator[Delta | ToolCall | Done]:
         system_parts = [request.system] if request.system else []
-        messages = []
+        messages: list[dict] = []
         for message in request.messages:
             if message.role == "system":
                 system_parts.append(message.content)
-            elif message.role in ("user", "assistant") and message.content:
-                # Empty turns (an answer interrupted before its first word) are rejected by the API.
-                messages.append({"role": message.role, "content": message.content})
+                continue
+            turn = _wire(message)
+            if turn is None:
+                continue
+            if messages and _results(messages[-1]) and _results(turn):
+                messages[-1]["content"] += turn["content"]  # the results of one call turn go together
+            else:
+                messages.append(turn)
         while messages and messages[0]["role"] != "user":
             messages.pop(0)
         payload: dict = {
@@ -46,6 +54,9 @@ class AnthropicProvider(HostedProvider):
         }
         if system_parts:
             payload["system"] = "\n\n".join(system_parts)
+        if request.tools:
+            payload["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+                                for t in request.tools]
         headers = {"anthropic-version": API_VERSION}
         if self.api_key:
             headers["x-api-key"] = self.api_key
@@ -55,6 +66,7 @@ class AnthropicProvider(HostedProvider):
         )
         stop_reason = None
         input_tokens = output_tokens = None
+        calls: dict[int, dict] = {}  # tool_use blocks, by index, their input arriving as JSON pieces
         for event, data in iter_sse(self.name, response, request.timeout):
             body = parse_json(self.name, data)
             kind = body.get("type", event)
@@ -64,6 +76,16 @@ class AnthropicProvider(HostedProvider):
                     raise malformed(self.name, data)
                 if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str) and delta["text"]:
                     yield Delta(delta["text"])
+                elif delta.get("type") == "input_json_delta" and body.get("index") in calls:
+                    calls[body["index"]]["arguments"] += str(delta.get("partial_json") or "")
+            elif kind == "content_block_start":
+                block = _dict(body.get("content_block"))
+                if block.get("type") == "tool_use":
+                    calls[body.get("index")] = {"id": str(block.get("id") or ""), "name": str(block.get("name") or ""),
+                                                "arguments": ""}
+            elif kind == "content_block_stop" and body.get("index") in calls:
+                call = calls.pop(body["index"])
+                yield ToolCall(call["id"], call["name"], call["arguments"] or "{}")
             elif kind == "message_start":
                 usage = _dict(_dict(body.get("message")).get("usage"))
                 input_tokens = usage.get("input_tokens")
@@ -76,6 +98,35 @@ class AnthropicProvider(HostedProvider):
                 yield Done(stop_reason, input_tokens, output_tokens)
                 return
         raise incomplete(self.name)
+
+
+def _wire(message: Message) -> dict | None:
+    """A history message as a Messages API turn: tool calls become tool_use blocks, and tool
+    results user turns of tool_result blocks. None for what the API rejects (an empty turn)."""
+    if message.role == "tool":
+        return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": message.tool_call_id or "",
+                                             "content": message.content}]}
+    if message.role not in ("user", "assistant"):
+        return None
+    calls = [c for c in message.tool_calls or () if isinstance(c, dict)] if message.role == "assistant" else []
+    if not calls:
+        # Empty turns (an answer interrupted before its first word) are rejected by the API.
+        return {"role": message.role, "content": message.content} if message.content else None
+    blocks: list[dict] = [{"type": "text", "text": message.content}] if message.content else []
+    for call in calls:
+        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except (TypeError, ValueError):
+            arguments = {}
+        blocks.append({"type": "tool_use", "id": call.get("id") or "", "name": function.get("name") or "",
+                       "input": arguments if isinstance(arguments, dict) else {}})
+    return {"role": "assistant", "content": blocks}
+
+
+def _results(turn: dict) -> bool:
+    content = turn.get("content")
+    return isinstance(content, list) and all(block.get("type") == "tool_result" for block in content)
 
 
 def _dict(value: object) -> dict:

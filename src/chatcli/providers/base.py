@@ -12,6 +12,15 @@ from chatcli.core.messages import Message
 
 
 @dataclass(frozen=True)
+class Tool:
+    """A function the model may call: its name, what it does, and its JSON Schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict
+
+
+@dataclass(frozen=True)
 class Request:
     model: str
     messages: list[Message]
@@ -20,6 +29,8 @@ class Request:
     max_tokens: int | None = None
     # Told when a request is retried (rate limit, overload), so the user is not left waiting in silence.
     on_retry: Callable[[str], None] | None = None
+    # Functions offered to the model (providers with `supports_tools`; others ignore them).
+    tools: tuple[Tool, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -27,6 +38,15 @@ class Delta:
     """A piece of answer text, in order."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The model calls a function; `arguments` is the JSON text it wrote. Comes before Done."""
+
+    id: str
+    name: str
+    arguments: str
 
 
 @dataclass(frozen=True)
@@ -41,8 +61,9 @@ class Done:
 class Provider(Protocol):
     name: str
 
-    def stream(self, request: Request) -> Iterator[Delta | Done]:
-        """Yield Delta events as text arrives, then one Done. Raise ProviderError on failure."""
+    def stream(self, request: Request) -> Iterator[Delta | ToolCall | Done]:
+        """Yield Delta events as text arrives, any ToolCall events, then one Done. Raise
+        ProviderError on failure."""
         ...
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message
-from chatcli.providers.base import Delta, Done, Request
+from chatcli.providers.base import Delta, Done, Request, ToolCall
 from chatcli.providers.http import (
     HostedProvider,
     error_text,
@@ -23,13 +23,17 @@ class OpenAIProvider(HostedProvider):
     key_var = "OPENAI_API_KEY"
     official_host = "api.openai.com"
     missing_key_hint = " (or point OPENAI_BASE_URL at a server that needs no key)"
+    supports_tools = True
 
-    def stream(self, request: Request) -> Iterator[Delta | Done]:
+    def stream(self, request: Request) -> Iterator[Delta | ToolCall | Done]:
         messages = [{"role": "system", "content": request.system}] if request.system else []
         messages += [_wire(m) for m in request.messages]
         payload: dict = {"model": request.model, "messages": messages, "stream": True}
         if request.max_tokens:
             payload["max_tokens"] = request.max_tokens
+        if request.tools:
+            payload["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                                   "parameters": t.parameters}} for t in request.tools]
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         response = post_stream(
             self.name, f"{self.base_url}/chat/completions", headers, payload, request.timeout,
@@ -38,6 +42,7 @@ class OpenAIProvider(HostedProvider):
         stop_reason = None
         finished = False
         usage: dict = {}
+        calls: dict[int, dict] = {}  # tool calls arrive in pieces, by index
         for _event, data in iter_sse(self.name, response, request.timeout):
             if data.strip() == "[DONE]":
                 finished = True
@@ -53,12 +58,17 @@ class OpenAIProvider(HostedProvider):
                 text = delta.get("content") if isinstance(delta, dict) else None
                 if isinstance(text, str) and text:
                     yield Delta(text)
+                for piece in (delta.get("tool_calls") or []) if isinstance(delta, dict) else []:
+                    _gather(calls, piece, self.name, data)
                 stop_reason = choice.get("finish_reason") or stop_reason
             if isinstance(chunk.get("usage"), dict):
                 usage = chunk["usage"]
         # Some compatible servers end with finish_reason and no [DONE]; neither means a cut stream.
         if not finished and stop_reason is None:
             raise incomplete(self.name)
+        for index in sorted(calls):
+            call = calls[index]
+            yield ToolCall(call["id"] or f"call_{index}", call["name"], call["arguments"] or "{}")
         yield Done(stop_reason, usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
 
@@ -70,10 +80,29 @@ class OllamaProvider(OpenAIProvider):
     official_host = ""
 
 
+def _gather(calls: dict[int, dict], piece: object, name: str, data: str) -> None:
+    if not isinstance(piece, dict) or not isinstance(piece.get("function", {}), dict):
+        raise malformed(name, data)
+    index = piece.get("index", 0)
+    call = calls.setdefault(index if isinstance(index, int) else 0, {"id": "", "name": "", "arguments": ""})
+    function = piece.get("function") or {}
+    call["id"] = piece.get("id") or call["id"]
+    call["name"] += function.get("name") or ""
+    call["arguments"] += function.get("arguments") or ""
+
+
+def wire_call(call: dict) -> dict:
+    """A stored tool call ({id, type, name, arguments}, SPEC §3) in the Chat Completions shape."""
+    if isinstance(call.get("function"), dict):
+        return call
+    return {"id": call.get("id"), "type": "function",
+            "function": {"name": call.get("name"), "arguments": call.get("arguments") or "{}"}}
+
+
 def _wire(message: Message) -> dict:
     out: dict = {"role": message.role, "content": message.content}
     if message.tool_calls:
-        out["tool_calls"] = message.tool_calls
+        out["tool_calls"] = [wire_call(c) if isinstance(c, dict) else c for c in message.tool_calls]
     if message.tool_call_id:
         out["tool_call_id"] = message.tool_call_id
     return out

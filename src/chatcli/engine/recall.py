@@ -1,0 +1,63 @@
+"""Reading the recall store (SPEC §8.1): one function for /recall and for the model's `recall` tool.
+
+After a compaction the summary carries `<<ccr:KEY>>` markers. When the provider can call
+tools, every request whose history holds such a summary offers the model a `recall` function;
+the model calls it with the key and gets the same text /recall prints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from chatcli.config.settings import Settings
+from chatcli.core.errors import ChatcliError
+from chatcli.core.messages import Message
+from chatcli.providers.base import Tool, ToolCall
+from chatcli.store.recall import MARKER_RE, RecallStore, parse_key
+
+TOOL = Tool(
+    name="recall",
+    description=("Fetch the original messages that a conversation summary replaced. Summaries name them "
+                 "with markers like <<ccr:0123456789abcdef>>; pass the 16 hexadecimal digits as `key`."),
+    parameters={"type": "object", "properties": {"key": {"type": "string", "description": "the 16-hex key"}},
+                "required": ["key"]},
+)
+
+
+def recall_text(settings: Settings, key: str) -> str:
+    """The messages of recall entry `key`, numbered. Raises ChatcliError (unknown, expired, damaged)."""
+    messages, origin = RecallStore(settings.home / "ccr").get(key)
+    where = f" from session '{origin['session']}'" if origin.get("session") else ""
+    blocks = [f"Recall entry {parse_key(key)}{where}: {len(messages)} messages."]
+    blocks += [f"#{i} {m.role}\n{m.content}" for i, m in enumerate(messages, 1)]
+    return "\n\n".join(blocks)
+
+
+def offered(history: Sequence[Message]) -> bool:
+    """Whether a request should offer the tool: a summary in the history names recall entries."""
+    return any(m.is_summary and MARKER_RE.search(m.content) for m in history)
+
+
+def answer(settings: Settings, call: ToolCall) -> tuple[str, str | None]:
+    """The result of a tool call the model made, and a line for the user: (text, None) when it
+    worked, (error text, the line) when it did not. Never raises."""
+    if call.name != TOOL.name:
+        problem = f"there is no tool named {call.name!r}; the only one is 'recall'"
+    else:
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            arguments = None
+        key = arguments.get("key") if isinstance(arguments, dict) else None
+        if not isinstance(key, str):
+            problem = "recall needs a 'key' argument (16 hexadecimal digits)"
+        else:
+            try:
+                return recall_text(settings, key), None
+            except ChatcliError as exc:
+                problem = str(exc)
+    return f"error: {problem}", f"The model's {call.name} call failed: {problem}"
+
+
+__all__ = ["TOOL", "answer", "offered", "recall_text"]

@@ -1,0 +1,90 @@
+"""The model fetches compacted originals through the `recall` tool (SPEC §8.1), over the real
+HTTP path of both providers that call tools, driven through the REPL."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from fakes import FakeModelServer
+from repl_driver import Repl, plain
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def tool_server(request, env):
+    with FakeModelServer(request.param) as server:
+        prefix = request.param.upper()
+        env.update({"LLM_PROVIDER": request.param, f"{prefix}_API_KEY": "x", f"{prefix}_BASE_URL": server.base_url,
+                    f"{prefix}_MODEL": "m", "NO_COLOR": "1"})
+        yield server
+
+
+def offered_tools(seen) -> list[str]:
+    return [t.get("name") or t["function"]["name"] for t in seen.body.get("tools", [])]
+
+
+def tool_exchange(seen, kind: str) -> tuple[dict, str]:
+    """The (call arguments, result text) the follow-up request carries."""
+    messages = seen.body["messages"]
+    if kind == "openai":
+        call = next(m for m in messages if m.get("tool_calls"))["tool_calls"][0]
+        assert call["type"] == "function" and call["function"]["name"] == "recall"
+        result = next(m for m in messages if m["role"] == "tool")
+        assert result["tool_call_id"] == call["id"]
+        return json.loads(call["function"]["arguments"]), result["content"]
+    blocks = [b for m in messages if isinstance(m["content"], list) for b in m["content"]]
+    use = next(b for b in blocks if b["type"] == "tool_use")
+    result = next(b for b in blocks if b["type"] == "tool_result")
+    assert use["name"] == "recall" and result["tool_use_id"] == use["id"]
+    return use["input"], result["content"]
+
+
+def compacted_session(repl: Repl, server) -> str:
+    for i in range(1, 5):
+        repl.send(f"turn {i} question")
+    server.reply("Briefing: four questions were asked.")
+    out = plain(repl.send("/compact"))
+    return re.search(r"<<ccr:([0-9a-f]{16})>>", out).group(1)
+
+
+def test_the_model_fetches_the_originals_of_a_summary(env, workdir, tool_server):
+    repl = Repl(env, "m", cwd=workdir, args=("--session", "recalling"))
+    try:
+        key = compacted_session(repl, tool_server)
+        assert all(offered_tools(seen) == [] for seen in tool_server.requests)  # no summary, no tool
+        tool_server.reply("Let me look.", tool_calls=[{"id": "call_1", "name": "recall",
+                                                       "arguments": json.dumps({"key": key})}])
+        tool_server.reply("Your first question was 'turn 1 question'.")
+        out = plain(repl.send("what was my first question?"))
+        assert f"The model read entry {key} from session 'recalling': 2 messages." in out
+        assert "Your first question was 'turn 1 question'." in out
+        ask, follow = tool_server.requests[-2:]
+        assert offered_tools(ask) == ["recall"]
+        arguments, result = tool_exchange(follow, tool_server.kind)
+        assert arguments == {"key": key}
+        assert "#1 user\nturn 1 question" in result and "#2 assistant\nYou said: turn 1 question" in result
+    finally:
+        repl.close()
+    document = json.loads((Path(env["CHATCLI_HOME"]) / "sessions" / "recalling.json").read_text())
+    tail = document["chat_history"][-4:]
+    assert [m["role"] for m in tail] == ["user", "assistant", "tool", "assistant"]
+    assert tail[1]["tool_calls"] == [{"id": "call_1", "type": "function", "name": "recall",
+                                      "arguments": json.dumps({"key": key})}]
+    assert tail[2]["tool_call_id"] == "call_1" and tail[3]["content"] == "Your first question was 'turn 1 question'."
+
+
+def test_a_bad_key_comes_back_to_the_model_as_an_error_and_the_turn_completes(env, workdir, tool_server):
+    repl = Repl(env, "m", cwd=workdir)
+    try:
+        compacted_session(repl, tool_server)
+        tool_server.reply("", tool_calls=[{"id": "call_9", "name": "recall", "arguments": '{"key": "0000000000000000"}'}])
+        tool_server.reply("I could not find it.")
+        out = plain(repl.send("recall something"))
+        assert "The model's recall call failed: no recall entry 0000000000000000" in out
+        assert "I could not find it." in out
+        _arguments, result = tool_exchange(tool_server.requests[-1], tool_server.kind)
+        assert result.startswith("error: no recall entry 0000000000000000")
+    finally:
+        repl.close()
