@@ -25,6 +25,7 @@ bench: $(VENV)/.test-installed
 	$(PY) bench/sessions.py
 	$(PY) bench/retention.py
 	$(PY) bench/journal.py
+	$(PY) bench/rewind.py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

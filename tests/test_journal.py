@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -14,6 +15,9 @@ from pathlib import Path
 
 import pexpect
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from repl_driver import Repl
 
 from chatcli.config.settings import Settings
@@ -356,3 +360,13 @@ def test_the_search_index_sees_a_replaced_journal(env, settings, transcripts):
     rec = records.record(settings, conv.snapshot(), conv.transcript.id)
     assert sorted(hit[2] for hit in records.search(settings, rec, "giraffe")) == ["giraffe neck", "re: giraffe neck"]
     assert sorted(hit[0] for hit in records.search(settings, rec, "zebra")) == [1, 2]  # re-indexed, not twice
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["user", "assistant", "system", "tool", "rôle"]), st.text())
+def test_the_quick_digest_of_a_plain_message_is_the_documented_one(role, text):
+    """Plain messages skip building a JSON encoder; the bytes hashed must stay the documented ones."""
+    key = [role, text, [], None, None]
+    documented = json.dumps(key, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    expected = hashlib.sha256(documented.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    assert rules.content_digest(Message(role, text)) == expected

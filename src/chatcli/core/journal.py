@@ -31,10 +31,18 @@ REWRITE = "rewrite"
 FORK = "fork"
 
 
+_quote = json.encoder.encode_basestring  # a str as a JSON string, non-ASCII kept (ensure_ascii=False)
+
+
 def content_digest(message: Message) -> str:
     """32 hex of SHA-256 over what a message says: role, content, tool calls (id, name,
     arguments), tool_call_id and images. Metadata (interrupted, mode, times) is not part of it."""
-    extra = message._extra or {}
+    extra = message._extra
+    if not extra and not message.tool_calls and message.tool_call_id is None and message.content.__class__ is str:
+        # The common case, the same bytes json.dumps writes below, without building an encoder.
+        data = f"[{_quote(message.role)},{_quote(message.content)},[],null,null]"
+        return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    extra = extra or {}
     calls = []
     for call in message.tool_calls or ():
         if isinstance(call, dict):
@@ -45,7 +53,7 @@ def content_digest(message: Message) -> str:
     raw_content = extra.get("content", message.content)  # multi-part content, images included
     key = [message.role, raw_content, calls, message.tool_call_id, extra.get("images")]
     data = json.dumps(key, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def history_hashes(history: Sequence[Message], counts: dict[str, int] | None = None) -> list[str]:
@@ -59,6 +67,16 @@ def history_hashes(history: Sequence[Message], counts: dict[str, int] | None = N
         counts[digest] = seen + 1
         out.append(digest if seen == 0 else f"{digest}.{seen}")
     return out
+
+
+def occurrence_counts(hashes: Sequence[str]) -> dict[str, int]:
+    """digest → how many times it occurs in a hash list: the `counts` that `history_hashes`
+    would have left after hashing that list's messages (no hashing needed)."""
+    counts: dict[str, int] = {}
+    for item in hashes:
+        digest = item.partition(".")[0]
+        counts[digest] = counts.get(digest, 0) + 1
+    return counts
 
 
 def plan_sync(recorded: Sequence[str], known: set[str], live: Sequence[str]) -> tuple[list[int], bool]:
@@ -99,9 +117,9 @@ def check_event(value: object) -> dict | None:
     kind = value.get("type")
     if kind == MESSAGE:
         message = value.get("message")
-        ok = isinstance(value.get("hash"), str) and isinstance(message, dict) \
-            and isinstance(message.get("tool_calls", []) or [], list)
-        if ok:
+        ok = value.get("hash").__class__ is str and message.__class__ is dict \
+            and message.get("role").__class__ is str and isinstance(message.get("tool_calls", []) or [], list)
+        if ok and message.get("content", "").__class__ is not str:  # the rare shapes: try them
             try:
                 Message.from_dict(message)
             except Exception:  # noqa: BLE001 - anything a foreign line holds makes it foreign, not fatal
@@ -187,4 +205,4 @@ def replay(events: Iterable[dict], upto: int | None = None) -> Replay:
 
 
 __all__ = ["FORK", "MESSAGE", "REWRITE", "VERSION", "Replay", "before_introducing", "check_event", "content_digest", "fork_line",
-           "history_hashes", "message_line", "plan_sync", "replay", "rewrite_line"]
+           "history_hashes", "message_line", "occurrence_counts", "plan_sync", "replay", "rewrite_line"]

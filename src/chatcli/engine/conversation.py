@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -156,12 +156,12 @@ class Conversation:
         self.checkpoints = rewind_points.capped([*self.checkpoints, point])
         return notes
 
-    def sync_transcript(self, reason: str | None = None) -> list[str]:
+    def sync_transcript(self, reason: str | None = None, hashes: Sequence[str] | None = None) -> list[str]:
         """Record in the journal whatever of the live history it lacks (a sync point); `reason`
-        names what rewrote the history, if it was rewritten."""
+        names what rewrote the history, if it was rewritten; `hashes` are the history's, if known."""
         if self.transcript is None:
             return []
-        notes = self.transcript.sync(self.history, reason)
+        notes = self.transcript.sync(self.history, reason, hashes)
         if self.transcript.id:
             self.session.transcript_id = self.transcript.id
         return notes

@@ -13,6 +13,7 @@ first time /rewind looks at it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from chatcli.core import journal as rules
@@ -28,24 +29,27 @@ if TYPE_CHECKING:
 
 
 class _Journal:
-    """The conversation's journal, read once, when first needed."""
+    """The conversation's journal, read once, when first needed (the next sync reads only what
+    was appended since)."""
 
     def __init__(self, conv: Conversation) -> None:
         self.conv = conv
         self._state: rules.Replay | None = None
+        self._events: list[dict] | None = None
         self.problem: str | None = None
 
     def events(self) -> list[dict]:
-        transcript = self.conv.transcript
-        journal = transcript.journal if transcript is not None else None
-        if journal is None:
-            self.problem = "the transcript journal is off"
-            return []
-        try:
-            return journal.read().events
-        except ChatcliError as exc:
-            self.problem = str(exc)
-            return []
+        if self._events is None:
+            transcript = self.conv.transcript
+            self._events = []
+            if transcript is None or transcript.journal is None:
+                self.problem = "the transcript journal is off"
+            else:
+                try:
+                    self._events = transcript.events()
+                except ChatcliError as exc:
+                    self.problem = str(exc)
+        return self._events
 
     @property
     def state(self) -> rules.Replay:
@@ -54,109 +58,130 @@ class _Journal:
         return self._state
 
 
-def _messages(point: Checkpoint, journal: _Journal) -> list[Message] | None:
-    if point.messages is not None:
-        return list(point.messages)
-    messages, missing = journal.state.history(point.hashes() or ())
-    return None if missing else messages
-
-
-def usable(conv: Conversation) -> tuple[list[tuple[Checkpoint, list[Message]]], list[str]]:
-    """The checkpoints that can be restored, newest first, with their messages; the others are
-    dropped from the conversation, with a note."""
+def usable(conv: Conversation) -> tuple[list[Checkpoint], list[str], _Journal]:
+    """The checkpoints that can be restored, newest first; the others are dropped from the
+    conversation, with a note. A checkpoint can be restored when this process has its messages
+    or the journal holds every hash of its list: its base's (checked once) and its own tail's."""
     journal = _Journal(conv)
-    found, dropped = [], []
-    for point in reversed(conv.checkpoints):
-        messages = _messages(point, journal)
-        if messages is None:
-            dropped.append(point)
+    restorable: dict[int, bool] = {}
+    for point in conv.checkpoints:  # oldest first: a base is decided before what builds on it
+        if point.messages is not None:
+            ok = True
         else:
-            found.append((point, messages))
+            known = journal.state.positions
+            base = point.base
+            base_ok = point.keep == 0 or (restorable[id(base)] if id(base) in restorable
+                                          else _restorable(base, known))
+            ok = base_ok and all(digest in known for digest in point.tail or ())
+        restorable[id(point)] = ok
+    dropped = [p for p in conv.checkpoints if not restorable[id(p)]]
     notes = []
     if conv.unreadable_checkpoints:
         notes.append(f"{conv.unreadable_checkpoints} checkpoint(s) in the session file could not be read; "
                      "they were dropped.")
         conv.unreadable_checkpoints = 0
     if dropped:
-        gone = set(map(id, dropped))
-        conv.checkpoints = [c for c in conv.checkpoints if id(c) not in gone]
+        conv.checkpoints = [p for p in conv.checkpoints if restorable[id(p)]]
         why = f" ({journal.problem})" if journal.problem else ""
         notes.append(f"Dropped {len(dropped)} checkpoint(s) whose messages the journal no longer has{why}.")
-    return found, notes
+    return list(reversed(conv.checkpoints)), notes, journal
+
+
+def _restorable(point: Checkpoint | None, known: dict) -> bool:
+    """For a base outside the list (dropped before): whether its whole hash list is known."""
+    return point is not None and point.messages is None and all(h in known for h in point.hashes() or ())
+
+
+def _restore(point: Checkpoint, journal: _Journal) -> tuple[list[Message], tuple[str, ...] | None]:
+    """A checkpoint's messages, and its hash list when it has one."""
+    hashes = point.hashes()
+    if point.messages is not None:
+        return list(point.messages), hashes
+    messages, _missing = journal.state.history(hashes)  # `usable` checked that none is missing
+    return messages, hashes
 
 
 def listing(conv: Conversation) -> Outcome:
     notes = conv.adopt()
-    found, more = usable(conv)
+    found, more, _journal = usable(conv)
     notes += more
     if not found:
         return Outcome("No checkpoints yet: one is taken before each turn.", tuple(notes))
     width = len(str(len(found)))
     lines = ["Checkpoints, newest first (restoring one drops the ones above it):"]
-    for number, (point, messages) in enumerate(found, 1):
+    for number, point in enumerate(found, 1):
         lines.append(f"  {str(number).rjust(width)}  {local_time(point.time)}  before {_what(point)}  "
-                     f"({len(messages)} messages)")
+                     f"({point.size} messages)")
     lines.append("/rewind N restores one; /rewind compact undoes the last compaction.")
     return Outcome("\n".join(lines), tuple(notes))
 
 
 def rewind(conv: Conversation, number: int) -> Outcome:
     notes = conv.adopt()
-    found, more = usable(conv)
+    found, more, journal = usable(conv)
     notes += more
     if not found:
         raise UsageError("no checkpoints to rewind to: one is taken before each turn")
     if not 1 <= number <= len(found):
         raise UsageError(f"no checkpoint {number}: choose 1 to {len(found)} (/rewind lists them)")
-    point, messages = found[number - 1]
+    point = found[number - 1]
+    messages, hashes = _restore(point, journal)
     aside = len(conv.history) - shared_prefix(conv.history, messages)
-    return _replace(conv, messages, f"/rewind {number}", point, notes,
+    return _replace(conv, messages, hashes, f"/rewind {number}", point, notes,
                     f"Rewound to {_when(point)}: the history has {len(messages)} messages"
                     f" ({aside} set aside; the journal keeps them).")
 
 
 def uncompact(conv: Conversation) -> Outcome:
     """Put back the messages the last compaction summarised, keeping everything said since."""
-    notes = conv.adopt() + conv.sync_transcript()
+    notes = conv.adopt()
+    journal = _Journal(conv)
+    journal.events()  # read once, before the sync: the sync then reads only what it appends after
+    notes += conv.sync_transcript()
     history = conv.history
     at = next((i for i in range(len(history) - 1, -1, -1) if history[i].is_summary), None)
     if at is None:
         return Outcome("Nothing to undo: the history holds no compaction summary.", tuple(notes))
-    restored, source = _from_journal(conv, at)
+    restored, hashes, source = _from_journal(conv, journal, at)
     if restored is None:
         restored, source = _from_recall(conv, at)
     if restored is None:
         raise ChatcliError(f"cannot undo the compaction: {source}")
     summarised = len(restored) - len(history) + 1
-    return _replace(conv, restored, "/rewind compact", None, notes,
+    return _replace(conv, restored, hashes, "/rewind compact", None, notes,
                     f"Undid the compaction of {summarised} messages ({source}): the history has "
                     f"{len(restored)} messages.")
 
 
-def _from_journal(conv: Conversation, at: int) -> tuple[list[Message] | None, str]:
+def _from_journal(conv: Conversation, journal: _Journal, at: int) \
+        -> tuple[list[Message] | None, list[str] | None, str]:
+    """The history with the compaction at `at` undone, from the journal, and its hashes when
+    they are known without hashing every message; or None and why not."""
     transcript = conv.transcript
-    journal = _Journal(conv)
     hashes = transcript.live_hashes(conv.history) if transcript is not None else None
     events = journal.events() if hashes is not None else []
     if not events:
-        return None, journal.problem or "the journal does not record this history"
+        return None, None, journal.problem or "the journal does not record this history"
     state, before, after = rules.before_introducing(events, hashes[at])
     if before is None:
-        return None, "the journal has no record of this compaction"
+        return None, None, "the journal has no record of this compaction"
     history = conv.history
     k = after.index(hashes[at])
     tail = after[k + 1:]
     end = at + 1 + len(tail)
+    restored_hashes = None
     if list(hashes[:at]) == after[:k] and list(hashes[at + 1:end]) == tail:
         earlier, missing = state.history(before)  # the history before the compaction, exactly
         restored = earlier + list(history[end:])
+        later = rules.history_hashes(history[end:], rules.occurrence_counts(before))
+        restored_hashes = before + later
     else:  # changed since in ways a replay cannot follow: put the originals where the summary is
         kept = set(after)
         earlier, missing = state.history([h for h in before if h not in kept])
         restored = list(history[:at]) + earlier + list(history[at + 1:])
     if missing:
-        return None, f"the journal lacks {len(missing)} of the original messages"
-    return restored, "originals from the journal"
+        return None, None, f"the journal lacks {len(missing)} of the original messages"
+    return restored, restored_hashes, "originals from the journal"
 
 
 def _from_recall(conv: Conversation, at: int) -> tuple[list[Message] | None, str]:
@@ -171,10 +196,11 @@ def _from_recall(conv: Conversation, at: int) -> tuple[list[Message] | None, str
     return list(history[:at]) + originals + list(history[at + 1:]), "originals from the recall store"
 
 
-def _replace(conv: Conversation, messages: list[Message], label: str, target: Checkpoint | None,
-             notes: list[str], text: str) -> Outcome:
-    """Make `messages` the history: `target` and the checkpoints after it are dropped, and the
-    history being replaced becomes the newest checkpoint (so this can be undone)."""
+def _replace(conv: Conversation, messages: list[Message], hashes: Sequence[str] | None, label: str,
+             target: Checkpoint | None, notes: list[str], text: str) -> Outcome:
+    """Make `messages` (whose journal hashes are `hashes`, if known) the history: `target` and
+    the checkpoints after it are dropped, and the history being replaced becomes the newest
+    checkpoint (so this can be undone)."""
     notes += conv.checkpoint(label)
     *rest, undo = conv.checkpoints
     if target is not None:
@@ -182,7 +208,7 @@ def _replace(conv: Conversation, messages: list[Message], label: str, target: Ch
     conv.checkpoints = [*rest, undo]
     conv.history = messages
     conv.synced_count = 0  # the file holds the replaced history: all of this is still to be written
-    notes += conv.sync_transcript("rewind")
+    notes += conv.sync_transcript("rewind", hashes)
     notes += conv.write_through()
     return Outcome(f"{text} /rewind 1 undoes this.", tuple(notes))
 

@@ -92,9 +92,11 @@ class TranscriptSync:
         self.id = fork_id
         self._reset()
 
-    def sync(self, history: Sequence[Message], reason: str | None = None) -> list[str]:
+    def sync(self, history: Sequence[Message], reason: str | None = None,
+             hashes: Sequence[str] | None = None) -> list[str]:
         """Record what the journal lacks. Never raises: a journal problem is a note (one line),
-        and the session file is written all the same. `reason` goes on a rewrite event."""
+        and the session file is written all the same. `reason` goes on a rewrite event;
+        `hashes`, when the caller knows them, are `history`'s (they spare hashing it)."""
         if not self.enabled:
             return []
         if self.id is None:
@@ -102,7 +104,7 @@ class TranscriptSync:
                 return []
             self.id = new_id()
         try:
-            return self._sync(history, reason)
+            return self._sync(history, reason, hashes)
         except JournalError as exc:
             self._list = None  # compare everything next time
             return [f"{exc} (the transcript will be completed at the next sync)"]
@@ -114,7 +116,7 @@ class TranscriptSync:
             self._reset()
             raise
 
-    def _sync(self, history: Sequence[Message], reason: str | None) -> list[str]:
+    def _sync(self, history: Sequence[Message], reason: str | None, known: Sequence[str] | None) -> list[str]:
         journal = Journal(self.root, self.id)
         with journal.appending(self._offset if self._loaded else 0) as append:
             if self._loaded and (append.identity != self._identity or append.replaced):
@@ -130,8 +132,12 @@ class TranscriptSync:
             else:
                 self._absorb(append.new)
                 self._offset = append.new.end
-                counts = collections.ChainMap({}, {})
-                hashes = rules.history_hashes(history, counts)
+                if known is not None and len(known) == len(history):
+                    hashes = list(known)
+                    counts = collections.ChainMap(rules.occurrence_counts(hashes), {})
+                else:
+                    counts = collections.ChainMap({}, {})
+                    hashes = rules.history_hashes(history, counts)
                 fresh, rewrite = rules.plan_sync(self._live, self._known, hashes)
                 tail = None
             time = now_text()
@@ -166,10 +172,17 @@ class TranscriptSync:
             return tuple(self._hashes)
         return None
 
-    def read(self) -> rules.Replay:
-        """The whole journal, replayed (a missing one is empty). Raises JournalError."""
+    def events(self) -> list[dict]:
+        """Every event of the journal (a missing one has none). Read once: a sync after this
+        reads only what was appended since. Raises JournalError."""
         journal = self.journal
-        return rules.replay(journal.read().events) if journal is not None else rules.Replay()
+        if journal is None:
+            return []
+        reading = journal.read()
+        if not self._loaded and reading.identity is not None:
+            self._absorb(reading)
+            self._offset, self._identity = reading.end, reading.identity
+        return reading.events
 
     def _only_grew(self, history: Sequence[Message], new) -> bool:
         """Nothing but appends since our last sync, on both sides: the history list is the one

@@ -55,6 +55,7 @@ class Reading:
     end: int = 0  # the offset just past the last whole line read
     foreign: int = 0  # whole lines that are not events of this version (garbage, other tools)
     torn: int = 0  # 1 when the file ends in a line without its newline (a crash mid-append)
+    identity: tuple[int, int] | None = None  # (device, inode) of the file read, when read whole
 
 
 def parse(data: bytes, offset: int = 0) -> Reading:
@@ -99,13 +100,16 @@ class Journal:
         """Every event from byte `offset` on (a missing journal reads as empty)."""
         try:
             with open(self.path, "rb") as handle:
+                st = os.fstat(handle.fileno())
                 handle.seek(offset)
                 data = handle.read()
         except FileNotFoundError:
             return Reading(end=0)
         except OSError as exc:
             raise self._error(exc) from None
-        return parse(data, offset)
+        reading = parse(data, offset)
+        reading.identity = (st.st_dev, st.st_ino)
+        return reading
 
     @contextlib.contextmanager
     def appending(self, offset: int) -> Iterator[_Append]:
