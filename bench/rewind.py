@@ -6,7 +6,7 @@ model is fake (it writes the compaction summary).
 
 Floors, measured in the same run:
   parse journal    reading the journal file and parsing every line with orjson, nothing else
-  same at 100      the same operation on a 100-message history (shows growth with size)
+  same at 100      the same operation on a 100-message history (shows how it grows with size)
 """
 
 from __future__ import annotations
@@ -118,6 +118,32 @@ def case(scratch: Path, name: str, size: int, checkpoints: int, call) -> tuple[f
     return ms, parse_floor(pristine / ".chatcli"), len(check.history)
 
 
+def checkpoint_ms(scratch: Path, size: int) -> float:
+    """What every turn now adds: the checkpoint taken before it (a journal sync that finds
+    nothing new, and the history's hash list as a delta on the previous checkpoint)."""
+    home = scratch / f"turns-{size}" / ".chatcli"
+    settings = Settings.load({"CHATCLI_HOME": str(home), "HOME": str(home.parent), "OPENAI_API_KEY": "x",
+                              "LLM_PROVIDER": "openai"})
+    conv = conversation(settings)
+    conv.history = messages(size)
+    sessions.save(conv, "turns")
+    conv.checkpoint("first")
+
+    def turn(run: int) -> None:
+        conv.checkpoint(f"turn {run}")
+
+    def grow(run: int) -> None:  # untimed: the turn's two messages, recorded as a turn would
+        conv.history.extend(messages(2, len(conv.history)))
+        conv.sync_transcript()
+
+    times = []
+    for run in range(RUNS):
+        grow(run)
+        times.append(once_ms(lambda run=run: turn(run)))
+    times.sort()
+    return times[len(times) // 2]
+
+
 def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="chatcli-bench-rewind-"))
     try:
@@ -128,11 +154,15 @@ def main() -> int:
         small, _, _ = case(scratch, "uncompact", 100, 0, uncompact)
         far, rewind_floor, _ = case(scratch, "rewind", SIZE, 100, back)
         near, _, _ = case(scratch, "rewind", 100, 40, lambda conv: rewind.rewind(conv, 20))
+        per_turn = {size: checkpoint_ms(scratch, size) for size in (100, 10_000, 100_000)}
         rows = [
             (f"/rewind compact, {SIZE:,}-message journal", big, "parse journal", floor, "< 200 ms"),
             (f"/rewind compact, {SIZE:,} vs 100 messages", big, "same at 100", small, "measured"),
             (f"/rewind 50 of 100 checkpoints, {SIZE:,} messages", far, "parse journal", rewind_floor, "measured"),
             ("/rewind 20 of 40 checkpoints, 10,000 vs 100 messages", far, "same at 100", near, "measured"),
+            ("checkpoint before a turn, 10,000 messages", per_turn[10_000], "same at 100", per_turn[100], "measured"),
+            ("checkpoint before a turn, 100,000 messages", per_turn[100_000], "same at 100", per_turn[100],
+             "measured"),
         ]
         print_floor_table(f"rewind — median of {RUNS} runs, {os.cpu_count()} cores, Python "
                           f"{sys.version.split()[0]}", rows)
