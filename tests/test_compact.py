@@ -72,40 +72,59 @@ def test_a_failed_summary_changes_nothing(repl_env, workdir, openai_server):
         repl.close()
 
 
-def long_turn(i: int) -> str:
-    return f"turn {i} " + "x" * 40
+LONG_ANSWER = "Long answer. " + "y" * 800  # about 200 tokens
 
 
 def test_automatic_compaction_near_the_window_is_announced_and_takes_effect(repl_env, workdir, openai_server):
-    # About 34 tokens a turn: the fifth turn (155 tokens) is the first past 50% of a 300-token
-    # window, with eight messages before it: enough to summarise two and keep the latest six.
-    repl_env.update(CHATCLI_CONTEXT_WINDOW="300", CHATCLI_AUTO_COMPACT="50%")
+    # A long first answer, then short turns: before the fifth turn the request would take about
+    # 280 tokens, past 50% of a 540-token window, and the six messages that stay verbatim about
+    # 65, so summarising the older two frees most of it.
+    repl_env.update(CHATCLI_CONTEXT_WINDOW="540", CHATCLI_AUTO_COMPACT="50%")
     repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "auto"))
     try:
+        openai_server.reply(LONG_ANSWER)
         for i in range(1, 5):
-            assert "Automatic compaction" not in plain(repl.send(long_turn(i)))
+            assert "Automatic compaction" not in plain(repl.send(f"turn {i} question"))
         openai_server.reply("Short briefing.")
-        out = plain(repl.send(long_turn(5)))
-        match = re.search(r"Automatic compaction \(about (\d+)% of the 300-token context window\): "
+        out = plain(repl.send("turn 5 question"))
+        match = re.search(r"Automatic compaction \(about (\d+)% of the 540-token context window\): "
                           r"Compacted 2 messages into one summary", out)
         assert match and int(match.group(1)) >= 50, out
         assert "Summarise the conversation" in sent(openai_server, -2)[0]  # the summary request came first
         request = sent(openai_server)
-        assert request[0].startswith("Short briefing.") and request[-1] == long_turn(5)
-        assert not any(text.startswith("turn 1 ") for text in request)
+        assert request[0].startswith("Short briefing.") and request[-1] == "turn 5 question"
+        assert LONG_ANSWER not in request and "turn 2 question" in request
+        repl.send("turn 6 question")
+        assert len(openai_server.requests) == 7  # compacted once, not again at the next turn
     finally:
         repl.close()
     document = json.loads((Path(repl_env["CHATCLI_HOME"]) / "sessions" / "auto.json").read_text())
     assert document["chat_history"][0]["meta"]["is_summary"] is True
 
 
+def test_no_automatic_compaction_when_the_latest_messages_fill_the_window(repl_env, workdir, openai_server):
+    repl_env.update(CHATCLI_CONTEXT_WINDOW="540", CHATCLI_AUTO_COMPACT="50%")
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        said = ""
+        for i in range(1, 7):
+            openai_server.reply(LONG_ANSWER)
+            said += plain(repl.send(f"turn {i} question"))
+        assert "Automatic compaction" not in said
+        assert said.count("compacting would not free enough, so it was not done") == 1
+        assert len(openai_server.requests) == 6  # no summary was asked for
+    finally:
+        repl.close()
+
+
 def test_automatic_compaction_can_be_turned_off(repl_env, workdir, openai_server):
-    repl_env.update(CHATCLI_CONTEXT_WINDOW="300", CHATCLI_AUTO_COMPACT="off")
+    repl_env.update(CHATCLI_CONTEXT_WINDOW="540", CHATCLI_AUTO_COMPACT="off")
     repl = Repl(repl_env, "m", cwd=workdir)
     try:
         for i in range(1, 7):
-            assert "Automatic compaction" not in plain(repl.send(long_turn(i)))
+            openai_server.reply(LONG_ANSWER)
+            assert "Automatic compaction" not in plain(repl.send(f"turn {i} question"))
         assert len(openai_server.requests) == 6
-        assert sent(openai_server)[0] == long_turn(1)
+        assert sent(openai_server)[0] == "turn 1 question"
     finally:
         repl.close()

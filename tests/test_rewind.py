@@ -193,3 +193,82 @@ def test_rewind_arguments_are_checked(repl_env, workdir, openai_server):
         assert openai_server.requests == []
     finally:
         repl.close()
+
+
+def test_a_journal_that_is_off_for_a_while_does_not_cost_the_stored_checkpoints(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "paused"))
+    turns(repl, 1, 2, 3)
+    repl.close()
+    off = dict(repl_env, CHATCLI_SESSION_TRANSCRIPT="off")
+    again = Repl(off, "m", cwd=workdir, args=("--session", "paused"))
+    try:
+        shown = listing(again)
+        assert "2 checkpoint(s) need the journal to be restored, and the transcript journal is off" in shown
+        again.send("turn 4 question")
+    finally:
+        again.close()
+    labels = [c["label"] for c in session_file(repl_env, "paused")["checkpoints"]]
+    assert labels == ["turn 1 question", "turn 2 question", "turn 3 question"]  # the process-only one is not saved
+    back = Repl(repl_env, "m", cwd=workdir, args=("--session", "paused"))
+    try:
+        assert "before “turn 3 question”  (4 messages)" in listing(back)
+    finally:
+        back.close()
+
+
+def test_odd_numbers_are_refused_in_one_line(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        turns(repl, 1)
+        assert "usage: /rewind" in plain(repl.send("/rewind ²"))
+        assert "no checkpoint 0: choose 1 to 1" in plain(repl.send("/rewind 0"))
+        assert "no checkpoint 99999999999999999999" in plain(repl.send("/rewind 99999999999999999999"))
+        assert "usage: /rewind" in plain(repl.send("/rewind -1"))
+    finally:
+        repl.close()
+
+
+def two_windows(openai_env):
+    from chatcli.config.settings import Settings
+    from chatcli.engine import sessions
+    from chatcli.engine.conversation import Conversation
+
+    first = Conversation(Settings.load(openai_env), journal=True)
+    for i in range(1, 5):
+        first.send(f"turn {i} question")
+    sessions.save(first, "shared")
+    second = Conversation(Settings.load(openai_env), journal=True)
+    sessions.load(second, "shared")
+    return first, second
+
+
+def test_a_rewind_not_yet_written_and_another_window_s_turn_are_both_kept(openai_env, openai_server, monkeypatch):
+    import os
+
+    from chatcli.engine import rewind
+
+    first, second = two_windows(openai_env)
+    real_replace = os.replace
+
+    def disk_full(*_args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    outcome = rewind.rewind(first, 2)  # back to before turn 3; the session file cannot be written
+    assert any("disk full" in note for note in outcome.notes)
+    monkeypatch.setattr(os, "replace", real_replace)
+    second.send("from the other window")  # the file still holds turns 1-4; this adds a fifth
+    first.write_through()  # merges: the rewound history, then what the file gained
+    contents = [m.content for m in first.history]
+    assert contents == ["turn 1 question", "You said: turn 1 question", "turn 2 question",
+                        "You said: turn 2 question", "from the other window", "You said: from the other window"]
+    assert contents == [m["content"] for m in session_file(openai_env, "shared")["chat_history"]]
+
+
+def test_checkpoints_taken_in_two_windows_are_merged(openai_env, openai_server):
+    first, second = two_windows(openai_env)
+    second.send("second window turn")
+    first.send("first window turn")  # adopts the other turn first, then writes both windows' checkpoints
+    labels = [c["label"] for c in session_file(openai_env, "shared")["checkpoints"]]
+    assert labels == ["turn 1 question", "turn 2 question", "turn 3 question", "turn 4 question",
+                      "second window turn", "first window turn"]

@@ -3,6 +3,7 @@ summarised away (SPEC §8)."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from chatcli.commands.registry import CommandRegistry, Result
@@ -32,7 +33,7 @@ def register(registry: CommandRegistry) -> None:
                           follow="/rewind")
         if args.lower() == "compact":
             outcome = rewind.uncompact(conv)
-        elif args.isdigit():
+        elif re.fullmatch(r"[0-9]+", args):
             outcome = rewind.rewind(conv, int(args))
         else:
             raise UsageError("usage: /rewind (list), /rewind N (restore checkpoint N), /rewind compact")

@@ -46,10 +46,7 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
                               f"the originals: {marker(key)})", cut)
     history = compacted(conv.history, cut, summary)
     notes += conv.checkpoint(label)  # /rewind 1 undoes it
-    conv.history = history
-    conv.synced_count = 0  # the file holds the old history: all of this is still to be written
-    notes += conv.sync_transcript("compact")
-    notes += conv.write_through()
+    notes += conv.replace_history(history, "compact")
     return Outcome(f"Compacted {len(older)} messages into one summary ({marker(key)}); the history now has "
                    f"{len(history)} messages. /recall {key} shows the originals.", tuple(notes))
 

@@ -16,7 +16,7 @@ from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import History, Message, shared_prefix
 from chatcli.core.names import is_machine_name
 from chatcli.core.session import SessionData
-from chatcli.engine import recall
+from chatcli.engine import compaction, recall
 from chatcli.engine.transcript import TranscriptSync, now_text
 from chatcli.providers.base import Delta, Done, Provider, ProviderRegistry, Request, ToolCall, default_registry
 from chatcli.store.bootstrap import read_bootstrap
@@ -79,6 +79,10 @@ class Conversation:
         self.checkpoints: list[rewind_points.Checkpoint] = []
         self.foreign_checkpoints: list = []
         self.unreadable_checkpoints = 0
+        # Set while a rewrite of the history (compaction, rewind) is not yet in the bound file:
+        # how many messages the file held at our last write.
+        self._rewrite_base: int | None = None
+        self._full_window_said = False  # the "compacting would not help" note is given once
         self._store: SessionStore | None = None
         self._provider: Provider | None = None
         self._provider_lock = threading.Lock()  # warm() may create it from a background thread
@@ -126,6 +130,7 @@ class Conversation:
         self.session_name = None if name is None or is_machine_name(name) else name
         self.sync_stamp = stamp if self.session_name else None
         self.synced_count = len(self.history)
+        self._rewrite_base = None
         self._read_checkpoints(data)
         if self.transcript is not None:
             self.transcript.attach(data.transcript_id)
@@ -250,28 +255,49 @@ class Conversation:
             return [f"{exc} (the conversation is still in memory; the next turn tries again)"]
         self.sync_stamp = stamp
         self.synced_count = len(self.history)
+        self._rewrite_base = None
         return notes + self.size_notes(name, stamp)
 
     def _merge(self, name: str, data: SessionData, what: str) -> str:
-        """Make the history the file's, followed by our messages the file does not have yet."""
-        ours = self.history[self.synced_count:]
-        base = self.history[: self.synced_count]
-        shared = shared_prefix(data.history, base)
-        self.session = data
-        self.history = list(data.history) + ours
-        self.synced_count = len(data.history)
+        """Make the history the file's, followed by our messages the file does not have yet.
+        After a rewrite of ours not yet written (/compact, /rewind), ours comes first instead:
+        the rewritten history, then what the file gained since our last write."""
         mine = self.checkpoints
+        self.session = data
+        if self._rewrite_base is not None:
+            theirs = list(data.history[self._rewrite_base:])
+            self.history = list(self.history) + theirs
+            self._rewrite_base = len(data.history)  # still all to be written
+            text = (f"Session '{name}' {what}: kept this conversation's rewritten history, then the "
+                    f"file's {len(theirs)} new message(s).")
+        else:
+            ours = self.history[self.synced_count:]
+            base = self.history[: self.synced_count]
+            shared = shared_prefix(data.history, base)
+            self.history = list(data.history) + ours
+            self.synced_count = len(data.history)
+            if shared == len(base):
+                text = f"Session '{name}' {what}: took its {len(data.history) - shared} new message(s)"
+            else:
+                text = (f"Session '{name}' {what} and rewritten there: took its version "
+                        f"({len(data.history)} messages)")
+            text += f", then this conversation's {len(ours)}." if ours else "."
         self._read_checkpoints(data)
-        newest = max((c.time for c in self.checkpoints), default="")
-        self.checkpoints += [c for c in mine if c.time > newest]  # taken here, not yet in the file
+        stored = {(c.time, c.label, c.size) for c in self.checkpoints}
+        self.checkpoints = sorted([*self.checkpoints, *(c for c in mine if (c.time, c.label, c.size) not in stored)],
+                                  key=lambda c: c.time)  # ours not yet in the file are kept
         if self.transcript is not None and data.transcript_id != self.transcript.id:
             self.transcript.attach(data.transcript_id)  # the session now names another journal
-        if shared == len(base):
-            theirs = len(data.history) - shared
-            text = f"Session '{name}' {what}: took its {theirs} new message(s)"
-        else:
-            text = f"Session '{name}' {what} and rewritten there: took its version ({len(data.history)} messages)"
-        return text + (f", then this conversation's {len(ours)}." if ours else ".")
+        return text
+
+    def replace_history(self, messages: list[Message], reason: str, hashes: Sequence[str] | None = None) -> list[str]:
+        """Replace the history (a compaction, a rewind): journal it as a rewrite (`hashes` are the
+        new history's, if known) and write a bound session at once."""
+        if self._rewrite_base is None:
+            self._rewrite_base = self.synced_count  # what the file held when we last wrote it
+        self.history = messages
+        self.synced_count = 0  # the file holds the replaced history: all of this is still to be written
+        return self.sync_transcript(reason, hashes) + self.write_through()
 
     def size_notes(self, name: str, stamp: Stamp) -> list[str]:
         limit = self.settings.history_max_size
@@ -317,23 +343,32 @@ class Conversation:
 
     def _auto_compact(self, text: str) -> list[str]:
         """Before a turn: compact when the request would fill CHATCLI_AUTO_COMPACT of the context
-        window (SPEC §8), and say so in one line. A failure is a note; the turn goes on."""
+        window (SPEC §8), and say so in one line. Only when it helps: if the messages that stay
+        verbatim (the latest six, and this one) would still fill half of that share, it says so
+        once and leaves the history alone. A failure is a note, and the turn goes on; Ctrl-C or
+        a signal stops the turn before anything was sent."""
         share = self.settings.auto_compact
         window = self.settings.context_tokens
         used = estimate_tokens(self.system_prompt, self.history, text)
         if not share or used < share * window:
             return []
-        from chatcli.engine import compaction
-
-        if plan_cut(self.history, compaction.KEEP_RECENT) is None:
-            return []  # nothing old enough to summarise: the window is full of recent turns
-        head = f"Automatic compaction (about {min(used * 100 // window, 999)}% of the {window:,}-token context window)"
+        cut = plan_cut(self.history, compaction.KEEP_RECENT)
+        if cut is None:
+            return []  # nothing old enough to summarise
+        percent = min(used * 100 // window, 999)
+        left = estimate_tokens(self.system_prompt, [*(self.history[i] for i in cut.kept_system),
+                                                    *self.history[cut.index:]], text)
+        if left >= share * window / 2:
+            if self._full_window_said:
+                return []
+            self._full_window_said = True
+            return [f"The conversation is at about {percent}% of the {window:,}-token context window, mostly in "
+                    "its latest messages; compacting would not free enough, so it was not done."]
+        head = f"Automatic compaction (about {percent}% of the {window:,}-token context window)"
         try:
             outcome = compaction.compact(self, label="/compact (automatic)")
         except ChatcliError as exc:
             return [f"{head} failed: {exc}; the whole history is sent."]
-        except KeyboardInterrupt:
-            return [f"{head} interrupted; the whole history is sent."]
         return [f"{head}: {outcome.text}", *outcome.notes]
 
     def _answer(self, on_text: Callable[[str], None], notice: Callable[[str], None]) -> TurnResult:
@@ -343,12 +378,15 @@ class Conversation:
         parts: list[str] = []
         done: Done | None = None
         rounds = 0
+        supports = getattr(self.provider, "supports_tools", False)
         try:
             while True:
-                tools = ()
-                if rounds < MAX_TOOL_ROUNDS and getattr(self.provider, "supports_tools", False) \
-                        and recall.offered(self.history):
-                    tools = (recall.TOOL,)
+                # Offered while a summary names recall entries, and described whenever the
+                # history holds tool calls (Anthropic refuses tool blocks of undefined tools);
+                # after MAX_TOOL_ROUNDS the model must answer in text.
+                summary, called = recall.tool_state(self.history)
+                tools = (recall.TOOL,) if supports and (summary or called) else ()
+                choice = "auto" if summary and rounds < MAX_TOOL_ROUNDS else "none"
                 request = Request(
                     model=self.settings.model,
                     messages=list(self.history),
@@ -357,6 +395,7 @@ class Conversation:
                     max_tokens=self.settings.max_tokens,
                     on_retry=notice,
                     tools=tools,
+                    tool_choice=choice,
                 )
                 parts, calls = [], []
                 for event in self.provider.stream(request):
@@ -367,7 +406,7 @@ class Conversation:
                         calls.append(event)
                     elif isinstance(event, Done):
                         done = event
-                if not calls or not tools:
+                if not calls or choice == "none":
                     break
                 rounds += 1
                 self._run_tools("".join(parts), calls, notice)

@@ -34,9 +34,16 @@ def recall_text(settings: Settings, key: str) -> str:
     return "\n\n".join(blocks)
 
 
-def offered(history: Sequence[Message]) -> bool:
-    """Whether a request should offer the tool: a summary in the history names recall entries."""
-    return any(m.is_summary and MARKER_RE.search(m.content) for m in history)
+def tool_state(history: Sequence[Message]) -> tuple[bool, bool]:
+    """(whether a summary in the history names recall entries: the tool is offered; whether the
+    history holds tool calls: tools must be described even when not offered)."""
+    summary = called = False
+    for message in history:
+        if message.tool_calls:
+            called = True
+        elif message.is_summary and MARKER_RE.search(message.content):
+            summary = True
+    return summary, called
 
 
 def answer(settings: Settings, call: ToolCall) -> tuple[str, str | None]:
@@ -60,4 +67,4 @@ def answer(settings: Settings, call: ToolCall) -> tuple[str, str | None]:
     return f"error: {problem}", f"The model's {call.name} call failed: {problem}"
 
 
-__all__ = ["TOOL", "answer", "offered", "recall_text"]
+__all__ = ["TOOL", "answer", "recall_text", "tool_state"]

@@ -80,11 +80,13 @@ def usable(conv: Conversation) -> tuple[list[Checkpoint], list[str], _Journal]:
         notes.append(f"{conv.unreadable_checkpoints} checkpoint(s) in the session file could not be read; "
                      "they were dropped.")
         conv.unreadable_checkpoints = 0
-    if dropped:
+    if dropped and journal.problem:  # off or unreadable for now: kept for when it is back
+        notes.append(f"{len(dropped)} checkpoint(s) need the journal to be restored, and {journal.problem}; "
+                     "they are kept but not listed.")
+    elif dropped:
         conv.checkpoints = [p for p in conv.checkpoints if restorable[id(p)]]
-        why = f" ({journal.problem})" if journal.problem else ""
-        notes.append(f"Dropped {len(dropped)} checkpoint(s) whose messages the journal no longer has{why}.")
-    return list(reversed(conv.checkpoints)), notes, journal
+        notes.append(f"Dropped {len(dropped)} checkpoint(s) whose messages the journal no longer has.")
+    return [p for p in reversed(conv.checkpoints) if restorable[id(p)]], notes, journal
 
 
 def _restorable(point: Checkpoint | None, known: dict) -> bool:
@@ -206,10 +208,7 @@ def _replace(conv: Conversation, messages: list[Message], hashes: Sequence[str] 
     if target is not None:
         rest = rest[: rest.index(target)] if target in rest else []
     conv.checkpoints = [*rest, undo]
-    conv.history = messages
-    conv.synced_count = 0  # the file holds the replaced history: all of this is still to be written
-    notes += conv.sync_transcript("rewind", hashes)
-    notes += conv.write_through()
+    notes += conv.replace_history(messages, "rewind", hashes)
     return Outcome(f"{text} /rewind 1 undoes this.", tuple(notes))
 
 

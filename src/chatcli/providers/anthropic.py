@@ -44,8 +44,10 @@ class AnthropicProvider(HostedProvider):
                 messages[-1]["content"] += turn["content"]  # the results of one call turn go together
             else:
                 messages.append(turn)
-        while messages and messages[0]["role"] != "user":
-            messages.pop(0)
+        if messages and messages[0]["role"] != "user":
+            # The API wants a user turn first; a history may start with the assistant (a
+            # compaction summary): a short user turn says what follows, and nothing is dropped.
+            messages.insert(0, {"role": "user", "content": "(The conversation so far follows.)"})
         payload: dict = {
             "model": request.model,
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
@@ -57,6 +59,8 @@ class AnthropicProvider(HostedProvider):
         if request.tools:
             payload["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                                 for t in request.tools]
+            if request.tool_choice == "none":
+                payload["tool_choice"] = {"type": "none"}
         headers = {"anthropic-version": API_VERSION}
         if self.api_key:
             headers["x-api-key"] = self.api_key

@@ -31,6 +31,9 @@ class Request:
     on_retry: Callable[[str], None] | None = None
     # Functions offered to the model (providers with `supports_tools`; others ignore them).
     tools: tuple[Tool, ...] = ()
+    # "auto": the model may call them; "none": it must answer in text (they are still described,
+    # because a history holding tool calls needs them defined).
+    tool_choice: str = "auto"
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,8 @@ class OpenAIProvider(HostedProvider):
         if request.tools:
             payload["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                                    "parameters": t.parameters}} for t in request.tools]
+            if request.tool_choice == "none":
+                payload["tool_choice"] = "none"
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         response = post_stream(
             self.name, f"{self.base_url}/chat/completions", headers, payload, request.timeout,
@@ -78,13 +80,19 @@ class OllamaProvider(OpenAIProvider):
     name = "ollama"
     key_var = ""
     official_host = ""
+    # Many Ollama models answer a request that offers tools with an error: offer none.
+    supports_tools = False
 
 
 def _gather(calls: dict[int, dict], piece: object, name: str, data: str) -> None:
     if not isinstance(piece, dict) or not isinstance(piece.get("function", {}), dict):
         raise malformed(name, data)
-    index = piece.get("index", 0)
-    call = calls.setdefault(index if isinstance(index, int) else 0, {"id": "", "name": "", "arguments": ""})
+    index = piece.get("index")
+    if not isinstance(index, int):  # a server that does not number its calls: a new id starts a new one
+        last = max(calls, default=None)
+        index = last if last is not None and not (piece.get("id") and piece["id"] != calls[last]["id"]) \
+            else len(calls)
+    call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
     function = piece.get("function") or {}
     call["id"] = piece.get("id") or call["id"]
     call["name"] += function.get("name") or ""
