@@ -88,7 +88,7 @@ def test_automatic_compaction_near_the_window_is_announced_and_takes_effect(repl
         openai_server.reply("Short briefing.")
         out = plain(repl.send("turn 5 question"))
         match = re.search(r"Automatic compaction \(about (\d+)% of the 540-token context window\): "
-                          r"Compacted 2 messages into one summary", out)
+                          r"compacted 2 messages into one summary", out)
         assert match and int(match.group(1)) >= 50, out
         assert "Summarise the conversation" in sent(openai_server, -2)[0]  # the summary request came first
         request = sent(openai_server)
@@ -107,11 +107,12 @@ def test_no_automatic_compaction_when_the_latest_messages_fill_the_window(repl_e
     repl = Repl(repl_env, "m", cwd=workdir)
     try:
         said = ""
-        for i in range(1, 7):
-            openai_server.reply(LONG_ANSWER)
+        for i in range(1, 7):  # short turns, then long answers: the older part stays a sliver
+            if i >= 3:
+                openai_server.reply(LONG_ANSWER)
             said += plain(repl.send(f"turn {i} question"))
         assert "Automatic compaction" not in said
-        assert said.count("compacting would not free enough, so it was not done") == 1
+        assert said.count("compacting the older ones would not free enough, so it was not done") == 1
         assert len(openai_server.requests) == 6  # no summary was asked for
     finally:
         repl.close()
@@ -126,5 +127,39 @@ def test_automatic_compaction_can_be_turned_off(repl_env, workdir, openai_server
             assert "Automatic compaction" not in plain(repl.send(f"turn {i} question"))
         assert len(openai_server.requests) == 6
         assert sent(openai_server)[0] == "turn 1 question"
+    finally:
+        repl.close()
+
+
+def test_a_summary_no_shorter_than_the_originals_is_refused(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        for i in range(1, 5):
+            repl.send(f"q{i}")
+        openai_server.reply("A summary far longer than the two short messages it is meant to replace.")
+        out = plain(repl.send("/compact"))
+        assert "is not shorter than the" in out and "nothing was compacted" in out
+        repl.send("after")
+        assert sent(openai_server)[0] == "q1"
+    finally:
+        repl.close()
+
+
+def test_a_failed_automatic_compaction_waits_four_turns_before_trying_again(repl_env, workdir, openai_server):
+    repl_env.update(CHATCLI_CONTEXT_WINDOW="540", CHATCLI_AUTO_COMPACT="50%")
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        openai_server.reply(LONG_ANSWER)
+        for i in range(1, 5):
+            repl.send(f"turn {i} question")
+        openai_server.reply(status=400, error="bad request")
+        out = plain(repl.send("turn 5 question"))
+        assert "Automatic compaction (about" in out and "failed:" in out and "the next try in four turns" in out
+        for i in range(6, 9):
+            assert "Automatic compaction" not in plain(repl.send(f"turn {i} question"))
+        openai_server.reply("Short briefing.")
+        assert "compacted" in plain(repl.send("turn 9 question"))
+        summaries = [seen for seen in openai_server.requests if "Summarise the conversation" in str(seen.body)]
+        assert len(summaries) == 2
     finally:
         repl.close()

@@ -62,13 +62,22 @@ def test_the_model_fetches_the_originals_of_a_summary(env, workdir, tool_server)
         assert "Your first question was 'turn 1 question'." in out
         ask, follow = tool_server.requests[-2:]
         assert offered_tools(ask) == ["recall"]
+        assert "Briefing: four questions were asked." in json.dumps(ask.body["messages"])  # the summary is sent
+        if tool_server.kind == "anthropic":  # its API wants a user turn first
+            assert ask.body["messages"][0]["role"] == "user"
         arguments, result = tool_exchange(follow, tool_server.kind)
         assert arguments == {"key": key}
         assert "#1 user\nturn 1 question" in result and "#2 assistant\nYou said: turn 1 question" in result
+        # Without a summary the tool is no longer offered, but the calls in the history need it described.
+        assert "Undid the compaction" in plain(repl.send("/rewind compact"))
+        repl.send("and now?")
+        last = tool_server.requests[-1].body
+        assert offered_tools(tool_server.requests[-1]) == ["recall"]
+        assert last["tool_choice"] in ("none", {"type": "none"})
     finally:
         repl.close()
     document = json.loads((Path(env["CHATCLI_HOME"]) / "sessions" / "recalling.json").read_text())
-    tail = document["chat_history"][-4:]
+    tail = document["chat_history"][-6:-2]
     assert [m["role"] for m in tail] == ["user", "assistant", "tool", "assistant"]
     assert tail[1]["tool_calls"] == [{"id": "call_1", "type": "function", "name": "recall",
                                       "arguments": json.dumps({"key": key})}]

@@ -74,7 +74,12 @@ def test_a_rewind_is_undone_by_rewinding_to_the_checkpoint_it_left(repl_env, wor
         assert sent(openai_server)[:6] == ["turn 1 question", "You said: turn 1 question", "turn 2 question",
                                            "You said: turn 2 question", "turn 3 question",
                                            "You said: turn 3 question"]
-        assert "no checkpoint 9: choose 1 to 2" in plain(repl.send("/rewind 9"))
+        assert "no checkpoint 9: choose 1 to 5" in plain(repl.send("/rewind 9"))
+        shown = listing(repl)  # the undone rewind gave back the checkpoints it had dropped
+        assert "History kept." in shown
+        rows = re.findall(r"before (.+?)\s+\((\d+) messages?\)", shown)
+        assert rows == [("“turn 4 question”", "6"), ("/rewind 1", "0"), ("“turn 3 question”", "4"),
+                        ("“turn 2 question”", "2"), ("“turn 1 question”", "0")], shown
     finally:
         repl.close()
 
@@ -189,7 +194,7 @@ def test_rewind_arguments_are_checked(repl_env, workdir, openai_server):
     try:
         assert "No checkpoints yet" in listing(repl)
         assert "no checkpoints to rewind to" in plain(repl.send("/rewind 1"))
-        assert "usage: /rewind" in plain(repl.send("/rewind back"))
+        assert "'back' is not a checkpoint number" in plain(repl.send("/rewind back"))
         assert openai_server.requests == []
     finally:
         repl.close()
@@ -220,10 +225,12 @@ def test_odd_numbers_are_refused_in_one_line(repl_env, workdir, openai_server):
     repl = Repl(repl_env, "m", cwd=workdir)
     try:
         turns(repl, 1)
-        assert "usage: /rewind" in plain(repl.send("/rewind ²"))
-        assert "no checkpoint 0: choose 1 to 1" in plain(repl.send("/rewind 0"))
+        assert "'²' is not a checkpoint number" in plain(repl.send("/rewind ²"))
+        assert "no checkpoint 0: there is only checkpoint 1" in plain(repl.send("/rewind 0"))
         assert "no checkpoint 99999999999999999999" in plain(repl.send("/rewind 99999999999999999999"))
-        assert "usage: /rewind" in plain(repl.send("/rewind -1"))
+        assert "'-1' is not a checkpoint number" in plain(repl.send("/rewind -1"))
+        repl.send("//rewind as text")
+        assert "before “/rewind as text”" in listing(repl)
     finally:
         repl.close()
 
@@ -272,3 +279,26 @@ def test_checkpoints_taken_in_two_windows_are_merged(openai_env, openai_server):
     labels = [c["label"] for c in session_file(openai_env, "shared")["checkpoints"]]
     assert labels == ["turn 1 question", "turn 2 question", "turn 3 question", "turn 4 question",
                       "second window turn", "first window turn"]
+
+
+def test_two_compactions_are_undone_one_after_the_other(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "nested"))
+    try:
+        turns(repl, 1, 2, 3, 4)
+        openai_server.reply("First briefing.")
+        repl.send("/compact")
+        turns(repl, 5, 6, 7, 8)
+        openai_server.reply("Second briefing.")
+        assert "Compacted 9 messages" in plain(repl.send("/compact"))  # the first summary among them
+        first = plain(repl.send("/rewind compact"))
+        assert "Undid the compaction of 9 messages" in first and "the history has 15 messages" in first
+        second = plain(repl.send("/rewind compact"))
+        assert "Undid the compaction of 2 messages" in second and "the history has 16 messages" in second
+        assert "no compaction summary" in plain(repl.send("/rewind compact"))
+        repl.send("turn 9 question")
+        expected = []
+        for i in range(1, 9):
+            expected += [f"turn {i} question", f"You said: turn {i} question"]
+        assert sent(openai_server) == [*expected, "turn 9 question"]
+    finally:
+        repl.close()

@@ -19,7 +19,10 @@ def register(registry: CommandRegistry) -> None:
     @registry.command("compact", "/compact [instruction]",
                       "summarise the older messages into one (originals kept: /recall, the journal)")
     def compact(conv: Conversation, args: str) -> Result:
-        outcome = compaction.compact(conv, args)
+        try:
+            outcome = compaction.compact(conv, args)
+        except KeyboardInterrupt:  # Ctrl-C while the model writes the summary (a signal too: the REPL then ends)
+            return Result("Compaction interrupted; the history is unchanged.")
         return Result("\n".join((outcome.text, *outcome.notes)))
 
     @registry.command("rewind", "/rewind [N|compact]",
@@ -28,15 +31,16 @@ def register(registry: CommandRegistry) -> None:
         if not args:
             outcome = rewind.listing(conv)
             chooses = outcome.text.startswith("Checkpoints")
-            return Result("\n".join((outcome.text, *outcome.notes)),
+            return Result("\n".join((*outcome.notes, outcome.text)),
                           ask="Rewind to checkpoint (number; Enter keeps the history): " if chooses else "",
-                          follow="/rewind")
+                          follow="/rewind", unanswered="History kept.")
         if args.lower() == "compact":
             outcome = rewind.uncompact(conv)
         elif re.fullmatch(r"[0-9]+", args):
             outcome = rewind.rewind(conv, int(args))
         else:
-            raise UsageError("usage: /rewind (list), /rewind N (restore checkpoint N), /rewind compact")
+            raise UsageError(f"'{args}' is not a checkpoint number: /rewind lists the checkpoints, /rewind N "
+                             "restores one, /rewind compact undoes the last compaction")
         return Result("\n".join((outcome.text, *outcome.notes)))
 
     @registry.command("recall", "/recall KEY", "print the original messages a summary's <<ccr:KEY>> stands for")

@@ -23,6 +23,7 @@ class Result:
     # runs `follow` with it as the argument. Other surfaces show `text` and stop.
     ask: str = ""
     follow: str = ""
+    unanswered: str = ""  # what to say when the question is left without an answer
 
 
 Handler = Callable[["Conversation", str], Result]

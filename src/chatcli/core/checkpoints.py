@@ -9,7 +9,9 @@ Stored in the session file's `checkpoints` list, oldest first, each as
 
     {"time": ISO-8601, "label": "first words…", "keep": n, "hashes": [H, …]}
 
-meaning: the first `n` hashes of the checkpoint before it, then `hashes`. Histories mostly grow
+meaning: the first `n` hashes of the checkpoint before it, then `hashes`. A checkpoint taken
+before a command rather than a turn (/rewind, /compact) has `"command": true` and the command
+as its label. Histories mostly grow
 between turns, so each entry holds only what changed and a session keeps many checkpoints for
 about the size of one hash list. Items in any other shape (another tool's) are kept as they are.
 """
@@ -40,6 +42,10 @@ class Checkpoint:
     keep: int = 0
     tail: tuple[str, ...] | None = None
     _full: tuple[str, ...] | None = field(default=None, repr=False)
+    command: bool = False  # taken before a command (its label), not before a turn
+    # The checkpoints the rewind that took this one dropped: restoring this one (undoing that
+    # rewind) brings them back. This process only.
+    later: tuple[Checkpoint, ...] = ()
 
     @property
     def persistent(self) -> bool:
@@ -88,10 +94,10 @@ def common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
 
 
 def take(time: str, label: str, messages: Sequence[Message], hashes: Sequence[str] | None,
-         previous: Sequence[Checkpoint]) -> Checkpoint:
+         previous: Sequence[Checkpoint], command: bool = False) -> Checkpoint:
     """A new checkpoint after `previous` (oldest first), its hash list stored as a delta on the
     newest persistent one."""
-    checkpoint = Checkpoint(time, label, tuple(messages))
+    checkpoint = Checkpoint(time, label, tuple(messages), command=command)
     if hashes is None:
         return checkpoint
     full = tuple(hashes)
@@ -131,7 +137,10 @@ def encode(checkpoints: Sequence[Checkpoint]) -> list[dict[str, Any]]:
             full = checkpoint.hashes()
             keep = common_prefix(previous.hashes(), full) if previous is not None else 0
             tail = full[keep:]
-        out.append({"time": checkpoint.time, "label": checkpoint.label, "keep": keep, "hashes": list(tail)})
+        item = {"time": checkpoint.time, "label": checkpoint.label, "keep": keep, "hashes": list(tail)}
+        if checkpoint.command:
+            item["command"] = True
+        out.append(item)
         previous = checkpoint
     return out
 
@@ -158,7 +167,7 @@ def decode(items: Sequence[Any]) -> tuple[list[Checkpoint], list[Any], int]:
             previous = None  # what builds on it cannot be read either
             continue
         checkpoint = Checkpoint(item.get("time", ""), item.get("label", ""), None,
-                                previous if keep else None, keep, tuple(tail))
+                                previous if keep else None, keep, tuple(tail), command=item.get("command") is True)
         checkpoints.append(checkpoint)
         previous = checkpoint
     return checkpoints, foreign, broken

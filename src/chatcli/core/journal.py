@@ -173,8 +173,10 @@ class Replay:
 
 
 def before_introducing(events: Iterable[dict], digest: str) -> tuple[Replay, list[str] | None, list[str] | None]:
-    """The journal's state, and the live history just before and just after the last rewrite
-    event that brought `digest` into it (a compaction's summary); None, None when none did.
+    """The journal's state, and the live history just before and just after the rewrite event
+    that brought `digest` into it (a compaction's summary: the first one, not marked as a
+    rewind, since undoing a later compaction brings an earlier summary back); None, None when
+    none did.
 
     One sync writes its new messages and then its rewrite event with one time: those messages
     are part of the rewrite, not of the history before it."""
@@ -185,7 +187,8 @@ def before_introducing(events: Iterable[dict], digest: str) -> tuple[Replay, lis
         kind = event["type"]
         if kind == REWRITE:
             prior = state.live[: len(state.live) - batch] if event.get("time") == batch_time else state.live
-            if digest in event["hashes"] and digest not in prior:
+            if before is None and event.get("reason") in (None, "compact") and digest in event["hashes"] \
+                    and digest not in prior:
                 before, after = list(prior), list(event["hashes"])
         if kind == MESSAGE:
             batch = batch + 1 if event.get("time") == batch_time else 1

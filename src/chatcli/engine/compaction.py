@@ -45,7 +45,7 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
     summary = summary_message(f"{text.strip()}\n\n(Summary of {len(older)} earlier messages; "
                               f"the originals: {marker(key)})", cut)
     history = compacted(conv.history, cut, summary)
-    notes += conv.checkpoint(label)  # /rewind 1 undoes it
+    notes += conv.checkpoint(label, command=True)  # /rewind 1 undoes it
     notes += conv.replace_history(history, "compact")
     return Outcome(f"Compacted {len(older)} messages into one summary ({marker(key)}); the history now has "
                    f"{len(history)} messages. /recall {key} shows the originals.", tuple(notes))
@@ -65,6 +65,10 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
     text = "".join(event.text for event in conv.provider.stream(request) if isinstance(event, Delta))
     if not text.strip():
         raise ProviderError("the model returned an empty summary; nothing was compacted")
+    replaced = sum(len(m.content) for m in older)
+    if len(text) >= replaced:
+        raise ProviderError(f"the model's summary ({len(text):,} characters) is not shorter than the {replaced:,} "
+                            "characters it would replace; nothing was compacted")
     return text
 
 

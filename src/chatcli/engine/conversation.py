@@ -83,6 +83,7 @@ class Conversation:
         # how many messages the file held at our last write.
         self._rewrite_base: int | None = None
         self._full_window_said = False  # the "compacting would not help" note is given once
+        self._auto_compact_after = 0  # after a failed automatic compaction: not before this length
         self._store: SessionStore | None = None
         self._provider: Provider | None = None
         self._provider_lock = threading.Lock()  # warm() may create it from a background thread
@@ -152,12 +153,12 @@ class Conversation:
         data.checkpoints = self.foreign_checkpoints + rewind_points.encode(self.checkpoints)
         return data
 
-    def checkpoint(self, label: str) -> list[str]:
+    def checkpoint(self, label: str, command: bool = False) -> list[str]:
         """Remember the history as it is now, to come back to with /rewind. Its hash list comes
         from the journal, synced first, so that another process can rebuild it from there."""
         notes = self.sync_transcript()
         hashes = self.transcript.live_hashes(self.history) if self.transcript is not None else None
-        point = rewind_points.take(now_text(), label, self.history, hashes, self.checkpoints)
+        point = rewind_points.take(now_text(), label, self.history, hashes, self.checkpoints, command)
         self.checkpoints = rewind_points.capped([*self.checkpoints, point])
         return notes
 
@@ -343,14 +344,15 @@ class Conversation:
 
     def _auto_compact(self, text: str) -> list[str]:
         """Before a turn: compact when the request would fill CHATCLI_AUTO_COMPACT of the context
-        window (SPEC §8), and say so in one line. Only when it helps: if the messages that stay
-        verbatim (the latest six, and this one) would still fill half of that share, it says so
-        once and leaves the history alone. A failure is a note, and the turn goes on; Ctrl-C or
-        a signal stops the turn before anything was sent."""
+        window (SPEC §8), and say so in one line. Only when it helps: the part a summary would
+        replace must be at least a quarter of the request (otherwise it says so, once, and
+        leaves the history alone; a compaction does not repeat at every turn). A failure is a
+        note, the turn goes on, and the next attempt waits four turns; Ctrl-C or a signal stops
+        the turn before anything was sent."""
         share = self.settings.auto_compact
         window = self.settings.context_tokens
         used = estimate_tokens(self.system_prompt, self.history, text)
-        if not share or used < share * window:
+        if not share or used < share * window or len(self.history) < self._auto_compact_after:
             return []
         cut = plan_cut(self.history, compaction.KEEP_RECENT)
         if cut is None:
@@ -358,18 +360,20 @@ class Conversation:
         percent = min(used * 100 // window, 999)
         left = estimate_tokens(self.system_prompt, [*(self.history[i] for i in cut.kept_system),
                                                     *self.history[cut.index:]], text)
-        if left >= share * window / 2:
+        if used - left < used / 4:
             if self._full_window_said:
                 return []
             self._full_window_said = True
             return [f"The conversation is at about {percent}% of the {window:,}-token context window, mostly in "
-                    "its latest messages; compacting would not free enough, so it was not done."]
+                    "its latest messages; compacting the older ones would not free enough, so it was not done."]
         head = f"Automatic compaction (about {percent}% of the {window:,}-token context window)"
         try:
             outcome = compaction.compact(self, label="/compact (automatic)")
         except ChatcliError as exc:
-            return [f"{head} failed: {exc}; the whole history is sent."]
-        return [f"{head}: {outcome.text}", *outcome.notes]
+            self._auto_compact_after = len(self.history) + 8
+            return [f"{head} failed: {exc}; the whole history is sent (the next try in four turns)."]
+        self._full_window_said = False
+        return [f"{head}: {outcome.text[:1].lower()}{outcome.text[1:]}", *outcome.notes]
 
     def _answer(self, on_text: Callable[[str], None], notice: Callable[[str], None]) -> TurnResult:
         """Stream the answer. When the provider can call tools and a summary names recall

@@ -13,14 +13,15 @@ first time /rewind looks at it.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from chatcli.core import journal as rules
-from chatcli.core.checkpoints import Checkpoint
+from chatcli.core.checkpoints import Checkpoint, capped
 from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.export import local_time
-from chatcli.core.messages import Message, shared_prefix
+from chatcli.core.messages import Message
 from chatcli.engine.sessions import Outcome
 from chatcli.store.recall import MARKER_RE, RecallStore
 
@@ -113,7 +114,7 @@ def listing(conv: Conversation) -> Outcome:
     lines = ["Checkpoints, newest first (restoring one drops the ones above it):"]
     for number, point in enumerate(found, 1):
         lines.append(f"  {str(number).rjust(width)}  {local_time(point.time)}  before {_what(point)}  "
-                     f"({point.size} messages)")
+                     f"({_messages_text(point.size)})")
     lines.append("/rewind N restores one; /rewind compact undoes the last compaction.")
     return Outcome("\n".join(lines), tuple(notes))
 
@@ -125,13 +126,28 @@ def rewind(conv: Conversation, number: int) -> Outcome:
     if not found:
         raise UsageError("no checkpoints to rewind to: one is taken before each turn")
     if not 1 <= number <= len(found):
-        raise UsageError(f"no checkpoint {number}: choose 1 to {len(found)} (/rewind lists them)")
+        choices = "there is only checkpoint 1" if len(found) == 1 else f"choose 1 to {len(found)}"
+        raise UsageError(f"no checkpoint {number}: {choices} (/rewind lists them)")
     point = found[number - 1]
     messages, hashes = _restore(point, journal)
-    aside = len(conv.history) - shared_prefix(conv.history, messages)
+    aside = _set_aside(conv.history, messages)
+    kept = "; the journal keeps them" if conv.transcript is not None and conv.transcript.journal else ""
     return _replace(conv, messages, hashes, f"/rewind {number}", point, notes,
-                    f"Rewound to {_when(point)}: the history has {len(messages)} messages"
-                    f" ({aside} set aside; the journal keeps them).")
+                    f"Rewound to {_when(point)}: the history has {_messages_text(len(messages))}"
+                    f" ({aside} set aside{kept}).")
+
+
+def _set_aside(current: Sequence[Message], restored: Sequence[Message]) -> int:
+    """How many of the current messages the restored history does not hold."""
+    left = Counter((m.role, m.content) for m in restored)
+    aside = 0
+    for message in current:
+        key = (message.role, message.content)
+        if left[key]:
+            left[key] -= 1
+        else:
+            aside += 1
+    return aside
 
 
 def uncompact(conv: Conversation) -> Outcome:
@@ -151,8 +167,8 @@ def uncompact(conv: Conversation) -> Outcome:
         raise ChatcliError(f"cannot undo the compaction: {source}")
     summarised = len(restored) - len(history) + 1
     return _replace(conv, restored, hashes, "/rewind compact", None, notes,
-                    f"Undid the compaction of {summarised} messages ({source}): the history has "
-                    f"{len(restored)} messages.")
+                    f"Undid the compaction of {_messages_text(summarised)} ({source}): the history has "
+                    f"{_messages_text(len(restored))}.")
 
 
 def _from_journal(conv: Conversation, journal: _Journal, at: int) \
@@ -202,19 +218,25 @@ def _replace(conv: Conversation, messages: list[Message], hashes: Sequence[str] 
              target: Checkpoint | None, notes: list[str], text: str) -> Outcome:
     """Make `messages` (whose journal hashes are `hashes`, if known) the history: `target` and
     the checkpoints after it are dropped, and the history being replaced becomes the newest
-    checkpoint (so this can be undone)."""
-    notes += conv.checkpoint(label)
+    checkpoint, remembering what was dropped, so that restoring it undoes this completely."""
+    notes += conv.checkpoint(label, command=True)
     *rest, undo = conv.checkpoints
+    back: tuple[Checkpoint, ...] = ()
     if target is not None:
-        rest = rest[: rest.index(target)] if target in rest else []
-    conv.checkpoints = [*rest, undo]
+        at = rest.index(target) if target in rest else 0
+        rest, undo.later, back = rest[:at], tuple(rest[at:]), target.later
+    conv.checkpoints = capped([*rest, *back, undo])
     notes += conv.replace_history(messages, "rewind", hashes)
     return Outcome(f"{text} /rewind 1 undoes this.", tuple(notes))
 
 
 def _what(point: Checkpoint) -> str:
     """A command (/rewind 2, /compact) as it is; the first words of a message in quotes."""
-    return point.label if point.label.startswith("/") else f"“{point.label}”"
+    return point.label if point.command else f"“{point.label}”"
+
+
+def _messages_text(count: int) -> str:
+    return f"{count} message" + ("" if count == 1 else "s")
 
 
 def _when(point: Checkpoint) -> str:

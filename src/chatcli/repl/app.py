@@ -159,6 +159,8 @@ def _handle(text: str, conversation: Conversation, registry: CommandRegistry, te
             if answer:
                 result = registry.dispatch(f"{result.follow} {answer}", conversation)
                 _show(terminal, result)
+            elif result.unanswered:
+                terminal.say(result.unanswered)
         return result.exit
     _turn(conversation, registry.as_prompt(text), terminal)
     return False
