@@ -26,6 +26,7 @@ bench: $(VENV)/.test-installed
 	$(PY) bench/retention.py
 	$(PY) bench/journal.py
 	$(PY) bench/rewind.py
+	$(PY) bench/encryption.py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

@@ -47,13 +47,14 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
 def run_session_command(args: argparse.Namespace, load_settings: Callable) -> int:
     """list and show need only the sessions directory; delete and fork act on a conversation
     and load the full settings (so `session list` starts as fast as a listing can)."""
-    store = SessionStore(paths.sessions_dir(os.environ))
+    store = SessionStore(paths.sessions_dir(os.environ), paths.encryption_key(os.environ))
     out = sys.stdout
     if args.action == "list" and not args.json:
         # The plain listing is kept as rendered text while the sessions directory is unchanged
         # (the catalog's own rule): a repeated `chatcli session list` only prints it. The
         # rendering depends on the local time zone, which is part of the key.
-        key = "plain:" + ",".join(map(str, (time.timezone, time.altzone, time.daylight, *time.tzname)))
+        key = ("private:" if store.private else "plain:") + ",".join(
+            map(str, (time.timezone, time.altzone, time.daylight, *time.tzname)))
         text = store.read_rendered(key)
         if text is None:
             text = format_listing(store.list(), None) + "\n"

@@ -15,7 +15,7 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
         prog="chatcli storage",
         description="What chatcli keeps under CHATCLI_HOME, one line per store (the same as /storage).",
     )
-    actions = parser.add_subparsers(dest="action", metavar="[prune]", parser_class=parser_class)
+    actions = parser.add_subparsers(dest="action", metavar="[prune|rekey]", parser_class=parser_class)
     prune = actions.add_parser(
         "prune",
         help="list what the retention rules would remove, grouped by reason; --apply removes exactly that",
@@ -25,10 +25,20 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
     )
     prune.add_argument("--apply", action="store_true", help="remove the listed files")
     prune.add_argument("store", nargs="?", metavar="STORE", help=f"only this store: {', '.join(STORES)}")
+    actions.add_parser(
+        "rekey",
+        help="re-seal every session, journal and recall entry under CHATCLI_NEW_ENCRYPTION_KEY",
+        description="Re-seals every session file, transcript journal and recall entry under the key in "
+        "CHATCLI_NEW_ENCRYPTION_KEY (CHATCLI_ENCRYPTION_KEY holds the current one; plaintext files are "
+        "sealed too). Each file is replaced atomically; an interrupted rekey is finished by running it "
+        "again. Run it while no chatcli is running, then set CHATCLI_ENCRYPTION_KEY to the new key.",
+    )
     return parser
 
 
 def run_storage_command(args: argparse.Namespace, load_settings: Callable) -> int:
+    if args.action == "rekey":
+        return _rekey(load_settings())
     words = []
     if args.action == "prune":
         words = ["prune", *([args.store] if args.store else []), *(["--apply"] if args.apply else [])]
@@ -39,4 +49,27 @@ def run_storage_command(args: argparse.Namespace, load_settings: Callable) -> in
         sys.stdout.write(rest + "\n")
         return 1
     sys.stdout.write(result.text + "\n")
+    return 0
+
+
+def _rekey(settings) -> int:
+    import os
+
+    from chatcli.config import paths
+    from chatcli.core.errors import ConfigError
+    from chatcli.store.rekey import rekey
+
+    new = paths.encryption_key(os.environ, "CHATCLI_NEW_ENCRYPTION_KEY")
+    if new is None:
+        raise ConfigError("set CHATCLI_NEW_ENCRYPTION_KEY to the new key (make one with: openssl rand -base64 32)")
+    done = rekey(settings.home, settings.encryption_key, new, sessions_dir=settings.sessions_dir)
+    counts = ", ".join(f"{n} {store}" for store, n in done.resealed.items())
+    sys.stdout.write(f"Re-sealed under the new key: {counts}; {done.already} file(s) already were.\n")
+    for line in done.failed:
+        sys.stderr.write(f"chatcli: error: {line}\n")
+    if done.failed:
+        sys.stderr.write(f"chatcli: error: {len(done.failed)} file(s) could not be re-sealed and were left "
+                         "untouched; fix the key and run it again\n")
+        return 1
+    sys.stdout.write("Now set CHATCLI_ENCRYPTION_KEY to the new key.\n")
     return 0

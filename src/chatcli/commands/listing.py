@@ -15,14 +15,26 @@ def format_listing(infos: Sequence[SessionInfo], active: str | None) -> str:
     lines = [f"Sessions ({len(infos)}), newest first:"]
     minutes: dict[int, str] = {}  # formatting a time is the costly part of 10,000 rows
     row = " %s %-*s  %10s  %s  %s"
-    for name, messages, mtime, _size, title, problem, _transcript in infos:
+    for name, messages, mtime, size, title, problem, _transcript in infos:
         minute = int(mtime) // 60
         when = minutes.get(minute)
         if when is None:
             when = minutes[minute] = time.strftime("%Y-%m-%d %H:%M", time.localtime(minute * 60))
-        if messages is None:
+        if messages is None and not problem:  # encryption on: the listing knows sizes, not contents
+            count, title = _size(size), ""
+        elif messages is None:
             count, title = "unreadable", problem
         else:
             count = "%d msgs" % messages if messages != 1 else "1 msg"
         lines.append(row % ("*" if name == active else " ", width, name, count, when, title))
+    if any(info.messages is None and not info.problem for info in infos):
+        lines.append("(Encryption is on: the listing shows sizes, not titles or message counts.)")
     return "\n".join(lines)
+
+
+def _size(size: int) -> str:
+    for unit in ("B", "KB", "MB"):
+        if size < 1024 or unit == "MB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"

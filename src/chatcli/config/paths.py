@@ -27,3 +27,24 @@ def sessions_dir(env: Mapping[str, str]) -> Path:
 
 def history_file(env: Mapping[str, str]) -> Path:
     return expand(env.get("HISTORY_FILE") or "~/.chatcli_history", env)
+
+
+def encryption_key(env: Mapping[str, str], var: str = "CHATCLI_ENCRYPTION_KEY") -> bytes | None:
+    """The master key (SPEC §9): base64 of exactly 32 bytes, or None when the variable is unset
+    or empty. Anything else raises ConfigError: never a silent fall-back to plaintext."""
+    text = env.get(var, "").strip()
+    if not text:
+        return None
+    import base64
+    import binascii
+
+    from chatcli.core.errors import ConfigError
+
+    hint = "(make one with: openssl rand -base64 32)"
+    try:
+        key = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ConfigError(f"{var} is not base64 {hint}") from None
+    if len(key) != 32:
+        raise ConfigError(f"{var} must be 32 bytes in base64, not {len(key)} {hint}")
+    return key

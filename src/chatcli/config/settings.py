@@ -148,6 +148,8 @@ class Settings:
     # CHATCLI_AUTO_COMPACT: compact automatically before a turn once the history fills this
     # fraction of the context window; 0 turns it off.
     auto_compact: float = DEFAULT_AUTO_COMPACT
+    # CHATCLI_ENCRYPTION_KEY: the master key sealing sessions, journals and recall entries.
+    encryption_key: bytes | None = field(default=None, repr=False)
     proxies: Proxies = field(default_factory=Proxies)
     # The environment this was parsed from; only config reads it (endpoints, per-provider models).
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -224,6 +226,7 @@ class Settings:
                 warnings.append(f"CHATCLI_CONTEXT_WINDOW={env['CHATCLI_CONTEXT_WINDOW']!r} is not a positive "
                                 "number of tokens; using the provider's default")
         auto_compact = _fraction(env, "CHATCLI_AUTO_COMPACT", DEFAULT_AUTO_COMPACT, warnings)
+        encryption_key = paths.encryption_key(env)  # a bad key stops here, before anything is read
         autosave = _flag(env, "CHATCLI_SESSION_AUTOSAVE", True, warnings)
         transcript = _flag(env, "CHATCLI_SESSION_TRANSCRIPT", True, warnings)
         settings = cls(
@@ -237,6 +240,7 @@ class Settings:
             ccr_max_size=ccr_max,
             context_window=context_window,
             auto_compact=auto_compact,
+            encryption_key=encryption_key,
             provider=chosen,
             model="",
             timeout=timeout or DEFAULT_TIMEOUT,

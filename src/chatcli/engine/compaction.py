@@ -40,7 +40,7 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
     older = [conv.history[i] for i in cut.summarised]
     origin = {"session": conv.session_name or "",
               "transcript": conv.transcript.id if conv.transcript is not None and conv.transcript.id else ""}
-    key = RecallStore(conv.settings.home / "ccr").put(older, origin)
+    key = RecallStore(conv.settings.home / "ccr", conv.settings.encryption_key).put(older, origin)
     text = _summarise(conv, older, instruction)
     summary = summary_message(f"{text.strip()}\n\n(Summary of {len(older)} earlier messages; "
                               f"the originals: {marker(key)})", cut)

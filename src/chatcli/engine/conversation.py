@@ -120,7 +120,7 @@ class Conversation:
     @property
     def store(self) -> SessionStore:
         if self._store is None:
-            self._store = SessionStore(self.settings.sessions_dir)
+            self._store = SessionStore(self.settings.sessions_dir, self.settings.encryption_key)
         return self._store
 
     # -- binding (SPEC §6.1) ----------------------------------------------------------------

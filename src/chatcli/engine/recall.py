@@ -27,7 +27,7 @@ TOOL = Tool(
 
 def recall_text(settings: Settings, key: str) -> str:
     """The messages of recall entry `key`, numbered. Raises ChatcliError (unknown, expired, damaged)."""
-    messages, origin = RecallStore(settings.home / "ccr").get(key)
+    messages, origin = RecallStore(settings.home / "ccr", settings.encryption_key).get(key)
     where = f" from session '{origin['session']}'" if origin.get("session") else ""
     blocks = [f"Recall entry {parse_key(key)}{where}: {len(messages)} messages."]
     blocks += [f"#{i} {m.role}\n{m.content}" for i, m in enumerate(messages, 1)]

@@ -30,7 +30,9 @@ SessionHits = namedtuple("SessionHits", "name mtime score hits")
 
 
 def search_index(settings: Settings) -> SearchIndex:
-    return SearchIndex(settings.home / "index" / "search.sqlite")
+    """The search index: on disk, or with encryption on in memory, built for each search
+    (an index of sealed conversations would hold their words in plaintext)."""
+    return SearchIndex(None if settings.encryption_key else settings.home / "index" / "search.sqlite")
 
 
 class Record:
@@ -81,7 +83,7 @@ def record(settings: Settings, data: SessionData, transcript_id: str | None) -> 
         return Record("the live history (the journal is off: CHATCLI_SESSION_TRANSCRIPT)", None, data.history)
     if not transcript_id or not ID_RE.fullmatch(transcript_id):
         return Record("the live history (this conversation has no journal yet)", None, data.history)
-    journal = Journal(settings.home / "transcripts", transcript_id)
+    journal = Journal(settings.home / "transcripts", transcript_id, settings.encryption_key)
     if not journal.exists():
         return Record(f"the live history (its journal {transcript_id} is missing)", None, data.history)
     return Record(f"journal {transcript_id}", journal)
@@ -133,9 +135,10 @@ def search(settings: Settings, rec: Record, query: str, limit: int = 10) -> list
 def warm_index(settings: Settings, transcript_id: str | None) -> None:
     """Index a journal ahead of its first search (the REPL does this in the background: a
     100,000-message journal takes seconds to index, a search of an indexed one milliseconds)."""
-    if not settings.session_transcript or not transcript_id or not ID_RE.fullmatch(transcript_id):
+    if not settings.session_transcript or not transcript_id or not ID_RE.fullmatch(transcript_id) \
+            or settings.encryption_key:  # no index on disk to warm
         return
-    journal = Journal(settings.home / "transcripts", transcript_id)
+    journal = Journal(settings.home / "transcripts", transcript_id, settings.encryption_key)
     if journal.exists():
         search_index(settings).update_journal(journal.id, _stamp(journal), _reader(journal))
 

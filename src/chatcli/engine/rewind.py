@@ -207,7 +207,7 @@ def _from_recall(conv: Conversation, at: int) -> tuple[list[Message] | None, str
     if not keys:
         return None, "the summary names no recall entry and the journal does not have the originals"
     try:
-        originals, _origin = RecallStore(conv.settings.home / "ccr").get(keys[-1])
+        originals, _origin = RecallStore(conv.settings.home / "ccr", conv.settings.encryption_key).get(keys[-1])
     except ChatcliError as exc:
         return None, str(exc)
     history = conv.history

@@ -155,10 +155,18 @@ def listing(conv: Conversation) -> list[SessionInfo]:
 def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:
     """The newest readable session, and the newer ones passed over because they cannot be read."""
     skipped: list[str] = []
-    for info in conv.store.list(fresh=True):  # correctness over speed: every file is stat'ed
+    store = conv.store
+    for info in store.list(fresh=True):  # correctness over speed: every file is stat'ed
+        problem = info.problem
         if info.messages is not None:
             return info.name, skipped
-        skipped.append(f"Skipped session '{info.name}', newer but unreadable: {info.problem}")
+        if store.private and not problem:  # encryption on: the listing does not open files; this does
+            try:
+                store.load(info.name)
+                return info.name, skipped
+            except SessionError as exc:
+                problem = str(exc)
+        skipped.append(f"Skipped session '{info.name}', newer but unreadable: {problem}")
     return None, skipped
 
 

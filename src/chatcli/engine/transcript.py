@@ -41,6 +41,7 @@ class TranscriptSync:
     def __init__(self, settings: Settings) -> None:
         self.root = settings.home / "transcripts"
         self.enabled = settings.session_transcript
+        self.key = settings.encryption_key
         self.id: str | None = None
         self._reset()
 
@@ -58,7 +59,7 @@ class TranscriptSync:
 
     @property
     def journal(self) -> Journal | None:
-        return Journal(self.root, self.id) if self.enabled and self.id else None
+        return Journal(self.root, self.id, self.key) if self.enabled and self.id else None
 
     def attach(self, transcript_id: str | None) -> None:
         """Follow the journal a session names (it was loaded): read at the next sync. An id
@@ -78,7 +79,7 @@ class TranscriptSync:
         parent = self.journal
         if parent is not None and parent.exists():
             with contextlib.suppress(JournalError):  # unseeded, it records the live history at its first sync
-                Journal(self.root, fork_id).seed_fork(parent, now_text())
+                Journal(self.root, fork_id, self.key).seed_fork(parent, now_text())
         return fork_id
 
     def discard(self, fork_id: str | None) -> None:
@@ -117,7 +118,7 @@ class TranscriptSync:
             raise
 
     def _sync(self, history: Sequence[Message], reason: str | None, known: Sequence[str] | None) -> list[str]:
-        journal = Journal(self.root, self.id)
+        journal = Journal(self.root, self.id, self.key)
         with journal.appending(self._offset if self._loaded else 0) as append:
             if self._loaded and (append.identity != self._identity or append.replaced):
                 # Deleted, replaced or truncated under us: record the whole live history again.

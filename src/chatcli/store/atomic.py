@@ -56,10 +56,12 @@ def temp_name(target: str) -> str:
     return f".{target}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
 
 
-def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE, durable: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE, durable: bool = True,
+                 times_ns: tuple[int, int] | None = None) -> None:
     """Replace `path` with `data` so that a crash leaves the old file or the new one, never a torn one.
 
-    `durable=False` skips both fsyncs, for hints and caches that may be lost but never torn."""
+    `durable=False` skips both fsyncs, for hints and caches that may be lost but never torn.
+    `times_ns` (access, modification) are set before the rename, so the new file never has others."""
     ensure_private_dir(path.parent)
     # A unique name beside the target (what tempfile.mkstemp does, without its import cost).
     tmp = path.with_name(temp_name(path.name))
@@ -70,6 +72,8 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE, durable: boo
         while view:
             written = os.write(fd, view)
             view = view[written:]
+        if times_ns is not None:
+            os.utime(fd, ns=times_ns)
         if durable:
             os.fsync(fd)
         os.close(fd)

@@ -19,6 +19,7 @@ from pathlib import Path
 from chatcli.core.errors import ChatcliError
 from chatcli.core.journal import check_event, fork_line
 from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir, os_cause
+from chatcli.store.seal import LINE_PREFIX, SealError, sealer_for
 
 SUFFIX = ".jsonl"
 ID_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}")
@@ -34,7 +35,9 @@ def _json():
     return orjson
 
 
-def encode_lines(events: list[dict]) -> bytes:
+def encode_lines(events: list[dict], journal: Journal | None = None, offset: int = 0) -> bytes:
+    """Events as JSON lines; sealed when `journal` has a key, each line bound to the byte
+    offset it will have in that journal (the payload goes at `offset`)."""
     orjson = _json()
     parts = []
     for event in events:
@@ -44,6 +47,13 @@ def encode_lines(events: list[dict]) -> bytes:
             import json
 
             parts.append(json.dumps(event).encode("ascii"))  # \u escapes carry anything
+    if journal is not None and journal.key is not None:
+        sealer = sealer_for(journal.key)
+        sealed = []
+        for part in parts:
+            sealed.append(sealer.seal_line(part, journal.id, offset))
+            offset += len(sealed[-1]) + 1
+        parts = sealed
     return b"\n".join(parts) + b"\n"
 
 
@@ -58,15 +68,21 @@ class Reading:
     identity: tuple[int, int] | None = None  # (device, inode) of the file read, when read whole
 
 
-def parse(data: bytes, offset: int = 0) -> Reading:
+def parse(data: bytes, offset: int = 0, journal: Journal | None = None) -> Reading:
+    """The events of `data`, which starts at byte `offset` of `journal`. A sealed line is opened
+    with the journal's key; one that cannot be is an error (a key problem, not damage)."""
     orjson = _json()
     reading = Reading(end=offset)
     cut = data.rfind(b"\n") + 1
     if cut < len(data) and data[cut:].strip():
         reading.torn = 1
+    position = offset
     for line in data[:cut].split(b"\n"):
+        at, position = position, position + len(line) + 1
         if not line.strip():
             continue
+        if line.startswith(LINE_PREFIX):
+            line = _open_line(line, journal, at)
         try:
             event = check_event(orjson.loads(line))
         except orjson.JSONDecodeError:
@@ -79,12 +95,24 @@ def parse(data: bytes, offset: int = 0) -> Reading:
     return reading
 
 
+def _open_line(line: bytes, journal: Journal | None, at: int) -> bytes:
+    name = journal.id if journal is not None else "?"
+    if journal is None or journal.key is None:
+        raise JournalError(f"transcript journal {name} is encrypted: set CHATCLI_ENCRYPTION_KEY to the key that "
+                           "sealed it")
+    try:
+        return sealer_for(journal.key).open_line(line, journal.id, at)
+    except SealError as exc:
+        raise JournalError(str(exc)) from None
+
+
 class Journal:
-    def __init__(self, root: Path, transcript_id: str) -> None:
+    def __init__(self, root: Path, transcript_id: str, key: bytes | None = None) -> None:
         if not ID_RE.fullmatch(transcript_id):
             raise JournalError(f"invalid transcript id {transcript_id!r}")
         self.root = root
         self.id = transcript_id
+        self.key = key  # CHATCLI_ENCRYPTION_KEY: lines are sealed (store.seal)
         self.path = root / (transcript_id + SUFFIX)
 
     def exists(self) -> bool:
@@ -107,7 +135,7 @@ class Journal:
             return Reading(end=0)
         except OSError as exc:
             raise self._error(exc) from None
-        reading = parse(data, offset)
+        reading = parse(data, offset, self)
         reading.identity = (st.st_dev, st.st_ino)
         return reading
 
@@ -129,7 +157,7 @@ class Journal:
             st = os.fstat(fd)
             if st.st_size == 0 and offset == 0:  # just created: make its name durable too
                 fsync_dir(self.root)
-            append = _Append(fd, offset, st)
+            append = _Append(fd, offset, st, self)
             yield append
         except OSError as exc:
             raise self._error(exc, writing=True) from None
@@ -139,7 +167,7 @@ class Journal:
     def seed_fork(self, parent: Journal, time: str) -> None:
         """Create this journal as a fork of `parent`: a fork line, then the parent's events."""
         reading = parent.read()
-        payload = encode_lines([fork_line(parent.id, time), *reading.events])
+        payload = encode_lines([fork_line(parent.id, time), *reading.events], self)
         try:
             atomic_write(self.path, payload)
         except OSError as exc:
@@ -151,8 +179,9 @@ class Journal:
 
 
 class _Append:
-    def __init__(self, fd: int, offset: int, st: os.stat_result) -> None:
+    def __init__(self, fd: int, offset: int, st: os.stat_result, journal: Journal) -> None:
         self.fd = fd
+        self.journal = journal
         self.identity = (st.st_dev, st.st_ino)
         self.size = st.st_size  # the file's size when locked; after write(), its new size
         # Shorter than what we read before: truncated (or replaced) under us.
@@ -162,7 +191,7 @@ class _Append:
 
     def _read(self, offset: int) -> Reading:
         data = os.pread(self.fd, self.size - offset, offset) if self.size > offset else b""
-        return parse(data, offset)
+        return parse(data, offset, self.journal)
 
     def reread(self) -> None:
         """Read the whole file (the caller lost track of it)."""
@@ -171,9 +200,12 @@ class _Append:
     def write(self, events: list[dict]) -> None:
         if not events:
             return
-        payload = encode_lines(events)
-        if self.new.torn or (self.size and os.pread(self.fd, 1, self.size - 1) != b"\n"):
-            payload = b"\n" + payload  # end a torn line: it becomes one skipped foreign line
+        torn = self.new.torn or (self.size and os.pread(self.fd, 1, self.size - 1) != b"\n")
+        # A torn line is ended first (it becomes one skipped foreign line); sealed lines are
+        # bound to the offsets they land at, which the lock on the journal makes certain.
+        payload = encode_lines(events, self.journal, self.size + (1 if torn else 0))
+        if torn:
+            payload = b"\n" + payload
         view = memoryview(payload)
         while view:
             view = view[os.write(self.fd, view):]

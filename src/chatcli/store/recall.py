@@ -10,6 +10,7 @@ storing an entry again refreshes its time.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from pathlib import Path
 from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.messages import Message
 from chatcli.store.atomic import atomic_write
+from chatcli.store.seal import SealError, is_sealed, sealer_for
 
 KEY_RE = re.compile(r"[0-9a-f]{16}")
 MARKER_RE = re.compile(r"<<ccr:([0-9a-f]{16})>>")
@@ -44,8 +46,12 @@ def parse_key(text: str) -> str:
 
 
 class RecallStore:
-    def __init__(self, root: Path) -> None:
+    """With a master key the entries are sealed, and their keys are keyed hashes (HMAC) of the
+    content, so neither the file nor its name tells anything about what it holds."""
+
+    def __init__(self, root: Path, key: bytes | None = None) -> None:
         self.root = root
+        self.key = key
 
     def path(self, key: str) -> Path:
         return self.root / f"{parse_key(key)}.json"
@@ -54,14 +60,20 @@ class RecallStore:
         """Store `messages` (once: the key is their content's) and return the key."""
         body = json.dumps([m.to_dict() for m in messages], ensure_ascii=False, sort_keys=True,
                           separators=(",", ":"))
-        key = hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+        if self.key is None:
+            key = hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+        else:
+            key = hmac.new(self.key, b"chatcli recall key\0" + body.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
         path = self.root / f"{key}.json"
         try:
             if path.exists():
                 os.utime(path)  # stored again: it is recent again
                 return key
             document = {"version": VERSION, "key": key, "origin": origin or {}, "messages": json.loads(body)}
-            atomic_write(path, json.dumps(document, ensure_ascii=False).encode("utf-8"))
+            payload = json.dumps(document, ensure_ascii=False).encode("utf-8")
+            if self.key is not None:
+                payload = sealer_for(self.key).seal(payload, "recall", key)
+            atomic_write(path, payload)
         except OSError as exc:
             raise RecallError(f"recall store: cannot write {path}: {exc.strerror or exc}") from None
         return key
@@ -69,13 +81,20 @@ class RecallStore:
     def get(self, key: str) -> tuple[list[Message], dict]:
         path = self.path(key)
         try:
-            document = json.loads(path.read_bytes())
+            raw = path.read_bytes()
+            if is_sealed(raw):
+                if self.key is None:
+                    raise RecallError(f"recall entry {parse_key(key)} is encrypted: set CHATCLI_ENCRYPTION_KEY to open it")
+                raw = sealer_for(self.key).open(raw, "recall", parse_key(key), f"recall entry {parse_key(key)}")
+            document = json.loads(raw)
             messages = [Message.from_dict(item) for item in document["messages"]]
             origin = document.get("origin") if isinstance(document.get("origin"), dict) else {}
         except FileNotFoundError:
             raise RecallError(f"no recall entry {parse_key(key)} (it may have expired: see /storage)") from None
         except OSError as exc:
             raise RecallError(f"recall store: cannot read {path}: {exc.strerror or exc}") from None
+        except SealError as exc:
+            raise RecallError(str(exc)) from None
         except (ValueError, KeyError, TypeError):
             raise RecallError(f"recall entry {parse_key(key)} is damaged; the file was left untouched") from None
         return messages, origin

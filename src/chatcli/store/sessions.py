@@ -23,6 +23,7 @@ from pathlib import Path
 from chatcli.core.errors import ChatcliError
 from chatcli.core.names import NAME_RE, validate_name
 from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir, os_cause
+from chatcli.store.seal import SealError, is_sealed, sealer_for
 
 # `chatcli session list` imports this module and should load nothing it does not use:
 # the session document (dataclasses, typing) is imported where a document is read or written.
@@ -113,9 +114,37 @@ def _gc_paused() -> Iterator[None]:
 
 
 class SessionStore:
-    def __init__(self, root: Path) -> None:
+    """Session files in `root`. With a master key (CHATCLI_ENCRYPTION_KEY) every file written is
+    sealed (store.seal), sealed files are opened, and the listing caches beside the directory
+    keep names, times and sizes only; plaintext files still load (they are sealed when next
+    written)."""
+
+    def __init__(self, root: Path, key: bytes | None = None) -> None:
         self.root = root
+        self.key = key
         self._checked_mode = False
+        # A sealed file that this store's key (or lack of one) cannot open was met: the listing
+        # caches are then left as they are (a wrong or missing key changes no file).
+        self.locked_out = False
+
+    @property
+    def private(self) -> bool:
+        """Encryption is on: nothing derived from a session's content goes into a cache."""
+        return self.key is not None
+
+    def _opened(self, name: str, raw: bytes) -> bytes:
+        """A session file's JSON bytes: as they are, or opened when sealed."""
+        if not is_sealed(raw):
+            return raw
+        if self.key is None:
+            self.locked_out = True
+            raise SessionError(f"session '{name}' is encrypted: set CHATCLI_ENCRYPTION_KEY to the key that sealed "
+                               "it; the file was left untouched")
+        try:
+            return sealer_for(self.key).open(raw, "session", name, f"session '{name}'")
+        except SealError as exc:
+            self.locked_out = True
+            raise SessionError(str(exc)) from None
 
     # -- paths ---------------------------------------------------------------------------
     def path(self, name: str) -> Path:
@@ -149,6 +178,7 @@ class SessionStore:
 
     def _decode(self, name: str, raw: bytes) -> SessionData:
         orjson = _json()
+        raw = self._opened(name, raw)
         try:
             document = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -196,6 +226,8 @@ class SessionStore:
             import json
 
             payload = json.dumps(document, ensure_ascii=False).encode("utf-8")
+        if self.key is not None:
+            payload = sealer_for(self.key).seal(payload, "session", name)
         try:
             ensure_private_dir(self.root)
             if self._loose_dir():
@@ -204,7 +236,7 @@ class SessionStore:
             stamp = Stamp.of(os.stat(path))
         except OSError as exc:
             raise self._error(name, exc, writing=True) from None
-        self.note_latest(name, stamp.mtime_ns, len(data.history))
+        self.note_latest(name, stamp.mtime_ns, None if self.private else len(data.history))
         return stamp
 
     def _loose_dir(self) -> bool:
@@ -329,10 +361,14 @@ class SessionStore:
         infos.sort(key=itemgetter(2), reverse=True)
         return infos
 
-    def entries(self, fresh: bool = False, record: bool = True) -> dict[str, list]:
+    def entries(self, fresh: bool = False, record: bool = True, reveal: bool = False) -> dict[str, list]:
         """The catalog itself: {name: [mtime_ns, size, messages, title, problem, transcript id]}
         (see `list` for when it is trusted without looking at the files). `record=False` leaves
-        the catalog file as it is (a dry run must change nothing on disk)."""
+        the catalog file as it is (a dry run must change nothing on disk). With encryption on the
+        catalog knows no contents; `reveal` reads every file for them, in memory only (storage
+        needs each session's journal id)."""
+        if reveal and self.private:
+            return self._scan({}, reveal=True)
         try:
             directory = os.stat(self.root)
         except FileNotFoundError:
@@ -345,11 +381,11 @@ class SessionStore:
         rows = self._scan(catalog)
         settled = time.time_ns() - directory.st_mtime_ns > SETTLE_NS
         mark = directory.st_mtime_ns if settled else None
-        if record and (rows != catalog or mark != recorded):
+        if record and (rows != catalog or mark != recorded) and not self.locked_out:
             self._write_catalog(mark, rows)
         return rows
 
-    def _scan(self, catalog: dict[str, list]) -> dict[str, list]:
+    def _scan(self, catalog: dict[str, list], reveal: bool = False) -> dict[str, list]:
         try:
             entries = [e for e in os.scandir(self.root) if e.name.endswith(SUFFIX) and not e.name.startswith(".")]
         except FileNotFoundError:
@@ -374,10 +410,12 @@ class SessionStore:
             if cached and cached[0] == st.st_mtime_ns and cached[1] == st.st_size:
                 rows[name] = cached
             else:
-                rows[name] = self._summarise(name, Path(entry.path), st)
+                rows[name] = self._summarise(name, Path(entry.path), st, reveal)
         return rows
 
-    def _summarise(self, name: str, path: Path, st: os.stat_result) -> list:
+    def _summarise(self, name: str, path: Path, st: os.stat_result, reveal: bool = False) -> list:
+        if self.private and not reveal:  # encryption on: names, times and sizes; nothing from inside
+            return [st.st_mtime_ns, st.st_size, None, "", "", ""]
         try:
             data = self.decode(name, read_regular(path)[0])
         except (SessionError, OSError) as exc:
@@ -398,7 +436,8 @@ class SessionStore:
             value = json.loads(self.catalog_path.read_bytes())
         except (OSError, ValueError):
             return None, {}
-        if not isinstance(value, dict) or value.get("version") != CATALOG_VERSION:
+        if not isinstance(value, dict) or value.get("version") != CATALOG_VERSION \
+                or value.get("private", False) != self.private:  # made with encryption on (or off): start again
             return None, {}
         entries = value.get("entries")
         recorded = value.get("directory_mtime_ns")
@@ -408,7 +447,8 @@ class SessionStore:
         return (recorded if isinstance(recorded, int) else None), entries
 
     def _write_catalog(self, directory_mtime_ns: int | None, entries: dict[str, list]) -> None:
-        document = {"version": CATALOG_VERSION, "directory_mtime_ns": directory_mtime_ns, "entries": entries}
+        document = {"version": CATALOG_VERSION, "directory_mtime_ns": directory_mtime_ns, "entries": entries,
+                    "private": self.private}
         try:  # a cache: failing to write it only costs the next listing some work
             atomic_write(self.catalog_path, json.dumps(document, separators=(",", ":")).encode("utf-8"),
                          durable=False)
@@ -473,6 +513,8 @@ class SessionStore:
 
     def save_rendered(self, key: str, text: str) -> None:
         """Keep `text` (a formatted listing) for as long as the directory stays unchanged."""
+        if self.locked_out:
+            return
         token = self.settled_token()
         if token is None:
             return

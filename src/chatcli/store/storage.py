@@ -115,7 +115,7 @@ class Storage:
     def __init__(self, settings: Settings, now: float | None = None) -> None:
         self.settings = settings
         self.home = settings.home
-        self.sessions = SessionStore(settings.sessions_dir)
+        self.sessions = SessionStore(settings.sessions_dir, settings.encryption_key)
         self.transcripts_dir = self.home / "transcripts"
         self.ccr_dir = self.home / "ccr"
         self.index_dir = self.home / "index"
@@ -157,7 +157,7 @@ class Storage:
             stats, misnamed = self._stat_sessions()
             contents: dict[str, list] = {}
             if on_demand or self._has_journals():  # message counts (bursts) and journal ids
-                contents = self.sessions.entries(fresh=True, record=record)
+                contents = self.sessions.entries(fresh=True, record=record, reveal=True)
         except (OSError, SessionError) as exc:
             reason = exc if isinstance(exc, SessionError) else (exc.strerror or exc)
             plan.notes.append(f"sessions were not examined: cannot list {self.sessions.root}: {reason}")
@@ -351,7 +351,7 @@ class Storage:
         if journals:
             removed = {removal.session for removal in applied.removed if removal.session}
             try:
-                current = {row[5] for row in self.sessions.entries(fresh=True).values() if row[5]}
+                current = {row[5] for row in self.sessions.entries(fresh=True, reveal=True).values() if row[5]}
             except SessionError as exc:
                 applied.kept += [(removal, f"sessions could not be read again ({exc})") for removal in journals]
                 return applied

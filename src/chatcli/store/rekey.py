@@ -1,0 +1,126 @@
+"""`chatcli storage rekey` (SPEC §9): re-seal every session, journal and recall entry under a new key.
+
+Each file is replaced atomically (temporary file, fsync, rename) with its modification time
+kept, so retention sees the same ages. A file that already opens with the new key is left as it
+is, so a rekey interrupted at any point (a crash, a kill) is finished by running it again.
+Plaintext files are sealed on the way. A file that opens with neither key is named and left
+untouched; the command then exits 1.
+
+Run it while no chatcli is running: a running chatcli still holds the old key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chatcli.core.errors import ChatcliError
+from chatcli.store.atomic import atomic_write, os_cause
+from chatcli.store.journal import SUFFIX as JOURNAL_SUFFIX
+from chatcli.store.seal import LINE_PREFIX, SealError, is_sealed, sealer_for
+from chatcli.store.sessions import SUFFIX as SESSION_SUFFIX
+from chatcli.store.sessions import SessionStore
+
+
+@dataclass
+class Rekeyed:
+    resealed: dict[str, int] = field(default_factory=lambda: {"sessions": 0, "transcripts": 0, "recall": 0})
+    already: int = 0  # files that opened with the new key already
+    failed: list[str] = field(default_factory=list)  # one line each
+
+
+def rekey(home: Path, old: bytes | None, new: bytes, *, sessions_dir: Path) -> Rekeyed:
+    done = Rekeyed()
+    stores = SessionStore(sessions_dir)
+    for kind, path, name in _files(home, sessions_dir):
+        try:
+            raw = path.read_bytes()
+            if kind == "transcripts":
+                payload = _journal(raw, name, old, new)
+            else:
+                label = "session" if kind == "sessions" else "recall"
+                payload = _whole(raw, label, name, old, new)
+            if payload is None:
+                done.already += 1
+                continue
+            st = os.stat(path)
+            if kind == "sessions":
+                with stores.lock(name):
+                    _replace(path, payload, st)
+            else:
+                _replace(path, payload, st)
+            done.resealed[kind] += 1
+        except (ChatcliError, SealError) as exc:
+            done.failed.append(f"{path}: {exc}")
+        except OSError as exc:
+            done.failed.append(f"{path}: {os_cause(exc)}")
+    return done
+
+
+def _files(home: Path, sessions_dir: Path) -> Iterator[tuple[str, Path, str]]:
+    for kind, root, suffix in (("sessions", sessions_dir, SESSION_SUFFIX),
+                               ("transcripts", home / "transcripts", JOURNAL_SUFFIX), ("recall", home / "ccr", ".json")):
+        try:
+            entries = sorted(os.scandir(root), key=lambda e: e.name)
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            if entry.name.endswith(suffix) and not entry.name.startswith(".") and entry.is_file(follow_symlinks=False):
+                yield kind, Path(entry.path), entry.name[: -len(suffix)]
+
+
+def _replace(path: Path, payload: bytes, st: os.stat_result) -> None:
+    # The same age for the retention rules, set before the rename: a kill cannot leave it new.
+    atomic_write(path, payload, times_ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _whole(raw: bytes, kind: str, name: str, old: bytes | None, new: bytes) -> bytes | None:
+    """A session file or recall entry sealed with the new key; None when it already is."""
+    what = f"{kind} '{name}'"
+    if is_sealed(raw):
+        try:
+            sealer_for(new).open(raw, kind, name, what)
+            return None
+        except SealError:
+            pass
+        if old is None:
+            raise SealError(f"{what} is sealed and CHATCLI_ENCRYPTION_KEY (the old key) is not set")
+        raw = sealer_for(old).open(raw, kind, name, what)
+    return sealer_for(new).seal(raw, kind, name)
+
+
+def _journal(raw: bytes, transcript_id: str, old: bytes | None, new: bytes) -> bytes | None:
+    """A journal with every line sealed with the new key (at its new offset); None when every
+    line already is. A torn last line (a crash mid-append) is kept, sealed, as the foreign
+    line it reads as."""
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    position, plain, done = 0, [], True
+    for line in lines:
+        at, position = position, position + len(line) + 1
+        if not line.strip():
+            continue
+        if line.startswith(LINE_PREFIX):
+            try:
+                plain.append(sealer_for(new).open_line(line, transcript_id, at))
+                continue
+            except SealError:
+                if old is None:
+                    raise SealError(f"transcript journal {transcript_id} has sealed lines and "
+                                    "CHATCLI_ENCRYPTION_KEY (the old key) is not set") from None
+                line = sealer_for(old).open_line(line, transcript_id, at)
+        done = False
+        plain.append(line)
+    if done:
+        return None
+    sealer, out, offset = sealer_for(new), [], 0
+    for line in plain:
+        out.append(sealer.seal_line(line, transcript_id, offset))
+        offset += len(out[-1]) + 1
+    return b"\n".join(out) + b"\n" if out else b""
+
+
+__all__ = ["Rekeyed", "rekey"]

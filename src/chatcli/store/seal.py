@@ -1,0 +1,147 @@
+"""Encryption at rest (SPEC §9): sealing session files, journal lines and recall entries.
+
+With CHATCLI_ENCRYPTION_KEY set (base64 of 32 bytes), every file chatcli writes with
+conversation text in it is sealed with AES-256-GCM. The envelope is self-describing:
+
+  file   MAGIC, version (1 byte), salt (16), nonce (12), ciphertext with its 16-byte tag
+  line   "chatcli-sealed:" + base64 of: version, salt, nonce, ciphertext with tag
+
+The key of each file comes from the master key by HKDF-SHA256 with the file's own random salt
+(a journal: one salt per writing process, kept in every line it writes), so a derived key
+opens one file and nothing else. The additional authenticated data binds each blob to what it
+is: the kind of file and its name (a session's name, a journal's transcript id, a recall key),
+and for a journal line its byte offset, so a file copied over another, a line moved within a
+journal or spliced from another, and a flipped byte all fail to open, with an error that says
+so. Plaintext files and lines still read (migration: they are sealed on the next write).
+
+`cryptography` is imported only when a key is set.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+
+from chatcli.core.errors import ChatcliError
+
+MAGIC = b"chatcli-sealed\n"
+LINE_PREFIX = b"chatcli-sealed:"
+VERSION = 1
+SALT = 16
+NONCE = 12
+TAG = 16
+KEY_BYTES = 32  # the master key's length (config.paths.encryption_key checks it)
+
+
+class SealError(ChatcliError):
+    """A sealed file or line that cannot be opened: no key, a wrong key, or altered bytes."""
+
+
+def is_sealed(data: bytes) -> bool:
+    return data.startswith(MAGIC)
+
+
+def is_sealed_line(line: bytes) -> bool:
+    return line.startswith(LINE_PREFIX)
+
+
+class Sealer:
+    """Seals and opens with one master key. Derived keys are cached by salt and kind."""
+
+    def __init__(self, master: bytes) -> None:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        self._master = master
+        self._hkdf, self._sha256, self._aesgcm = HKDF, hashes.SHA256, AESGCM
+        self._keys: dict[tuple[bytes, bytes], object] = {}
+        self._line_salt: dict[str, bytes] = {}  # the salt this process seals each journal's lines with
+
+    def _cipher(self, salt: bytes, kind: bytes):
+        cipher = self._keys.get((salt, kind))
+        if cipher is None:
+            key = self._hkdf(algorithm=self._sha256(), length=KEY_BYTES, salt=salt,
+                             info=b"chatcli/" + kind).derive(self._master)
+            cipher = self._keys[(salt, kind)] = self._aesgcm(key)
+        return cipher
+
+    # -- whole files (sessions, recall entries) ------------------------------------------
+    def seal(self, plaintext: bytes, kind: str, name: str) -> bytes:
+        salt, nonce = os.urandom(SALT), os.urandom(NONCE)
+        sealed = self._cipher(salt, kind.encode()).encrypt(nonce, plaintext, _aad(kind, name))
+        return MAGIC + bytes([VERSION]) + salt + nonce + sealed
+
+    def open(self, data: bytes, kind: str, name: str, what: str) -> bytes:
+        """The plaintext of a sealed file; `what` names it in errors ("session 'x'")."""
+        body = data[len(MAGIC):]
+        if not body or body[0] != VERSION:
+            raise SealError(f"{what} is sealed in a format this version does not know (version "
+                            f"{body[0] if body else '?'}); the file was left untouched")
+        salt, nonce, sealed = body[1:1 + SALT], body[1 + SALT:1 + SALT + NONCE], body[1 + SALT + NONCE:]
+        if len(sealed) < TAG:
+            raise SealError(f"{what} is sealed but truncated; the file was left untouched")
+        return self._open(salt, nonce, sealed, kind, _aad(kind, name), what)
+
+    def _open(self, salt: bytes, nonce: bytes, sealed: bytes, kind: str, aad: bytes, what: str) -> bytes:
+        from cryptography.exceptions import InvalidTag
+
+        try:
+            return self._cipher(salt, kind.encode()).decrypt(nonce, sealed, aad)
+        except InvalidTag:
+            raise SealError(f"{what} cannot be opened with CHATCLI_ENCRYPTION_KEY: a different key sealed it, "
+                            "or it was altered or copied from elsewhere; the file was left untouched") from None
+
+    # -- journal lines ---------------------------------------------------------------------
+    def seal_line(self, plaintext: bytes, transcript_id: str, offset: int) -> bytes:
+        """One sealed journal line (without its newline) for the given byte offset."""
+        salt = self._line_salt.get(transcript_id)
+        if salt is None:
+            salt = self._line_salt[transcript_id] = os.urandom(SALT)
+        nonce = os.urandom(NONCE)
+        sealed = self._cipher(salt, b"journal").encrypt(nonce, plaintext, _line_aad(transcript_id, offset))
+        return LINE_PREFIX + base64.b64encode(bytes([VERSION]) + salt + nonce + sealed)
+
+    def open_line(self, line: bytes, transcript_id: str, offset: int) -> bytes:
+        try:
+            body = base64.b64decode(line[len(LINE_PREFIX):], validate=True)
+        except (binascii.Error, ValueError):
+            raise SealError(f"transcript journal {transcript_id}: a sealed line at byte {offset} is damaged") from None
+        if len(body) < 1 + SALT + NONCE + TAG or body[0] != VERSION:
+            raise SealError(f"transcript journal {transcript_id}: a sealed line at byte {offset} is damaged "
+                            "or of an unknown version")
+        salt, nonce, sealed = body[1:1 + SALT], body[1 + SALT:1 + SALT + NONCE], body[1 + SALT + NONCE:]
+        return self._open(salt, nonce, sealed, "journal", _line_aad(transcript_id, offset),
+                          f"transcript journal {transcript_id} (the line at byte {offset})")
+
+
+def sealed_line_length(plaintext_length: int) -> int:
+    """The length of a sealed line for a plaintext of this length (base64 is deterministic)."""
+    raw = 1 + SALT + NONCE + plaintext_length + TAG
+    return len(LINE_PREFIX) + 4 * ((raw + 2) // 3)
+
+
+def _aad(kind: str, name: str) -> bytes:
+    return f"chatcli/{VERSION}/{kind}/{name}".encode()
+
+
+def _line_aad(transcript_id: str, offset: int) -> bytes:
+    return f"chatcli/{VERSION}/journal/{transcript_id}/{offset}".encode()
+
+
+_SEALERS: dict[bytes, Sealer] = {}
+
+
+def sealer_for(key: bytes | None) -> Sealer | None:
+    """The Sealer of a master key (one per key per process: derived keys are cached in it)."""
+    if key is None:
+        return None
+    sealer = _SEALERS.get(key)
+    if sealer is None:
+        sealer = _SEALERS[key] = Sealer(key)
+    return sealer
+
+
+__all__ = ["LINE_PREFIX", "MAGIC", "SealError", "Sealer", "is_sealed", "is_sealed_line",
+           "sealed_line_length", "sealer_for"]
