@@ -62,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         args = storage_parser(_parser_class()).parse_args(argv[1:])
         args.debug = False
         runner = _run_storage
+    elif argv and argv[0] == "mcp-server":
+        args = _server_parser("mcp-server", "Serve chatcli's conversations and sessions over MCP on stdio "
+                              "(tools ask_chatcli and manage_session; resources chatcli://sessions).",
+                              ).parse_args(argv[1:])
+        runner = _run_mcp
     else:
         args = build_parser().parse_args(argv)
         runner = _run
@@ -117,6 +122,20 @@ def _run(args) -> int:
     from chatcli.repl.app import run_repl
 
     return run_repl(settings, start)
+
+
+def _server_parser(name: str, description: str):
+    parser = _parser_class()(prog=f"chatcli {name}", description=description)
+    parser.add_argument("--provider", help="provider (default: as for the REPL)")
+    parser.add_argument("--model", help="model (default: as for the REPL)")
+    parser.add_argument("--debug", action="store_true", help="tracebacks on errors")
+    return parser
+
+
+def _run_mcp(args) -> int:
+    from chatcli.mcp.server import run_mcp_server
+
+    return run_mcp_server(_settings(provider=args.provider, model=args.model, debug=args.debug))
 
 
 def _run_session(args) -> int:

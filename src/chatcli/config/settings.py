@@ -132,6 +132,9 @@ class Settings:
     session_writethrough: bool = True
     # CHATCLI_SESSION_AUTOSAVE: unbound conversations are kept as autosave-… sessions.
     session_autosave: bool = True
+    # CHATCLI_MCP_SESSION_AUTOSAVE (wins when set), else CHATCLI_SESSION_AUTOSAVE: the MCP
+    # server mirrors each live conversation to a rolling mcp-<session> session.
+    mcp_autosave: bool = True
     # CHATCLI_SESSION_TRANSCRIPT: every message is also appended to the session's journal.
     session_transcript: bool = True
     # CHATCLI_SESSION_TTL: machine sessions (autosave-…, mcp-…) not modified for this many days
@@ -228,11 +231,13 @@ class Settings:
         auto_compact = _fraction(env, "CHATCLI_AUTO_COMPACT", DEFAULT_AUTO_COMPACT, warnings)
         encryption_key = paths.encryption_key(env)  # a bad key stops here, before anything is read
         autosave = _flag(env, "CHATCLI_SESSION_AUTOSAVE", True, warnings)
+        mcp_autosave = _flag(env, "CHATCLI_MCP_SESSION_AUTOSAVE", autosave, warnings)
         transcript = _flag(env, "CHATCLI_SESSION_TRANSCRIPT", True, warnings)
         settings = cls(
             home=paths.chatcli_home(env),
             session_writethrough=writethrough,
             session_autosave=autosave,
+            mcp_autosave=mcp_autosave,
             session_transcript=transcript,
             session_ttl_days=ttl,
             autosave_keep=keep,

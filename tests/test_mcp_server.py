@@ -1,0 +1,146 @@
+"""`chatcli mcp-server` driven by the official MCP SDK client over stdio (SPEC §1, §6, §11)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from conftest import CHATCLI
+from repl_driver import Repl, plain
+
+mcp = pytest.importorskip("mcp")
+
+
+def run(env, work):
+    """Start the real `chatcli mcp-server`, connect the SDK client, and run `work(client)`."""
+
+    async def main():
+        from mcp import Client, StdioServerParameters
+
+        params = StdioServerParameters(command=CHATCLI, args=["mcp-server"], env=env)
+        async with Client(params) as client:
+            return await work(client)
+
+    return asyncio.run(main())
+
+
+def text(result) -> str:
+    return "\n".join(part.text for part in result.content if getattr(part, "text", None))
+
+
+def test_tools_and_two_turns_in_one_live_conversation(openai_env, openai_server):
+    async def work(client):
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(tools) == {"ask_chatcli", "manage_session"}
+        assert "fork" in tools["manage_session"].input_schema["properties"]["action"]["enum"]
+        first = await client.call_tool("ask_chatcli", {"prompt": "my name is Ada"})
+        second = await client.call_tool("ask_chatcli", {"prompt": "what is my name?"})
+        other = await client.call_tool("ask_chatcli", {"prompt": "a separate thread", "session": "side"})
+        return first, second, other
+
+    first, second, other = run(openai_env, work)
+    assert not first.is_error and text(first) == "You said: my name is Ada"
+    assert text(second) == "You said: what is my name?"
+    turns = [[m["content"] for m in seen.body["messages"]] for seen in openai_server.requests]
+    assert turns[1] == ["my name is Ada", "You said: my name is Ada", "what is my name?"]  # the model had turn 1
+    assert turns[2] == ["a separate thread"] and not other.is_error
+    sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
+    mirror = json.loads((sessions / "mcp-mcp.json").read_text())
+    assert [m["content"] for m in mirror["chat_history"]][-1] == "You said: what is my name?"
+    assert (sessions / "mcp-side.json").exists()
+    assert oct((sessions / "mcp-mcp.json").stat().st_mode & 0o777) == "0o600"
+    log = Path(openai_env["CHATCLI_HOME"]) / "logs" / "mcp-server.log"
+    assert log.exists()
+
+
+def test_a_session_saved_over_mcp_loads_in_the_repl(openai_env, openai_server, workdir):
+    async def work(client):
+        await client.call_tool("ask_chatcli", {"prompt": "from the editor"})
+        return await client.call_tool("manage_session", {"action": "save", "name": "shared"})
+
+    saved = run(openai_env, work)
+    assert not saved.is_error and "Session 'shared' saved (2 messages)." in text(saved)
+    openai_env["NO_COLOR"] = "1"
+    repl = Repl(openai_env, "m", cwd=workdir)
+    try:
+        assert "Session 'shared' loaded (2 messages)." in plain(repl.send("/session load shared"))
+        repl.send("and from the terminal")
+        assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == [
+            "from the editor", "You said: from the editor", "and from the terminal"]
+    finally:
+        repl.close()
+
+
+def test_attach_over_mcp_then_the_repl_attaches_and_sees_the_mcp_turn(openai_env, openai_server, workdir):
+    async def work(client):
+        attached = await client.call_tool("manage_session", {"action": "attach", "name": "bridge"})
+        asked = await client.call_tool("ask_chatcli", {"prompt": "written through from MCP"})
+        status = await client.call_tool("manage_session", {"action": "status"})
+        return attached, asked, status
+
+    attached, asked, status = run(openai_env, work)
+    assert "Attached to session 'bridge'" in text(attached) and not asked.is_error
+    assert "Bound to session 'bridge' (2 messages" in text(status)
+    openai_env["NO_COLOR"] = "1"
+    repl = Repl(openai_env, "m", cwd=workdir)
+    try:
+        assert "Attached to session 'bridge' (2 messages)." in plain(repl.send("/session attach bridge"))
+        repl.send("the REPL's turn")
+        assert [m["content"] for m in openai_server.requests[-1].body["messages"]][:2] == [
+            "written through from MCP", "You said: written through from MCP"]
+    finally:
+        repl.close()
+
+
+def test_errors_come_back_as_tool_errors_and_the_server_goes_on(openai_env, openai_server):
+    async def work(client):
+        results = [await client.call_tool("manage_session", args) for args in (
+            {"action": "load", "name": "../etc/passwd"},
+            {"action": "attach", "name": ""},
+            {"action": "explode"},
+            {"action": "load", "name": "missing"},
+            {"action": "search"},
+        )]
+        results.append(await client.call_tool("ask_chatcli", {"prompt": "hi", "session": "bad/id"}))
+        results.append(await client.call_tool("ask_chatcli", {"prompt": "   "}))
+        alive = await client.call_tool("ask_chatcli", {"prompt": "still here?"})
+        return results, alive
+
+    results, alive = run(openai_env, work)
+    assert all(result.is_error for result in results)
+    messages = [text(result) for result in results]
+    assert "invalid session name '../etc/passwd'" in messages[0]
+    assert "manage_session attach needs name" in messages[1]
+    assert "Input should be 'save', 'load'" in messages[2]
+    assert "session 'missing' does not exist" in messages[3]
+    assert "manage_session search needs query" in messages[4]
+    assert "invalid session name 'bad/id'" in messages[5]
+    assert "the prompt is empty" in messages[6]
+    assert not any("Traceback" in message for message in messages)
+    assert text(alive) == "You said: still here?"
+
+
+def test_clear_keeps_the_conversation_in_its_mirror_and_the_gate_turns_mirrors_off(openai_env, openai_server):
+    async def work(client):
+        await client.call_tool("ask_chatcli", {"prompt": "keep me", "session": "notes"})
+        cleared = await client.call_tool("manage_session", {"action": "clear", "session": "notes"})
+        listing = await client.read_resource("chatcli://sessions")
+        one = await client.read_resource("chatcli://sessions/mcp-notes")
+        return cleared, listing, one
+
+    cleared, listing, one = run(openai_env, work)
+    assert "New conversation started" in text(cleared)
+    names = [row["name"] for row in json.loads(listing.contents[0].text)]
+    assert "mcp-notes" in names
+    assert [m["content"] for m in json.loads(one.contents[0].text)["chat_history"]] == ["keep me", "You said: keep me"]
+
+    off = dict(openai_env, CHATCLI_HOME=str(Path(openai_env["CHATCLI_HOME"]).parent / "other"),
+               CHATCLI_SESSION_AUTOSAVE="on", CHATCLI_MCP_SESSION_AUTOSAVE="off")
+
+    async def quiet(client):
+        return await client.call_tool("ask_chatcli", {"prompt": "not mirrored"})
+
+    assert not run(off, quiet).is_error
+    assert not (Path(off["CHATCLI_HOME"]) / "sessions").exists()
