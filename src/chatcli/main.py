@@ -67,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
                               "(tools ask_chatcli and manage_session; resources chatcli://sessions).",
                               ).parse_args(argv[1:])
         runner = _run_mcp
+    elif argv and argv[0] == "acp":
+        args = _server_parser("acp", "Run chatcli as an Agent Client Protocol agent on stdio (for editors such "
+                              "as Zed): chat turns, /session commands in the prompt box, session/load.",
+                              ).parse_args(argv[1:])
+        runner = _run_acp
     else:
         args = build_parser().parse_args(argv)
         runner = _run
@@ -136,6 +141,12 @@ def _run_mcp(args) -> int:
     from chatcli.mcp.server import run_mcp_server
 
     return run_mcp_server(_settings(provider=args.provider, model=args.model, debug=args.debug))
+
+
+def _run_acp(args) -> int:
+    from chatcli.acp.agent import run_acp
+
+    return run_acp(_settings(provider=args.provider, model=args.model, debug=args.debug))
 
 
 def _run_session(args) -> int:

@@ -1,0 +1,148 @@
+"""`chatcli acp` driven by the official ACP SDK client over stdio (SPEC §1, §11)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from conftest import CHATCLI
+
+acp = pytest.importorskip("acp")
+
+
+class Editor(acp.Client):
+    """What an editor sees: every session update, in order."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, object]] = []
+
+    async def session_update(self, session_id, update, **kwargs) -> None:
+        self.updates.append((session_id, update))
+
+    async def request_permission(self, *args, **kwargs):
+        return None
+
+    def texts(self, session_id: str, kind: str = "AgentMessageChunk") -> list[str]:
+        return [u.content.text for sid, u in self.updates if sid == session_id and type(u).__name__ == kind]
+
+
+def run(env, work):
+    async def main():
+        from acp.schema import ClientCapabilities, Implementation
+
+        editor = Editor()
+        async with acp.spawn_agent_process(editor, CHATCLI, "acp", env=env, transport_kwargs={"stderr": None}) \
+                as (conn, _proc):
+            init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
+                                         client_info=Implementation(name="tests", version="1"))
+            assert init.agent_capabilities.load_session is True
+            return await work(conn, editor)
+
+    return asyncio.run(main())
+
+
+def session_file(env, name: str) -> dict:
+    return json.loads((Path(env["CHATCLI_HOME"]) / "sessions" / f"{name}.json").read_text())
+
+
+def test_a_prompt_streams_chunks_and_the_commands_are_announced(openai_env, openai_server, workdir):
+    openai_server.reply("Hello ", "from ", "the ", "model.")
+
+    async def work(conn, editor):
+        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        answer = await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("hi there")])
+        second = await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("and again")])
+        await asyncio.sleep(0.1)
+        return new.session_id, answer, second, editor
+
+    session_id, answer, second, editor = run(openai_env, work)
+    assert answer.stop_reason == "end_turn" and second.stop_reason == "end_turn"
+    chunks = editor.texts(session_id)
+    assert chunks[:4] == ["Hello ", "from ", "the ", "model."]  # streamed as they came
+    commands = [u for sid, u in editor.updates if type(u).__name__ == "AvailableCommandsUpdate"]
+    assert {c.name for c in commands[0].available_commands} == {"session", "newsession", "compact", "rewind"}
+    sent = [m["content"] for m in openai_server.requests[-1].body["messages"]]
+    assert sent == ["hi there", "Hello from the model.", "and again"]
+
+
+def test_session_attach_in_the_prompt_box_binds_and_writes_the_next_prompt(openai_env, openai_server, workdir):
+    async def work(conn, editor):
+        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        sid = new.session_id
+        await conn.prompt(session_id=sid, prompt=[acp.text_block("/session attach notes")])
+        await conn.prompt(session_id=sid, prompt=[acp.text_block("remember the lighthouse")])
+        await conn.prompt(session_id=sid, prompt=[acp.text_block("/session status")])
+        await conn.prompt(session_id=sid, prompt=[acp.text_block("/session load ../nope")])
+        return sid, editor
+
+    sid, editor = run(openai_env, work)
+    texts = editor.texts(sid)
+    assert "Attached to session 'notes' (0 messages; created)." in texts
+    assert any(t.startswith("Bound to session 'notes' (2 messages") for t in texts)
+    assert any(t.startswith("error: invalid session name '../nope'") for t in texts)
+    assert [m["content"] for m in session_file(openai_env, "notes")["chat_history"]] == [
+        "remember the lighthouse", "You said: remember the lighthouse"]
+
+
+def test_session_load_replays_the_saved_conversation(openai_env, openai_server, workdir):
+    async def first(conn, editor):
+        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("/session attach story")])
+        await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("once upon a time")])
+
+    run(openai_env, first)
+
+    async def second(conn, editor):
+        await conn.load_session(cwd=str(workdir), session_id="story", mcp_servers=[])
+        replay = [(type(u).__name__, u.content.text) for sid, u in editor.updates
+                  if sid == "story" and hasattr(u, "content")]
+        answer = await conn.prompt(session_id="story", prompt=[acp.text_block("and then?")])
+        try:
+            await conn.load_session(cwd=str(workdir), session_id="missing", mcp_servers=[])
+            failed = None
+        except Exception as exc:  # noqa: BLE001 - the error the editor gets
+            failed = exc
+        return replay, answer, failed
+
+    replay, answer, failed = run(openai_env, second)
+    assert replay == [("UserMessageChunk", "once upon a time"), ("AgentMessageChunk", "You said: once upon a time")]
+    assert answer.stop_reason == "end_turn"
+    assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == [
+        "once upon a time", "You said: once upon a time", "and then?"]
+    assert [m["content"] for m in session_file(openai_env, "story")["chat_history"]][-1] == "You said: and then?"
+    assert failed is not None and "session 'missing' does not exist" in str(failed.data if hasattr(failed, "data")
+                                                                            else failed)
+
+
+def test_cancel_mid_stream_keeps_the_partial_answer(openai_env, openai_server, workdir):
+    openai_server.reply(*["word "] * 60, delay=0.05)
+
+    async def work(conn, editor):
+        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        sid = new.session_id
+        await conn.prompt(session_id=sid, prompt=[acp.text_block("/session attach cut")])
+        turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("tell me a long story")]))
+        while len(editor.texts(sid)) < 4:
+            await asyncio.sleep(0.02)
+        await conn.cancel(session_id=sid)
+        return await turn
+
+    answer = run(openai_env, work)
+    assert answer.stop_reason == "cancelled"
+    history = session_file(openai_env, "cut")["chat_history"]
+    assert history[0]["content"] == "tell me a long story"
+    assert history[1]["meta"] == {"interrupted": True} and 0 < history[1]["content"].count("word") < 60
+
+
+def test_an_unbound_editor_conversation_is_kept_when_the_editor_goes_away(openai_env, openai_server, workdir):
+    async def work(conn, editor):
+        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("do not lose this")])
+
+    run(openai_env, work)
+    kept = list((Path(openai_env["CHATCLI_HOME"]) / "sessions").glob("autosave-*.json"))
+    assert len(kept) == 1
+    assert json.loads(kept[0].read_text())["chat_history"][0]["content"] == "do not lose this"
+    assert (Path(openai_env["CHATCLI_HOME"]) / "logs" / "acp.log").exists()
