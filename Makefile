@@ -27,6 +27,7 @@ bench: $(VENV)/.test-installed
 	$(PY) bench/journal.py
 	$(PY) bench/rewind.py
 	$(PY) bench/encryption.py
+	$(PY) bench/servers.py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
