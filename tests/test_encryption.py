@@ -80,16 +80,21 @@ def test_a_wrong_or_missing_key_is_a_clear_error_and_changes_no_file(sealed_env,
     before = tree(home)
     wrong = dict(sealed_env, CHATCLI_ENCRYPTION_KEY=new_key())
     missing = {k: v for k, v in sealed_env.items() if k != "CHATCLI_ENCRYPTION_KEY"}
-    for env, expected in ((wrong, "cannot be opened with CHATCLI_ENCRYPTION_KEY: a different key sealed it"),
-                          (missing, "is encrypted: set CHATCLI_ENCRYPTION_KEY")):
+    not_this_key = "CHATCLI_ENCRYPTION_KEY is not the key this store"
+    for env, opening, starting in (
+            (wrong, "cannot be opened with CHATCLI_ENCRYPTION_KEY: a different key sealed it", not_this_key),
+            (missing, "is encrypted: set CHATCLI_ENCRYPTION_KEY", "is encrypted: set CHATCLI_ENCRYPTION_KEY")):
         shown = run_chatcli("session", "show", "vault", env=env)
-        assert shown.returncode == 1 and expected in shown.stderr and "Traceback" not in shown.stderr
+        assert shown.returncode == 1 and opening in shown.stderr and "Traceback" not in shown.stderr
         bound = run_chatcli("--session", "vault", "-p", "more", env=env)
-        assert bound.returncode != 0 and expected in bound.stderr and "Traceback" not in bound.stderr
+        assert bound.returncode != 0 and starting in bound.stderr and "Traceback" not in bound.stderr
         resumed = run_chatcli("-c", "-p", "more", env=env)
-        assert expected in resumed.stderr
+        assert starting in resumed.stderr
         run_chatcli("session", "list", env=env)
         assert tree(home) == before
+    repl = subprocess.run([CHATCLI], env=wrong, capture_output=True, text=True, input="")
+    assert repl.returncode == 1 and not_this_key in repl.stderr  # nothing starts under a wrong key
+    assert tree(home) == before
     for bad in ("short", base64.b64encode(os.urandom(16)).decode(), "not base64 at all!"):
         refused = run_chatcli("session", "list", env=dict(sealed_env, CHATCLI_ENCRYPTION_KEY=bad))
         assert refused.returncode == 2 and "CHATCLI_ENCRYPTION_KEY" in refused.stderr
@@ -196,3 +201,47 @@ def test_rekey_reseals_everything_and_finishes_after_an_interruption(sealed_env,
 def test_rekey_needs_the_new_key(sealed_env):
     result = run_chatcli("storage", "rekey", env=sealed_env)
     assert result.returncode == 2 and "set CHATCLI_NEW_ENCRYPTION_KEY" in result.stderr
+
+
+def journal_of(env, name: str) -> Path:
+    shown = run_chatcli("session", "show", name, "--json", env=env)
+    return Path(env["CHATCLI_HOME"]) / "transcripts" / f"{json.loads(shown.stdout)['transcript_id']}.jsonl"
+
+
+def test_a_sealed_line_torn_by_a_crash_is_cut_and_the_journal_goes_on(sealed_env, openai_server, workdir):
+    chat(sealed_env, "torn", "first turn")
+    journal = journal_of(sealed_env, "torn")
+    data = journal.read_bytes()
+    journal.write_bytes(data[:-40])  # the last line's end never reached the disk
+    after = chat(sealed_env, "torn", "second turn")
+    assert "damaged" not in after.stderr and "cannot be opened" not in after.stderr
+    out = workdir / "torn.jsonl"
+    exported = run_chatcli("session", "export", "torn", "jsonl", str(out), env=sealed_env)
+    assert exported.returncode == 0, exported.stderr
+    contents = [json.loads(line).get("content") for line in out.read_text().splitlines()]
+    assert contents[0] == "first turn" and contents[-2:] == ["second turn", "You said: second turn"]
+
+
+def test_a_plaintext_line_slipped_into_a_sealed_journal_is_detected(sealed_env, openai_server, workdir):
+    chat(sealed_env, "slipped", "a sealed turn")
+    journal = journal_of(sealed_env, "slipped")
+    forged = {"v": 1, "type": "message", "hash": "f" * 32, "time": "2026-01-01T00:00:00+00:00",
+              "message": {"role": "user", "content": "words nobody said"}}
+    with journal.open("a") as handle:
+        handle.write(json.dumps(forged) + "\n")
+    exported = run_chatcli("session", "export", "slipped", "jsonl", str(workdir / "x.jsonl"), env=sealed_env)
+    assert exported.returncode != 0 and "follows sealed ones; the journal was altered" in exported.stderr
+
+
+def test_a_plaintext_search_index_from_before_the_key_is_removed(openai_env, openai_server):
+    home = Path(openai_env["CHATCLI_HOME"])
+    chat(openai_env, "before", f"indexed in the clear: {SECRET}")
+    assert run_chatcli("session", "search", SECRET, env=openai_env).returncode == 0
+    assert plaintext_hits(home, SECRET)  # the session, its journal, the index
+    sealed = dict(openai_env, CHATCLI_ENCRYPTION_KEY=new_key(), CHATCLI_NEW_ENCRYPTION_KEY=new_key())
+    found = run_chatcli("session", "search", SECRET, env=sealed)
+    assert found.returncode == 0 and "before" in found.stdout
+    assert not (home / "index" / "search.sqlite").exists()
+    rekeyed = run_chatcli("storage", "rekey", env=sealed)  # seals the plaintext files too
+    assert rekeyed.returncode == 0, rekeyed.stderr
+    assert plaintext_hits(home, SECRET) == []

@@ -97,12 +97,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _settings(**flags):
+def _settings(check_key: bool = True, **flags):
     from chatcli.config.settings import Settings
 
     settings = Settings.load(**flags)
     for warning in settings.warnings:
         sys.stderr.write(f"chatcli: warning: {warning}\n")
+    if check_key and settings.encryption_key is not None:
+        from chatcli.store.seal import check_store_key
+
+        check_store_key(settings.home, settings.encryption_key)  # a wrong key stops here
     return settings
 
 

@@ -192,8 +192,10 @@ def run_acp(settings: Settings) -> int:
 
     logs = settings.home / "logs"
     ensure_private_dir(logs)
-    logging.basicConfig(filename=str(logs / "acp.log"), level=logging.INFO,
+    # The SDK logs at WARNING (its INFO lines may carry requests); chatcli's own lines at INFO.
+    logging.basicConfig(filename=str(logs / "acp.log"), level=logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    log.setLevel(logging.INFO)
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
     agent = build_agent(settings)
     log.info("chatcli acp started (provider %s, model %s)", settings.provider, settings.model)

@@ -38,7 +38,7 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
 
 def run_storage_command(args: argparse.Namespace, load_settings: Callable) -> int:
     if args.action == "rekey":
-        return _rekey(load_settings())
+        return _rekey(load_settings(check_key=False))  # the rekey checks both keys itself
     words = []
     if args.action == "prune":
         words = ["prune", *([args.store] if args.store else []), *(["--apply"] if args.apply else [])]

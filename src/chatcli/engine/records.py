@@ -22,7 +22,7 @@ from chatcli.core.messages import Message
 from chatcli.core.session import SessionData
 from chatcli.store.atomic import atomic_write
 from chatcli.store.journal import ID_RE, Journal, JournalError
-from chatcli.store.search import SearchIndex
+from chatcli.store.search import SearchIndex, discard_index
 from chatcli.store.sessions import SessionStore
 
 FORMATS = ("md", "jsonl")
@@ -31,8 +31,13 @@ SessionHits = namedtuple("SessionHits", "name mtime score hits")
 
 def search_index(settings: Settings) -> SearchIndex:
     """The search index: on disk, or with encryption on in memory, built for each search
-    (an index of sealed conversations would hold their words in plaintext)."""
-    return SearchIndex(None if settings.encryption_key else settings.home / "index" / "search.sqlite")
+    (an index of sealed conversations would hold their words in plaintext; one left from
+    before the key is removed)."""
+    path = settings.home / "index" / "search.sqlite"
+    if settings.encryption_key:
+        discard_index(path)
+        return SearchIndex(None)
+    return SearchIndex(path)
 
 
 class Record:

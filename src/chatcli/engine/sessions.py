@@ -167,6 +167,9 @@ def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:
             except SessionError as exc:
                 problem = str(exc)
         skipped.append(f"Skipped session '{info.name}', newer but unreadable: {problem}")
+        if len(skipped) == 5:
+            skipped.append("Stopped looking after 5 unreadable sessions (chatcli session list shows them all).")
+            break
     return None, skipped
 
 

@@ -184,8 +184,10 @@ def build_server(settings: Settings):
 def run_mcp_server(settings: Settings) -> int:
     logs = settings.home / "logs"
     ensure_private_dir(logs)
-    logging.basicConfig(filename=str(logs / "mcp-server.log"), level=logging.INFO,
+    # The SDK logs at WARNING (its INFO lines may carry requests); chatcli's own lines at INFO.
+    logging.basicConfig(filename=str(logs / "mcp-server.log"), level=logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    log.setLevel(logging.INFO)
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
     server, _surface = build_server(settings)
     log.info("chatcli mcp-server started (provider %s, model %s)", settings.provider, settings.model)

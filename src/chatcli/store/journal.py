@@ -76,13 +76,17 @@ def parse(data: bytes, offset: int = 0, journal: Journal | None = None) -> Readi
     cut = data.rfind(b"\n") + 1
     if cut < len(data) and data[cut:].strip():
         reading.torn = 1
-    position = offset
+    position, sealed = offset, False
     for line in data[:cut].split(b"\n"):
         at, position = position, position + len(line) + 1
         if not line.strip():
             continue
         if line.startswith(LINE_PREFIX):
-            line = _open_line(line, journal, at)
+            line, sealed = _open_line(line, journal, at), True
+        elif sealed:  # chatcli never writes plaintext after sealed lines: someone slipped it in
+            name = journal.id if journal is not None else "?"
+            raise JournalError(f"transcript journal {name}: a plaintext line at byte {at} follows sealed ones; "
+                               "the journal was altered")
         try:
             event = check_event(orjson.loads(line))
         except orjson.JSONDecodeError:
@@ -149,11 +153,10 @@ class Journal:
         """
         try:
             ensure_private_dir(self.root)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+            fd = self._locked()
         except OSError as exc:
             raise self._error(exc, writing=True) from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             st = os.fstat(fd)
             if st.st_size == 0 and offset == 0:  # just created: make its name durable too
                 fsync_dir(self.root)
@@ -162,6 +165,24 @@ class Journal:
         except OSError as exc:
             raise self._error(exc, writing=True) from None
         finally:
+            os.close(fd)
+
+    def _locked(self) -> int:
+        """An fd of the journal, exclusively locked, that is still the file at its path (a rekey
+        may have replaced it while we waited for the lock)."""
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                held, current = os.fstat(fd), os.stat(self.path)
+            except FileNotFoundError:
+                os.close(fd)
+                continue
+            except BaseException:
+                os.close(fd)
+                raise
+            if (held.st_dev, held.st_ino) == (current.st_dev, current.st_ino):
+                return fd
             os.close(fd)
 
     def seed_fork(self, parent: Journal, time: str) -> None:
@@ -193,6 +214,19 @@ class _Append:
         data = os.pread(self.fd, self.size - offset, offset) if self.size > offset else b""
         return parse(data, offset, self.journal)
 
+    def _cut_sealed_fragment(self) -> bool:
+        """A sealed line torn by a crash cannot be ended like a plaintext one (it would read as a
+        line that fails to open, for good): it is cut off, back to the last whole line. It held
+        nothing that was ever recorded."""
+        window = min(self.size, 1 << 20)
+        tail = os.pread(self.fd, window, self.size - window)
+        start = tail.rfind(b"\n") + 1
+        if not tail[start:].startswith(LINE_PREFIX[: len(tail) - start]) or (start == 0 and window < self.size):
+            return False
+        os.ftruncate(self.fd, self.size - window + start)
+        self.size = self.size - window + start
+        return True
+
     def reread(self) -> None:
         """Read the whole file (the caller lost track of it)."""
         self.new = self._read(0)
@@ -201,8 +235,10 @@ class _Append:
         if not events:
             return
         torn = self.new.torn or (self.size and os.pread(self.fd, 1, self.size - 1) != b"\n")
-        # A torn line is ended first (it becomes one skipped foreign line); sealed lines are
-        # bound to the offsets they land at, which the lock on the journal makes certain.
+        if torn and self._cut_sealed_fragment():
+            torn = False
+        # A torn plaintext line is ended first (it becomes one skipped foreign line); sealed
+        # lines are bound to the offsets they land at, which the lock on the journal makes certain.
         payload = encode_lines(events, self.journal, self.size + (1 if torn else 0))
         if torn:
             payload = b"\n" + payload

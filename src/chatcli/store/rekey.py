@@ -6,11 +6,14 @@ is, so a rekey interrupted at any point (a crash, a kill) is finished by running
 Plaintext files are sealed on the way. A file that opens with neither key is named and left
 untouched; the command then exits 1.
 
-Run it while no chatcli is running: a running chatcli still holds the old key.
+Each file is re-sealed under the lock its writers take. Still, run it while no chatcli is
+running: a running chatcli holds the old key. The store's key check is re-sealed last.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,7 +22,8 @@ from pathlib import Path
 from chatcli.core.errors import ChatcliError
 from chatcli.store.atomic import atomic_write, os_cause
 from chatcli.store.journal import SUFFIX as JOURNAL_SUFFIX
-from chatcli.store.seal import LINE_PREFIX, SealError, is_sealed, sealer_for
+from chatcli.store.seal import CHECK_FILE, CHECK_TEXT, LINE_PREFIX, SealError, is_sealed, sealer_for
+from chatcli.store.search import discard_index
 from chatcli.store.sessions import SUFFIX as SESSION_SUFFIX
 from chatcli.store.sessions import SessionStore
 
@@ -33,30 +37,56 @@ class Rekeyed:
 
 def rekey(home: Path, old: bytes | None, new: bytes, *, sessions_dir: Path) -> Rekeyed:
     done = Rekeyed()
+    check = home / CHECK_FILE
+    if check.exists():  # the store's key check: the old key, or the new one (a rekey run before)
+        raw = check.read_bytes()
+        keys = [k for k in (old, new) if k is not None]
+        if not any(_opens(raw, key) for key in keys):
+            done.failed.append(f"{check}: neither CHATCLI_ENCRYPTION_KEY nor CHATCLI_NEW_ENCRYPTION_KEY is the key "
+                               "this store is sealed with; nothing was changed")
+            return done
     stores = SessionStore(sessions_dir)
     for kind, path, name in _files(home, sessions_dir):
         try:
-            raw = path.read_bytes()
-            if kind == "transcripts":
-                payload = _journal(raw, name, old, new)
-            else:
-                label = "session" if kind == "sessions" else "recall"
-                payload = _whole(raw, label, name, old, new)
-            if payload is None:
-                done.already += 1
-                continue
-            st = os.stat(path)
-            if kind == "sessions":
-                with stores.lock(name):
-                    _replace(path, payload, st)
-            else:
-                _replace(path, payload, st)
+            # Under the lock its writers take: nothing is appended or written meanwhile.
+            with (stores.lock(name) if kind == "sessions" else _flocked(path)):
+                raw = path.read_bytes()
+                if kind == "transcripts":
+                    payload = _journal(raw, name, old, new)
+                else:
+                    payload = _whole(raw, "session" if kind == "sessions" else "recall", name, old, new)
+                if payload is None:
+                    done.already += 1
+                    continue
+                _replace(path, payload, os.stat(path))
             done.resealed[kind] += 1
         except (ChatcliError, SealError) as exc:
             done.failed.append(f"{path}: {exc}")
         except OSError as exc:
             done.failed.append(f"{path}: {os_cause(exc)}")
+    discard_index(home / "index" / "search.sqlite")  # a plaintext index from before any key
+    if not done.failed:  # last: while it opens with the old key, the rekey is not finished
+        atomic_write(check, sealer_for(new).seal(CHECK_TEXT, "check", CHECK_FILE))
     return done
+
+
+def _opens(raw: bytes, key: bytes) -> bool:
+    try:
+        sealer_for(key).open(raw, "check", CHECK_FILE, "the store's key check")
+        return True
+    except SealError:
+        return False
+
+
+@contextlib.contextmanager
+def _flocked(path: Path) -> Iterator[None]:
+    """The journal's own lock (the one its appenders take)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _files(home: Path, sessions_dir: Path) -> Iterator[tuple[str, Path, str]]:

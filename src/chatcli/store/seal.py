@@ -42,10 +42,6 @@ def is_sealed(data: bytes) -> bool:
     return data.startswith(MAGIC)
 
 
-def is_sealed_line(line: bytes) -> bool:
-    return line.startswith(LINE_PREFIX)
-
-
 class Sealer:
     """Seals and opens with one master key. Derived keys are cached by salt and kind."""
 
@@ -60,11 +56,17 @@ class Sealer:
         self._line_salt: dict[str, bytes] = {}  # the salt this process seals each journal's lines with
 
     def _cipher(self, salt: bytes, kind: bytes):
+        """The AES-GCM cipher of a salt. Cached for journals only (one salt per writing process,
+        met on every line); a whole file has its own salt, met once."""
         cipher = self._keys.get((salt, kind))
         if cipher is None:
             key = self._hkdf(algorithm=self._sha256(), length=KEY_BYTES, salt=salt,
                              info=b"chatcli/" + kind).derive(self._master)
-            cipher = self._keys[(salt, kind)] = self._aesgcm(key)
+            cipher = self._aesgcm(key)
+            if kind == b"journal":
+                if len(self._keys) >= 4096:
+                    self._keys.clear()
+                self._keys[(salt, kind)] = cipher
         return cipher
 
     # -- whole files (sessions, recall entries) ------------------------------------------
@@ -116,18 +118,36 @@ class Sealer:
                           f"transcript journal {transcript_id} (the line at byte {offset})")
 
 
-def sealed_line_length(plaintext_length: int) -> int:
-    """The length of a sealed line for a plaintext of this length (base64 is deterministic)."""
-    raw = 1 + SALT + NONCE + plaintext_length + TAG
-    return len(LINE_PREFIX) + 4 * ((raw + 2) // 3)
-
-
 def _aad(kind: str, name: str) -> bytes:
     return f"chatcli/{VERSION}/{kind}/{name}".encode()
 
 
 def _line_aad(transcript_id: str, offset: int) -> bytes:
     return f"chatcli/{VERSION}/journal/{transcript_id}/{offset}".encode()
+
+
+CHECK_FILE = "key-check"  # under CHATCLI_HOME: a sealed known text, to tell a wrong key at start-up
+CHECK_TEXT = b"chatcli: this store is sealed with this key"
+
+
+def check_store_key(home, key: bytes) -> None:
+    """Refuse a key the store was not sealed with, before anything is read or written under it;
+    the first start with a key leaves the check file. Raises SealError."""
+    from chatcli.store.atomic import atomic_write
+
+    path = home / CHECK_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        atomic_write(path, sealer_for(key).seal(CHECK_TEXT, "check", CHECK_FILE))
+        return
+    if not is_sealed(data):
+        raise SealError(f"{path} is not a sealed check file; move it away to start again")
+    try:
+        sealer_for(key).open(data, "check", CHECK_FILE, "the store's key check")
+    except SealError:
+        raise SealError(f"CHATCLI_ENCRYPTION_KEY is not the key this store ({home}) is sealed with; nothing was "
+                        "read or written (chatcli storage rekey changes the key)") from None
 
 
 _SEALERS: dict[bytes, Sealer] = {}
@@ -143,5 +163,5 @@ def sealer_for(key: bytes | None) -> Sealer | None:
     return sealer
 
 
-__all__ = ["LINE_PREFIX", "MAGIC", "SealError", "Sealer", "is_sealed", "is_sealed_line",
-           "sealed_line_length", "sealer_for"]
+__all__ = ["CHECK_FILE", "LINE_PREFIX", "MAGIC", "SealError", "Sealer", "check_store_key", "is_sealed",
+           "sealer_for"]

@@ -38,6 +38,13 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{word}"' for word in words)
 
 
+def discard_index(path: Path) -> None:
+    """Remove an index file and its WAL companions (a cache: it is rebuilt when needed)."""
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+
+
 class SearchIndex:
     def __init__(self, path: Path | None) -> None:
         self.path = path  # None: in memory
@@ -55,9 +62,7 @@ class SearchIndex:
                 damaged = "not a database" in str(exc) or "malformed" in str(exc)
                 if self.path is None or not damaged or attempt == 2:
                     raise SearchError(f"search index {self.path or '(memory)'}: {exc}") from None
-                for suffix in ("", "-wal", "-shm"):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(f"{self.path}{suffix}")
+                discard_index(self.path)
         return None
 
     @contextlib.contextmanager

@@ -156,7 +156,9 @@ class Storage:
         try:
             stats, misnamed = self._stat_sessions()
             contents: dict[str, list] = {}
-            if on_demand or self._has_journals():  # message counts (bursts) and journal ids
+            # Message counts (bursts) and journal ids. With encryption on that means opening every
+            # session: done on demand only (the start-up sweep leaves journals alone then).
+            if (on_demand or self._has_journals()) and (on_demand or not self.sessions.private):
                 contents = self.sessions.entries(fresh=True, record=record, reveal=True)
         except (OSError, SessionError) as exc:
             reason = exc if isinstance(exc, SessionError) else (exc.strerror or exc)
