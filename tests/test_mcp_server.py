@@ -144,3 +144,29 @@ def test_clear_keeps_the_conversation_in_its_mirror_and_the_gate_turns_mirrors_o
 
     assert not run(off, quiet).is_error
     assert not (Path(off["CHATCLI_HOME"]) / "sessions").exists()
+
+
+def test_the_server_sweeps_expired_machine_sessions_in_the_background(openai_env, openai_server):
+    import os
+    import time
+
+    sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
+    sessions.mkdir(parents=True)
+    old = time.time() - 100 * 86_400
+    for name in ("mcp-forgotten", "autosave-20250101-000000", "mine"):
+        path = sessions / f"{name}.json"
+        path.write_text(json.dumps({"version": 2, "chat_history": [{"role": "user", "content": "old"}]}))
+        os.utime(path, (old, old))
+
+    async def work(client):
+        answer = await client.call_tool("ask_chatcli", {"prompt": "hello", "session": "fresh"})
+        for _ in range(100):  # the sweep runs beside the first answer, not before it
+            if not (sessions / "mcp-forgotten.json").exists():
+                break
+            await asyncio.sleep(0.05)
+        return answer
+
+    assert not run(openai_env, work).is_error
+    assert not (sessions / "mcp-forgotten.json").exists()
+    assert not (sessions / "autosave-20250101-000000.json").exists()
+    assert (sessions / "mine.json").exists() and (sessions / "mcp-fresh.json").exists()
