@@ -146,3 +146,55 @@ def test_an_unbound_editor_conversation_is_kept_when_the_editor_goes_away(openai
     assert len(kept) == 1
     assert json.loads(kept[0].read_text())["chat_history"][0]["content"] == "do not lose this"
     assert (Path(openai_env["CHATCLI_HOME"]) / "logs" / "acp.log").exists()
+
+
+def test_cancel_answers_at_once_even_while_the_model_is_silent(openai_env, openai_server, workdir):
+    import time
+
+    openai_server.reply("late words", stall_before=4)
+
+    async def work(conn, editor):
+        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        turn = asyncio.create_task(conn.prompt(session_id=new.session_id, prompt=[acp.text_block("are you there?")]))
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        await conn.cancel(session_id=new.session_id)
+        answer = await turn
+        return answer, time.monotonic() - started
+
+    answer, waited = run(openai_env, work)
+    assert answer.stop_reason == "cancelled" and waited < 2
+
+
+def test_an_editor_thread_survives_a_restart_and_a_signal(openai_env, openai_server, workdir):
+    import signal
+
+    async def first(conn, editor):
+        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("the code word is heron")])
+        return new.session_id
+
+    session_id = run(openai_env, first)
+    kept = Path(openai_env["CHATCLI_HOME"]) / "sessions" / f"autosave-acp-{session_id}.json"
+    assert [m["content"] for m in json.loads(kept.read_text())["chat_history"]][0] == "the code word is heron"
+
+    async def signalled():
+        from acp.schema import ClientCapabilities, Implementation
+
+        editor = Editor()
+        async with acp.spawn_agent_process(editor, CHATCLI, "acp", env=openai_env,
+                                           transport_kwargs={"stderr": None}) as (conn, proc):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
+                                  client_info=Implementation(name="tests", version="1"))
+            await conn.load_session(cwd=str(workdir), session_id=session_id, mcp_servers=[])
+            replayed = editor.texts(session_id, "UserMessageChunk")
+            await conn.prompt(session_id=session_id, prompt=[acp.text_block("what was the code word?")])
+            proc.send_signal(signal.SIGTERM)
+            await proc.wait()
+            return replayed, proc.returncode
+
+    replayed, code = asyncio.run(signalled())
+    assert replayed == ["the code word is heron"] and code == 0
+    history = [m["content"] for m in json.loads(kept.read_text())["chat_history"]]
+    assert history == ["the code word is heron", "You said: the code word is heron", "what was the code word?",
+                       "You said: what was the code word?"]

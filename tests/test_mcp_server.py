@@ -170,3 +170,54 @@ def test_the_server_sweeps_expired_machine_sessions_in_the_background(openai_env
     assert not (sessions / "mcp-forgotten.json").exists()
     assert not (sessions / "autosave-20250101-000000.json").exists()
     assert (sessions / "mine.json").exists() and (sessions / "mcp-fresh.json").exists()
+
+
+def test_a_restarted_server_continues_and_two_servers_never_overwrite_each_other(openai_env, openai_server):
+    async def first(client):
+        await client.call_tool("ask_chatcli", {"prompt": "the secret is 42"})
+
+    run(openai_env, first)
+
+    async def second(client):
+        return await client.call_tool("ask_chatcli", {"prompt": "what is the secret?"})
+
+    answer = run(openai_env, second)
+    assert "Continued from 'mcp-mcp' (2 messages)." in text(answer)
+    assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == [
+        "the secret is 42", "You said: the secret is 42", "what is the secret?"]
+
+    async def both():
+        from mcp import Client, StdioServerParameters
+
+        params = StdioServerParameters(command=CHATCLI, args=["mcp-server"], env=openai_env)
+        async with Client(params) as a, Client(params) as b:
+            await a.call_tool("ask_chatcli", {"prompt": "from A", "session": "shared"})
+            await b.call_tool("ask_chatcli", {"prompt": "from B", "session": "shared"})
+            return await a.call_tool("ask_chatcli", {"prompt": "A again", "session": "shared"})
+
+    moved = asyncio.run(both())
+    assert "'mcp-shared' was written by another process; this conversation is kept in 'mcp-shared-2'" in text(moved)
+    sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
+    kept = {path.stem: [m["content"] for m in json.loads(path.read_text())["chat_history"]]
+            for path in sessions.glob("mcp-shared*.json")}
+    assert kept["mcp-shared"] == ["from A", "You said: from A", "from B", "You said: from B"]
+    assert kept["mcp-shared-2"] == ["from A", "You said: from A", "A again", "You said: A again"]
+
+
+def test_clear_keeps_the_conversation_even_with_autosave_off_and_delete_stays_deleted(openai_env, openai_server):
+    openai_env.update(CHATCLI_SESSION_AUTOSAVE="off", CHATCLI_MCP_SESSION_AUTOSAVE="on")
+
+    async def work(client):
+        await client.call_tool("ask_chatcli", {"prompt": "worth keeping"})
+        cleared = await client.call_tool("manage_session", {"action": "clear", "name": "ignored"})
+        await client.call_tool("ask_chatcli", {"prompt": "a new start"})
+        deleted = await client.call_tool("manage_session", {"action": "delete", "name": "mcp-mcp"})
+        return cleared, deleted
+
+    cleared, deleted = run(openai_env, work)
+    assert "The cleared conversation was kept as 'autosave-" in text(cleared)
+    sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
+    [kept] = sessions.glob("autosave-*.json")
+    assert [m["content"] for m in json.loads(kept.read_text())["chat_history"]] == [
+        "worth keeping", "You said: worth keeping"]
+    assert not deleted.is_error and not (sessions / "mcp-mcp.json").exists()

@@ -14,9 +14,11 @@ stdout is the protocol: logs go to `$CHATCLI_HOME/logs/acp.log`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 
 from chatcli import __version__
@@ -25,18 +27,46 @@ from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
 from chatcli.engine import sessions, upkeep
 from chatcli.engine.conversation import Conversation, load_system_prompt
-from chatcli.store.atomic import ensure_private_dir
 
 # The commands the prompt box runs (the others belong to the terminal).
 COMMANDS = ("session", "newsession", "compact", "rewind")
+# How long leaving waits for answers in flight to stop (a stalled one is kept as far as it got).
+FINISH_WAIT = 1.5
 log = logging.getLogger("chatcli.acp")
 
 
 @dataclass
 class Live:
     conv: Conversation
+    mirror: sessions.Mirror
     cancelled: threading.Event = field(default_factory=threading.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    worker: asyncio.Future | None = None  # the turn in flight (it may outlive a cancelled prompt)
+    stop: asyncio.Event | None = None  # set by session/cancel
+    thread: threading.Thread | None = None
+
+
+def in_daemon_thread(fn, *args) -> tuple[asyncio.Future, threading.Thread]:
+    """Run `fn` in a daemon thread: an answer stalled on the network never holds the process
+    back when the editor goes away (asyncio.to_thread's threads are joined at exit)."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(error: BaseException | None, result=None) -> None:
+        if not future.done():
+            future.set_exception(error) if error is not None else future.set_result(result)
+
+    def run() -> None:
+        try:
+            outcome = (None, fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            outcome = (exc, None)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the agent is shutting down
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    thread = threading.Thread(target=run, name="chatcli-acp-turn", daemon=True)
+    thread.start()
+    return future, thread
 
 
 def prompt_text(blocks) -> str:
@@ -63,6 +93,7 @@ def build_agent(settings: Settings):
         def __init__(self) -> None:
             self.conn = None
             self.live: dict[str, Live] = {}
+            self.tasks: set[asyncio.Task] = set()
 
         def on_connect(self, conn) -> None:
             self.conn = conn
@@ -80,22 +111,32 @@ def build_agent(settings: Settings):
                 log.warning(warning)
             return Conversation(settings, system_prompt=system_prompt, journal=True)
 
+        def _live(self, session_id: str, conv: Conversation) -> Live:
+            live = self.live[session_id] = Live(conv, sessions.Mirror(conv, f"autosave-acp-{session_id}"))
+            return live
+
         async def new_session(self, cwd, additional_directories=None, mcp_servers=None, **kwargs):
             session_id = os.urandom(8).hex()
-            self.live[session_id] = Live(self._conversation(cwd))
+            self._live(session_id, self._conversation(cwd))
             self._announce_commands(session_id)
             return acp.NewSessionResponse(session_id=session_id)
 
         async def load_session(self, cwd, session_id, mcp_servers=None, additional_directories=None, **kwargs):
-            conv = self._conversation(cwd)
-            try:
-                outcome = await asyncio.to_thread(sessions.load, conv, session_id)
-            except ChatcliError as exc:
-                raise acp.RequestError.invalid_params({"message": str(exc)}) from None
-            self.live[session_id] = Live(conv)
-            for note in outcome.notes:
+            """An editor session of this agent (live, or kept as autosave-acp-<id>), or any saved
+            session by name."""
+            live = self.live.get(session_id)
+            if live is None:
+                conv = self._conversation(cwd)
+                live = self._live(session_id, conv)
+                try:
+                    note = await asyncio.to_thread(live.mirror.take_over)
+                    if note is None:
+                        note = (await asyncio.to_thread(sessions.load, conv, session_id)).text
+                except ChatcliError as exc:
+                    del self.live[session_id]
+                    raise acp.RequestError.invalid_params({"message": str(exc)}) from None
                 log.info("load %s: %s", session_id, note)
-            for message in conv.history:  # the conversation so far, as the editor shows it
+            for message in live.conv.history:  # the conversation so far, as the editor shows it
                 if message.role == "user":
                     await self.conn.session_update(session_id=session_id,
                                                    update=acp.update_user_message_text(message.content))
@@ -115,7 +156,9 @@ def build_agent(settings: Settings):
                 await self.conn.session_update(session_id=session_id,
                                                update=acp.helpers.update_available_commands(commands))
 
-            asyncio.get_running_loop().create_task(send())
+            task = asyncio.get_running_loop().create_task(send())
+            self.tasks.add(task)  # held until done (the loop keeps only a weak reference)
+            task.add_done_callback(self.tasks.discard)
 
         async def prompt(self, session_id, prompt, **kwargs):
             live = self.live.get(session_id)
@@ -123,18 +166,25 @@ def build_agent(settings: Settings):
                 raise acp.RequestError.invalid_params({"message": f"unknown session {session_id!r}"})
             text = prompt_text(prompt)
             async with live.lock:
+                if live.worker is not None:  # a cancelled turn still winding down
+                    await asyncio.wait({live.worker})
                 live.cancelled.clear()
+                if not text.strip():
+                    await self._say(session_id, "error: the prompt is empty")
+                    return acp.PromptResponse(stop_reason="end_turn")
                 word = text.strip().split(maxsplit=1)[0].lstrip("/") if text.strip().startswith("/") else ""
                 if registry.is_command(text) and word in COMMANDS:
                     result = await asyncio.to_thread(registry.dispatch, text.strip(), live.conv)
                     reply = f"error: {result.text}" if result.error else result.text
                     await self._say(session_id, reply)
+                    await self._keep(live)
                     return acp.PromptResponse(stop_reason="end_turn")
                 return await self._turn(session_id, live, registry.as_prompt(text))
 
         async def _turn(self, session_id: str, live: Live, text: str):
             loop = asyncio.get_running_loop()
             pending: list[asyncio.Future] = []
+            stop = asyncio.Event()  # set by cancel: the editor gets its answer at once
 
             def on_text(chunk: str) -> None:
                 if live.cancelled.is_set():
@@ -146,34 +196,64 @@ def build_agent(settings: Settings):
             def notice(line: str) -> None:
                 pending.append(asyncio.run_coroutine_threadsafe(self._say(session_id, f"[{line}]\n"), loop))
 
-            try:
-                result = await asyncio.to_thread(live.conv.send, text, on_text, notice)
-            except ChatcliError as exc:
-                await asyncio.gather(*map(asyncio.wrap_future, pending))
-                await self._say(session_id, f"\nerror: {exc}")
-                return acp.PromptResponse(stop_reason="end_turn")
+            live.worker, live.thread = in_daemon_thread(live.conv.send, text, on_text, notice)
+            live.stop = stop
+            waiter = loop.create_task(stop.wait())
+            await asyncio.wait({live.worker, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            if not live.worker.done():  # cancelled while waiting for the model: answer now
+                live.worker.add_done_callback(lambda _f: loop.create_task(self._keep(live)))
+                return acp.PromptResponse(stop_reason="cancelled")
+            worker, live.worker = live.worker, None
             await asyncio.gather(*map(asyncio.wrap_future, pending))
+            try:
+                result = worker.result()
+            except ChatcliError as exc:
+                await self._say(session_id, f"\nerror: {exc}")
+                await self._keep(live)
+                return acp.PromptResponse(stop_reason="end_turn")
             for note in result.notes:
                 await self._say(session_id, f"\n[{note}]")
-            stop = "cancelled" if live.cancelled.is_set() or result.interrupted else "end_turn"
-            if result.truncated and stop == "end_turn":
-                stop = "max_tokens"
-            return acp.PromptResponse(stop_reason=stop)
+            await self._keep(live)
+            stop_reason = "cancelled" if live.cancelled.is_set() or result.interrupted else "end_turn"
+            if result.truncated and stop_reason == "end_turn":
+                stop_reason = "max_tokens"
+            return acp.PromptResponse(stop_reason=stop_reason)
+
+        async def _keep(self, live: Live) -> None:
+            """An unbound conversation is kept in its rolling autosave-acp-<id> after every turn
+            (a bound one was written by the turn itself)."""
+            if settings.session_autosave:
+                for note in await asyncio.to_thread(live.mirror.write):
+                    log.warning("%s: %s", live.mirror.name, note)
 
         async def cancel(self, session_id, **kwargs):
             live = self.live.get(session_id)
             if live is not None:
                 live.cancelled.set()
+                if live.stop is not None:
+                    live.stop.set()
 
         async def _say(self, session_id: str, text: str) -> None:
             if text:
                 await self.conn.session_update(session_id=session_id, update=acp.update_agent_message_text(text))
 
         def finish(self) -> None:
-            """The editor went away: end every conversation as the REPL does (nothing is lost)."""
+            """The editor went away (or a signal came): a bound conversation is written one last
+            time, an unbound one kept in its rolling autosave. An answer in flight stops."""
+            for live in self.live.values():
+                live.cancelled.set()
+            deadline = time.monotonic() + FINISH_WAIT
+            for live in self.live.values():  # an answer in flight stops at its next word: let it
+                if live.thread is not None:
+                    live.thread.join(max(0.0, deadline - time.monotonic()))
             for session_id, live in self.live.items():
                 try:
-                    for note in sessions.finish(live.conv):
+                    if live.conv.session_name is not None:
+                        notes = sessions.finish(live.conv)
+                    else:
+                        notes = live.mirror.write() if settings.session_autosave else []
+                    for note in notes:
                         log.info("%s: %s", session_id, note)
                 except Exception as exc:  # noqa: BLE001 - one conversation's failure must not cost the others
                     log.warning("%s: could not be kept: %s", session_id, exc)
@@ -188,19 +268,27 @@ def _path(cwd: str | None):
 
 
 def run_acp(settings: Settings) -> int:
+    import signal
+
     import acp
 
-    logs = settings.home / "logs"
-    ensure_private_dir(logs)
-    # The SDK logs at WARNING (its INFO lines may carry requests); chatcli's own lines at INFO.
-    logging.basicConfig(filename=str(logs / "acp.log"), level=logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    log.setLevel(logging.INFO)
+    upkeep.log_to_file(settings, "acp.log", log.name)
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
     agent = build_agent(settings)
     log.info("chatcli acp started (provider %s, model %s)", settings.provider, settings.model)
+
+    async def serve() -> None:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGHUP):  # stop serving, then keep every conversation
+            loop.add_signal_handler(signum, task.cancel)
+        try:
+            await acp.run_agent(agent)
+        except asyncio.CancelledError:
+            log.info("stopped by a signal")
+
     try:
-        asyncio.run(acp.run_agent(agent))
+        asyncio.run(serve())
     finally:
         agent.finish()
     return 0

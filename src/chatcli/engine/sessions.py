@@ -277,3 +277,66 @@ def _autosave(conv: Conversation, data: SessionData, refusing: str | None) -> st
             raise SessionError(f"{exc}; {refusing}, so nothing is lost" if refusing else str(exc)) from None
         return name
     raise SessionError("could not find a free autosave name" + (f"; {refusing}" if refusing else ""))
+
+
+class Mirror:
+    """A rolling machine session (`mcp-<id>` for the MCP server, `autosave-acp-<id>` for an
+    editor session) that holds a live conversation no session of the user's holds. It is
+    rewritten after every turn; on first use an existing one is taken over (a restarted server
+    continues where it was). If another process wrote it since this one did (two servers on one
+    id), this conversation moves to a new name rather than overwrite it: nothing is lost."""
+
+    def __init__(self, conv: Conversation, name: str) -> None:
+        self.conv = conv
+        self.base = self.name = name
+        self.stamp = None  # the file as this process last wrote or read it
+
+    def take_over(self) -> str | None:
+        """Continue the conversation the mirror holds, if there is one; a line saying so."""
+        store = self.conv.store
+        try:
+            if store.stamp(self.name) is None:
+                return None
+            data, stamp = store.load(self.name)
+        except SessionError as exc:
+            return f"{exc}; starting a new conversation (the file is left as it is)"
+        self.conv.bind(self.name, data, stamp)  # a machine session: loaded, never bound
+        self.conv.leave_transcript()  # a journal of its own, seeded from the mirror's
+        self.stamp = stamp
+        return f"Continued from '{self.name}' ({len(data.history)} messages)."
+
+    def write(self) -> list[str]:
+        conv = self.conv
+        if not conv.history or conv.session_name is not None:  # a bound conversation has its own file
+            return []
+        notes = conv.sync_transcript()
+        store = conv.store
+        try:
+            moved = None
+            for attempt in range(100):
+                with store.lock(self.name):
+                    current = store.stamp(self.name)
+                    if current is None or current == self.stamp:
+                        self.stamp = store.write(self.name, conv.snapshot())
+                        break
+                moved = self.name = f"{self.base}-{attempt + 2}"  # written by another process meanwhile
+                self.stamp = None
+        except SessionError as exc:
+            return [*notes, f"the conversation could not be kept in '{self.name}': {exc}"]
+        if moved:
+            notes.append(f"'{self.base}' was written by another process; this conversation is kept in '{moved}'.")
+        return notes
+
+    def retire(self) -> list[str]:
+        """Before the conversation is cleared: keep it one last time under a name of its own, so
+        that the next conversation's turns do not overwrite it."""
+        notes = self.write()
+        # With autosave on, /session new keeps it as an autosave itself; with it off, here.
+        if self.conv.history and self.conv.session_name is None and not self.conv.settings.session_autosave:
+            try:
+                kept = _autosave(self.conv, self.conv.snapshot(), None)
+                notes.append(f"The cleared conversation was kept as '{kept}'.")
+            except SessionError as exc:
+                notes.append(str(exc))
+        self.name, self.stamp = self.base, self.conv.store.stamp(self.base)
+        return notes

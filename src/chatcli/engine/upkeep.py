@@ -34,3 +34,21 @@ def start_sweep(settings: Settings, on_error: Callable[[BaseException], None] | 
     thread = threading.Thread(target=run, name="chatcli-sweep", daemon=True)
     thread.start()
     return thread
+
+
+def log_to_file(settings: Settings, filename: str, logger: str) -> None:
+    """The servers' logging (stdout is their protocol): `$CHATCLI_HOME/logs/<filename>`, 0600.
+    The SDKs log at WARNING (their INFO lines may carry requests); chatcli's own at INFO."""
+    import logging
+    import os
+
+    from chatcli.store.atomic import PRIVATE_FILE, ensure_private_dir
+
+    logs = settings.home / "logs"
+    ensure_private_dir(logs)
+    path = logs / filename
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE))
+    os.chmod(path, PRIVATE_FILE)
+    logging.basicConfig(filename=str(path), level=logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    logging.getLogger(logger).setLevel(logging.INFO)

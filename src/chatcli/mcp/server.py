@@ -28,15 +28,20 @@ from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
 from chatcli.core.names import validate_name
 from chatcli.core.session import encode_session
-from chatcli.engine import upkeep
+from chatcli.engine import sessions, upkeep
 from chatcli.engine.conversation import Conversation, load_system_prompt
-from chatcli.store.atomic import ensure_private_dir
 
 ACTIONS = ("save", "load", "attach", "detach", "status", "list", "delete", "clear", "search", "fork")
 NEEDS_NAME = ("save", "load", "attach", "delete", "fork")
 DEFAULT_SESSION = "mcp"
 Action = Literal["save", "load", "attach", "detach", "status", "list", "delete", "clear", "search", "fork"]
 log = logging.getLogger("chatcli.mcp")
+
+
+class Live:
+    def __init__(self, conv: Conversation, mirror: sessions.Mirror) -> None:
+        self.conv, self.mirror, self.lock = conv, mirror, threading.Lock()
+        self.notes: list[str] = []  # said with the next answer (the conversation was continued…)
 
 
 class Surface:
@@ -49,76 +54,73 @@ class Surface:
         self.system_prompt, warnings = load_system_prompt(settings)
         for warning in warnings:
             log.warning(warning)
-        self.live: dict[str, tuple[Conversation, threading.Lock]] = {}
+        self.live: dict[str, Live] = {}
         self._guard = threading.Lock()
 
-    def conversation(self, session: str) -> tuple[Conversation, threading.Lock]:
+    def conversation(self, session: str) -> Live:
         validate_name(session)
-        if not session.replace("-", "").replace("_", "").replace(".", "").isalnum():
-            raise ChatcliError(f"invalid session id {session!r}")
         with self._guard:
-            if session not in self.live:
+            live = self.live.get(session)
+            if live is None:
                 conv = Conversation(self.settings, system_prompt=self.system_prompt, journal=True)
-                self.live[session] = (conv, threading.Lock())
-            return self.live[session]
+                live = self.live[session] = Live(conv, sessions.Mirror(conv, f"mcp-{session}"))
+                if self.settings.mcp_autosave:  # a restarted server continues where it was
+                    note = live.mirror.take_over()
+                    if note:
+                        live.notes.append(note)
+            return live
 
     def ask(self, prompt: str, session: str) -> str:
         if not prompt.strip():
             raise ChatcliError("the prompt is empty")
-        conv, lock = self.conversation(session)
-        with lock:
-            notes: list[str] = []
-            result = conv.send(prompt, on_notice=notes.append)
+        live = self.conversation(session)
+        with live.lock:
+            notes, live.notes = live.notes, []
+            try:
+                result = live.conv.send(prompt, on_notice=notes.append)
+            finally:  # a failed turn keeps the question, and so does the mirror
+                notes += self.mirror(live)
             notes += result.notes
-            notes += self.mirror(session, conv)
         text = result.text + (" [interrupted]" if result.interrupted else "")
         return "\n".join([*(f"[{note}]" for note in notes), text]) if notes else text
 
     def manage(self, action: str, session: str, name: str, query: str, to: str) -> str:
         if action not in ACTIONS:
             raise ChatcliError(f"unknown action {action!r}: one of {', '.join(ACTIONS)}")
-        argument = {"search": query, "fork": to or name}.get(action, name).strip()
+        argument = {"search": query, "fork": to or name}.get(action, name if action in NEEDS_NAME else "").strip()
         if action in NEEDS_NAME and not argument:
             raise ChatcliError(f"manage_session {action} needs {'to (or name)' if action == 'fork' else 'name'}")
         if action == "search" and not argument:
             raise ChatcliError("manage_session search needs query")
-        conv, lock = self.conversation(session)
-        with lock:
-            if action == "clear":
-                self.mirror(session, conv)  # saved one last time before it is cleared
+        live = self.conversation(session)
+        with live.lock:
+            notes = live.mirror.retire() if action == "clear" and self.settings.mcp_autosave else []
             line = f"/session {'new' if action == 'clear' else action} {argument}".strip()
-            result = self.registry.dispatch(line, conv)
+            result = self.registry.dispatch(line, live.conv)
             if result.error:
                 raise ChatcliError(result.text)
-            notes = self.mirror(session, conv) if action != "clear" else []
+            if action not in ("delete", "clear"):  # a deleted mirror stays deleted; a cleared one waits
+                notes += self.mirror(live)
         return "\n".join([result.text, *notes])
 
-    def mirror(self, session: str, conv: Conversation) -> list[str]:
-        """Write the live conversation to its rolling `mcp-<session>` session (a machine session:
+    def mirror(self, live: Live) -> list[str]:
+        """Keep the live conversation in its rolling `mcp-<session>` session (a machine session:
         it never binds, and the retention rules expire it)."""
-        if not self.settings.mcp_autosave or not conv.history:
+        if not self.settings.mcp_autosave:
             return []
-        name = f"mcp-{session}"
-        try:
-            conv.sync_transcript()
-            store = conv.store
-            with store.lock(name):
-                store.write(name, conv.snapshot())
-        except ChatcliError as exc:
-            log.warning("mirror %s: %s", name, exc)
-            return [f"the mirror {name} could not be written: {exc}"]
-        return []
+        notes = live.mirror.write()
+        for note in notes:
+            log.warning("%s: %s", live.mirror.name, note)
+        return notes
 
     def listing(self) -> str:
-        from chatcli.engine import sessions
-
-        conv, _lock = self.conversation(DEFAULT_SESSION)
+        conv = self.conversation(DEFAULT_SESSION).conv
         rows = [{"name": i.name, "messages": i.messages, "size": i.size, "title": i.title, "modified": i.mtime,
                  **({"problem": i.problem} if i.problem else {})} for i in sessions.listing(conv)]
         return json.dumps(rows, ensure_ascii=False, indent=2)
 
     def saved(self, name: str) -> str:
-        conv, _lock = self.conversation(DEFAULT_SESSION)
+        conv = self.conversation(DEFAULT_SESSION).conv
         data, _stamp = conv.store.load(validate_name(name))
         return json.dumps(encode_session(data), ensure_ascii=False, indent=2)
 
@@ -134,7 +136,7 @@ def build_server(settings: Settings):
         "chatcli terminal and editor surfaces."))
 
     def failing(exc: BaseException) -> ToolError:
-        log.info("tool error: %s", exc)
+        log.info("tool error (%s)", type(exc).__name__)  # not its text: it may quote what was sent
         return ToolError(str(exc))
 
     @server.tool(description="Send a prompt to chatcli and get the answer: one chat turn in the live "
@@ -182,12 +184,7 @@ def build_server(settings: Settings):
 
 
 def run_mcp_server(settings: Settings) -> int:
-    logs = settings.home / "logs"
-    ensure_private_dir(logs)
-    # The SDK logs at WARNING (its INFO lines may carry requests); chatcli's own lines at INFO.
-    logging.basicConfig(filename=str(logs / "mcp-server.log"), level=logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    log.setLevel(logging.INFO)
+    upkeep.log_to_file(settings, "mcp-server.log", log.name)
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
     server, _surface = build_server(settings)
     log.info("chatcli mcp-server started (provider %s, model %s)", settings.provider, settings.model)
