@@ -75,6 +75,7 @@ def test_session_attach_in_the_prompt_box_binds_and_writes_the_next_prompt(opena
         await conn.prompt(session_id=sid, prompt=[acp.text_block("remember the lighthouse")])
         await conn.prompt(session_id=sid, prompt=[acp.text_block("/session status")])
         await conn.prompt(session_id=sid, prompt=[acp.text_block("/session load ../nope")])
+        await conn.prompt(session_id=sid, prompt=[acp.text_block("/help")])
         return sid, editor
 
     sid, editor = run(openai_env, work)
@@ -82,6 +83,8 @@ def test_session_attach_in_the_prompt_box_binds_and_writes_the_next_prompt(opena
     assert "Attached to session 'notes' (0 messages; created)." in texts
     assert any(t.startswith("Bound to session 'notes' (2 messages") for t in texts)
     assert any(t.startswith("error: invalid session name '../nope'") for t in texts)
+    assert any(t.startswith("error: '/help' is not a command of the prompt box") for t in texts)
+    assert len(openai_server.requests) == 1  # neither command went to the model
     assert [m["content"] for m in session_file(openai_env, "notes")["chat_history"]] == [
         "remember the lighthouse", "You said: remember the lighthouse"]
 

@@ -82,7 +82,7 @@ def test_a_wrong_or_missing_key_is_a_clear_error_and_changes_no_file(sealed_env,
     missing = {k: v for k, v in sealed_env.items() if k != "CHATCLI_ENCRYPTION_KEY"}
     not_this_key = "CHATCLI_ENCRYPTION_KEY is not the key this store"
     for env, opening, starting in (
-            (wrong, "cannot be opened with CHATCLI_ENCRYPTION_KEY: a different key sealed it", not_this_key),
+            (wrong, not_this_key, not_this_key),
             (missing, "is encrypted: set CHATCLI_ENCRYPTION_KEY", "is encrypted: set CHATCLI_ENCRYPTION_KEY")):
         shown = run_chatcli("session", "show", "vault", env=env)
         assert shown.returncode == 1 and opening in shown.stderr and "Traceback" not in shown.stderr
@@ -90,7 +90,8 @@ def test_a_wrong_or_missing_key_is_a_clear_error_and_changes_no_file(sealed_env,
         assert bound.returncode != 0 and starting in bound.stderr and "Traceback" not in bound.stderr
         resumed = run_chatcli("-c", "-p", "more", env=env)
         assert starting in resumed.stderr
-        run_chatcli("session", "list", env=env)
+        listed = run_chatcli("session", "list", env=env)
+        assert listed.returncode == 1 and starting in listed.stderr  # every command stops
         assert tree(home) == before
     repl = subprocess.run([CHATCLI], env=wrong, capture_output=True, text=True, input="")
     assert repl.returncode == 1 and not_this_key in repl.stderr  # nothing starts under a wrong key
@@ -190,7 +191,7 @@ def test_rekey_reseals_everything_and_finishes_after_an_interruption(sealed_env,
     assert shown.returncode == 0 and f"session 1: {SECRET}" in shown.stdout
     assert run_chatcli("session", "show", "s399", env=with_new).returncode == 0
     stale = run_chatcli("session", "show", "s001", env=dict(sealed_env, CHATCLI_ENCRYPTION_KEY=old_key))
-    assert stale.returncode == 1 and "cannot be opened" in stale.stderr
+    assert stale.returncode == 1 and "CHATCLI_ENCRYPTION_KEY is not the key this store" in stale.stderr
     exported = run_chatcli("session", "export", "s002", "jsonl", str(home.parent / "s2.jsonl"), env=with_new)
     assert exported.returncode == 0, exported.stderr
     after = {p.name: p.stat().st_mtime_ns for p in (home / "sessions").glob("*.json")}
@@ -245,3 +246,16 @@ def test_a_plaintext_search_index_from_before_the_key_is_removed(openai_env, ope
     rekeyed = run_chatcli("storage", "rekey", env=sealed)  # seals the plaintext files too
     assert rekeyed.returncode == 0, rekeyed.stderr
     assert plaintext_hits(home, SECRET) == []
+
+
+def test_a_refused_compaction_leaves_no_recall_entry(sealed_env, openai_server, workdir):
+    sealed_env["NO_COLOR"] = "1"
+    repl = Repl(sealed_env, "m", cwd=workdir)
+    try:
+        for i in range(4):
+            repl.send(f"q{i}")
+        openai_server.reply("A summary far longer than the two short messages it is meant to replace.")
+        assert "nothing was compacted" in plain(repl.send("/compact"))
+    finally:
+        repl.close()
+    assert not list((Path(sealed_env["CHATCLI_HOME"]) / "ccr").glob("*.json"))

@@ -34,7 +34,7 @@ def test_tools_and_two_turns_in_one_live_conversation(openai_env, openai_server)
     async def work(client):
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert set(tools) == {"ask_chatcli", "manage_session"}
-        assert "fork" in tools["manage_session"].input_schema["properties"]["action"]["enum"]
+        assert "fork" in tools["manage_session"].input_schema["properties"]["action"]["enum"]  # told to clients
         first = await client.call_tool("ask_chatcli", {"prompt": "my name is Ada"})
         second = await client.call_tool("ask_chatcli", {"prompt": "what is my name?"})
         other = await client.call_tool("ask_chatcli", {"prompt": "a separate thread", "session": "side"})
@@ -113,7 +113,7 @@ def test_errors_come_back_as_tool_errors_and_the_server_goes_on(openai_env, open
     messages = [text(result) for result in results]
     assert "invalid session name '../etc/passwd'" in messages[0]
     assert "manage_session attach needs name" in messages[1]
-    assert "Input should be 'save', 'load'" in messages[2]
+    assert "unknown action 'explode': one of save, load, attach" in messages[2] and "\n" not in messages[2]
     assert "session 'missing' does not exist" in messages[3]
     assert "manage_session search needs query" in messages[4]
     assert "invalid session name 'bad/id'" in messages[5]
@@ -122,19 +122,28 @@ def test_errors_come_back_as_tool_errors_and_the_server_goes_on(openai_env, open
     assert text(alive) == "You said: still here?"
 
 
-def test_clear_keeps_the_conversation_in_its_mirror_and_the_gate_turns_mirrors_off(openai_env, openai_server):
+def test_clear_keeps_the_conversation_and_a_restart_does_not_bring_it_back(openai_env, openai_server):
     async def work(client):
         await client.call_tool("ask_chatcli", {"prompt": "keep me", "session": "notes"})
         cleared = await client.call_tool("manage_session", {"action": "clear", "session": "notes"})
         listing = await client.read_resource("chatcli://sessions")
-        one = await client.read_resource("chatcli://sessions/mcp-notes")
-        return cleared, listing, one
+        return cleared, listing
 
-    cleared, listing, one = run(openai_env, work)
+    cleared, listing = run(openai_env, work)
     assert "New conversation started" in text(cleared)
     names = [row["name"] for row in json.loads(listing.contents[0].text)]
-    assert "mcp-notes" in names
+    assert "mcp-notes" not in names
+    [kept] = [name for name in names if name.startswith("autosave-")]
+
+    async def again(client):
+        one = await client.read_resource(f"chatcli://sessions/{kept}")
+        answer = await client.call_tool("ask_chatcli", {"prompt": "a new start", "session": "notes"})
+        return one, answer
+
+    one, answer = run(openai_env, again)
     assert [m["content"] for m in json.loads(one.contents[0].text)["chat_history"]] == ["keep me", "You said: keep me"]
+    assert "Continued" not in text(answer)
+    assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == ["a new start"]
 
     off = dict(openai_env, CHATCLI_HOME=str(Path(openai_env["CHATCLI_HOME"]).parent / "other"),
                CHATCLI_SESSION_AUTOSAVE="on", CHATCLI_MCP_SESSION_AUTOSAVE="off")
@@ -221,3 +230,22 @@ def test_clear_keeps_the_conversation_even_with_autosave_off_and_delete_stays_de
     assert [m["content"] for m in json.loads(kept.read_text())["chat_history"]] == [
         "worth keeping", "You said: worth keeping"]
     assert not deleted.is_error and not (sessions / "mcp-mcp.json").exists()
+
+
+def test_a_restart_attaches_again_to_the_session_the_conversation_was_attached_to(openai_env, openai_server):
+    async def first(client):
+        await client.call_tool("ask_chatcli", {"prompt": "p1", "session": "a"})
+        await client.call_tool("manage_session", {"action": "attach", "name": "named", "session": "a"})
+        await client.call_tool("ask_chatcli", {"prompt": "p2", "session": "a"})
+
+    run(openai_env, first)
+
+    async def second(client):
+        answer = await client.call_tool("ask_chatcli", {"prompt": "p3", "session": "a"})
+        status = await client.call_tool("manage_session", {"action": "status", "session": "a"})
+        return answer, status
+
+    answer, status = run(openai_env, second)
+    assert "Attached to session 'named'" in text(answer)
+    assert "Bound to session 'named'" in text(status)
+    assert [m["content"] for m in openai_server.requests[-1].body["messages"]][-2:] == ["You said: p2", "p3"]

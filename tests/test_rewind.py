@@ -302,3 +302,17 @@ def test_two_compactions_are_undone_one_after_the_other(repl_env, workdir, opena
         assert sent(openai_server) == [*expected, "turn 9 question"]
     finally:
         repl.close()
+
+
+def test_undoing_a_rewind_records_no_message_twice(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "twice"))
+    try:
+        turns(repl, 1, 2, 3)
+        repl.send("/rewind 2")
+        assert "the history has 6 messages" in plain(repl.send("/rewind 1"))
+    finally:
+        repl.close()
+    events = journal_events(repl_env, session_file(repl_env, "twice"))
+    contents = [e["message"]["content"] for e in events if e["type"] == "message"]
+    assert len(contents) == len(set(contents)) == 6
+    assert [e.get("reason") for e in events if e["type"] == "rewrite"] == ["rewind", "rewind"]

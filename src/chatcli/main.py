@@ -103,10 +103,10 @@ def _settings(check_key: bool = True, **flags):
     settings = Settings.load(**flags)
     for warning in settings.warnings:
         sys.stderr.write(f"chatcli: warning: {warning}\n")
-    if check_key and settings.encryption_key is not None:
+    if check_key:
         from chatcli.store.seal import check_store_key
 
-        check_store_key(settings.home, settings.encryption_key)  # a wrong key stops here
+        check_store_key(settings.home, settings.encryption_key)  # a wrong or missing key stops here
     return settings
 
 

@@ -173,11 +173,16 @@ def build_agent(settings: Settings):
                     await self._say(session_id, "error: the prompt is empty")
                     return acp.PromptResponse(stop_reason="end_turn")
                 word = text.strip().split(maxsplit=1)[0].lstrip("/") if text.strip().startswith("/") else ""
-                if registry.is_command(text) and word in COMMANDS:
+                if registry.is_command(text) and word.lower() in COMMANDS:
                     result = await asyncio.to_thread(registry.dispatch, text.strip(), live.conv)
                     reply = f"error: {result.text}" if result.error else result.text
                     await self._say(session_id, reply)
                     await self._keep(live)
+                    return acp.PromptResponse(stop_reason="end_turn")
+                if registry.is_command(text):  # a terminal command, or none at all: say so, as the REPL does
+                    here = ", ".join("/" + name for name in COMMANDS)
+                    await self._say(session_id, f"error: '/{word}' is not a command of the prompt box (here: {here}); "
+                                                "start a message with // to send it as text")
                     return acp.PromptResponse(stop_reason="end_turn")
                 return await self._turn(session_id, live, registry.as_prompt(text))
 

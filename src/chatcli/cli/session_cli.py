@@ -47,7 +47,11 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
 def run_session_command(args: argparse.Namespace, load_settings: Callable) -> int:
     """list and show need only the sessions directory; delete and fork act on a conversation
     and load the full settings (so `session list` starts as fast as a listing can)."""
-    store = SessionStore(paths.sessions_dir(os.environ), paths.encryption_key(os.environ))
+    key = paths.encryption_key(os.environ)
+    from chatcli.store.seal import check_store_key
+
+    check_store_key(paths.chatcli_home(os.environ), key)  # as every command does: a wrong or missing key stops
+    store = SessionStore(paths.sessions_dir(os.environ), key)
     out = sys.stdout
     if args.action == "list" and not args.json:
         # The plain listing is kept as rendered text while the sessions directory is unchanged

@@ -63,8 +63,9 @@ def _rekey(settings) -> int:
     if new is None:
         raise ConfigError("set CHATCLI_NEW_ENCRYPTION_KEY to the new key (make one with: openssl rand -base64 32)")
     done = rekey(settings.home, settings.encryption_key, new, sessions_dir=settings.sessions_dir)
-    counts = ", ".join(f"{n} {store}" for store, n in done.resealed.items())
-    sys.stdout.write(f"Re-sealed under the new key: {counts}; {done.already} file(s) already were.\n")
+    if any(done.resealed.values()) or done.already or not done.failed:  # not when the key check refused
+        counts = ", ".join(f"{n} {store}" for store, n in done.resealed.items())
+        sys.stdout.write(f"Re-sealed under the new key: {counts}; {done.already} file(s) already were.\n")
     for line in done.failed:
         sys.stderr.write(f"chatcli: error: {line}\n")
     if done.failed:

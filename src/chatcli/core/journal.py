@@ -82,11 +82,12 @@ def occurrence_counts(hashes: Sequence[str]) -> dict[str, int]:
 def plan_sync(recorded: Sequence[str], known: set[str], live: Sequence[str]) -> tuple[list[int], bool]:
     """What a sync appends: (indexes into `live` of the messages to record, whether a rewrite
     event follows). `recorded` is the live history as the journal last left it, `known` every
-    hash the journal holds. A pure extension records the new tail; anything else records only
-    messages the journal has never seen, then the rewrite."""
+    hash the journal holds. A pure extension by unseen messages records the new tail; anything
+    else (an undone rewind brings back messages it holds) records only messages the journal has
+    never seen, then the rewrite."""
     n = len(recorded)
-    if len(live) >= n and list(live[:n]) == list(recorded):
-        return list(range(n, len(live))), False
+    if len(live) >= n and list(live[:n]) == list(recorded) and not any(h in known for h in live[n:]):
+        return list(range(n, len(live))), False  # only messages never seen, at the tail
     fresh, seen = [], set()
     for index, digest in enumerate(live):
         if digest not in known and digest not in seen:

@@ -1,8 +1,8 @@
 """/compact (SPEC §8): the current model summarises the older part of the history into one message.
 
-The policy (what is cut, what stays) is `core.compaction`; this runs it: the originals go to the
-recall store first (the summary names them with a `<<ccr:KEY>>` marker), then the model writes
-the summary, and only when it has is the history replaced. The journal records the rewrite (the
+The policy (what is cut, what stays) is `core.compaction`; this runs it: the model writes the
+summary, then the originals go to the recall store (the summary names them with a `<<ccr:KEY>>`
+marker), and only then is the history replaced. The journal records the rewrite (the
 originals stay in it) and a bound session is written at once. Interrupted or failed, nothing
 changes.
 """
@@ -40,8 +40,9 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
     older = [conv.history[i] for i in cut.summarised]
     origin = {"session": conv.session_name or "",
               "transcript": conv.transcript.id if conv.transcript is not None and conv.transcript.id else ""}
-    key = RecallStore(conv.settings.home / "ccr", conv.settings.encryption_key).put(older, origin)
+    recall = RecallStore(conv.settings.home / "ccr", conv.settings.encryption_key)
     text = _summarise(conv, older, instruction)
+    key = recall.put(older, origin)  # only once there is a summary to name it
     summary = summary_message(f"{text.strip()}\n\n(Summary of {len(older)} earlier messages; "
                               f"the originals: {marker(key)})", cut)
     history = compacted(conv.history, cut, summary)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -279,6 +280,9 @@ def _autosave(conv: Conversation, data: SessionData, refusing: str | None) -> st
     raise SessionError("could not find a free autosave name" + (f"; {refusing}" if refusing else ""))
 
 
+ATTACHED = "chatcli_attached"  # a mirror's field: the session of the user's it is attached to
+
+
 class Mirror:
     """A rolling machine session (`mcp-<id>` for the MCP server, `autosave-acp-<id>` for an
     editor session) that holds a live conversation no session of the user's holds. It is
@@ -300,16 +304,30 @@ class Mirror:
             data, stamp = store.load(self.name)
         except SessionError as exc:
             return f"{exc}; starting a new conversation (the file is left as it is)"
+        self.stamp = stamp
+        attached = data.extra.pop(ATTACHED, None)
+        if isinstance(attached, str) and attached and store.exists(attached):
+            try:  # it was attached to a session of the user's: attach again
+                return attach(self.conv, attached).text
+            except (SessionError, UsageError) as exc:
+                return f"{exc}; continuing from '{self.name}'"
         self.conv.bind(self.name, data, stamp)  # a machine session: loaded, never bound
         self.conv.leave_transcript()  # a journal of its own, seeded from the mirror's
-        self.stamp = stamp
         return f"Continued from '{self.name}' ({len(data.history)} messages)."
 
     def write(self) -> list[str]:
+        """Rewrite the mirror. A conversation attached to a session of the user's is written there
+        by the turn itself; its mirror then only says which session that is (so a restart attaches
+        again)."""
         conv = self.conv
-        if not conv.history or conv.session_name is not None:  # a bound conversation has its own file
+        if not conv.history and conv.session_name is None:
             return []
-        notes = conv.sync_transcript()
+        if conv.session_name is not None:
+            notes, snapshot = [], SessionData(extra={ATTACHED: conv.session_name})
+        else:
+            notes = conv.sync_transcript()
+            snapshot = conv.snapshot()
+            snapshot.extra.pop(ATTACHED, None)
         store = conv.store
         try:
             moved = None
@@ -317,7 +335,7 @@ class Mirror:
                 with store.lock(self.name):
                     current = store.stamp(self.name)
                     if current is None or current == self.stamp:
-                        self.stamp = store.write(self.name, conv.snapshot())
+                        self.stamp = store.write(self.name, snapshot)
                         break
                 moved = self.name = f"{self.base}-{attempt + 2}"  # written by another process meanwhile
                 self.stamp = None
@@ -338,5 +356,13 @@ class Mirror:
                 notes.append(f"The cleared conversation was kept as '{kept}'.")
             except SessionError as exc:
                 notes.append(str(exc))
-        self.name, self.stamp = self.base, self.conv.store.stamp(self.base)
         return notes
+
+    def drop(self) -> None:
+        """After a clear: the mirror goes (what it held was kept by `retire`), so that a restart
+        does not bring the cleared conversation back."""
+        store = self.conv.store
+        with contextlib.suppress(SessionError), store.lock(self.name, drop=True):
+            if store.stamp(self.name) == self.stamp and self.stamp is not None:
+                os.unlink(store.path(self.name))
+        self.name, self.stamp = self.base, None

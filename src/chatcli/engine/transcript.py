@@ -126,9 +126,13 @@ class TranscriptSync:
                 append.reread()
             # Occurrence counts change only if the write succeeds: new counts go to the front map.
             counts = collections.ChainMap({}, self._counts)
+            tail = None
             if self._only_grew(history, append.new):
                 n = len(self._hashes)
                 tail = rules.history_hashes(history[n:], counts)
+                if any(digest in self._known for digest in tail):  # messages it holds, back again
+                    tail, counts = None, collections.ChainMap({}, self._counts)
+            if tail is not None:
                 fresh, rewrite, hashes = range(n, n + len(tail)), False, None
             else:
                 self._absorb(append.new)

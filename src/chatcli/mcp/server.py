@@ -21,7 +21,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Literal
+from typing import Annotated
+
+from pydantic import Field
 
 from chatcli.commands.builtin import build_registry
 from chatcli.config.settings import Settings
@@ -34,7 +36,6 @@ from chatcli.engine.conversation import Conversation, load_system_prompt
 ACTIONS = ("save", "load", "attach", "detach", "status", "list", "delete", "clear", "search", "fork")
 NEEDS_NAME = ("save", "load", "attach", "delete", "fork")
 DEFAULT_SESSION = "mcp"
-Action = Literal["save", "load", "attach", "detach", "status", "list", "delete", "clear", "search", "fork"]
 log = logging.getLogger("chatcli.mcp")
 
 
@@ -99,7 +100,9 @@ class Surface:
             result = self.registry.dispatch(line, live.conv)
             if result.error:
                 raise ChatcliError(result.text)
-            if action not in ("delete", "clear"):  # a deleted mirror stays deleted; a cleared one waits
+            if action == "clear" and self.settings.mcp_autosave:
+                live.mirror.drop()  # kept above; a restart must not bring it back
+            elif action != "delete":  # a deleted mirror stays deleted
                 notes += self.mirror(live)
         return "\n".join([result.text, *notes])
 
@@ -155,7 +158,8 @@ def build_server(settings: Settings):
                              "save NAME, load NAME, attach NAME (load, or create from this conversation), "
                              "detach, status, list, delete NAME, clear (start over; the conversation is kept "
                              "in its mcp-<session> mirror), search QUERY (across saved sessions), fork TO.")
-    async def manage_session(action: Action, session: str = DEFAULT_SESSION, name: str = "", query: str = "",
+    async def manage_session(action: Annotated[str, Field(json_schema_extra={"enum": list(ACTIONS)})],
+                             session: str = DEFAULT_SESSION, name: str = "", query: str = "",
                              to: str = "") -> str:
         import anyio
 

@@ -130,12 +130,18 @@ CHECK_FILE = "key-check"  # under CHATCLI_HOME: a sealed known text, to tell a w
 CHECK_TEXT = b"chatcli: this store is sealed with this key"
 
 
-def check_store_key(home, key: bytes) -> None:
-    """Refuse a key the store was not sealed with, before anything is read or written under it;
-    the first start with a key leaves the check file. Raises SealError."""
+def check_store_key(home, key: bytes | None) -> None:
+    """Refuse a key the store was not sealed with, and no key for a store that is sealed, before
+    anything is read or written; the first start with a key leaves the check file. Raises
+    SealError."""
     from chatcli.store.atomic import atomic_write
 
     path = home / CHECK_FILE
+    if key is None:
+        if path.exists():
+            raise SealError(f"the store {home} is encrypted: set CHATCLI_ENCRYPTION_KEY to its key (nothing was read "
+                            "or written)")
+        return
     try:
         data = path.read_bytes()
     except FileNotFoundError:
