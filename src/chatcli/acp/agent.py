@@ -207,7 +207,13 @@ def build_agent(settings: Settings):
             await asyncio.wait({live.worker, waiter}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
             if not live.worker.done():  # cancelled while waiting for the model: answer now
-                live.worker.add_done_callback(lambda _f: loop.create_task(self._keep(live)))
+                def wound_down(future: asyncio.Future) -> None:
+                    future.exception()  # retrieved: a failure after the cancel is not the editor's concern
+                    task = loop.create_task(self._keep(live))
+                    self.tasks.add(task)
+                    task.add_done_callback(self.tasks.discard)
+
+                live.worker.add_done_callback(wound_down)
                 return acp.PromptResponse(stop_reason="cancelled")
             worker, live.worker = live.worker, None
             await asyncio.gather(*map(asyncio.wrap_future, pending))
