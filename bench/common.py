@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 # One row: what was measured, its median (ms), the floor's name, the floor's median (ms), the target.
 Row = tuple[str, float, str, float, str]
@@ -28,3 +30,13 @@ def print_floor_table(title: str, rows: list[Row], digits: int = 1) -> None:
     for name, ms, floor_name, floor_ms, target in rows:
         print(f"| {name} | {ms:.{digits}f} ms | {floor_name} | {floor_ms:.{digits}f} ms | {ms / floor_ms:.2f}× "
               f"| {target} |")
+
+
+def bare_fsynced_write(path: Path, data: bytes, *, append: bool = False) -> None:
+    """The floor of a durable write: open, one write, fsync, close, nothing else."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)

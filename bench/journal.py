@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import median_of_runs_ms, once_ms, print_floor_table
+from common import bare_fsynced_write, median_of_runs_ms, once_ms, print_floor_table
 
 from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
@@ -48,12 +48,7 @@ QUERIES = [f"{VOCABULARY[200 + k]} {VOCABULARY[300 + k]}" for k in range(40)]
 
 
 def bare_append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    bare_fsynced_write(path, data, append=True)
 
 
 def journal_rows(scratch: Path, rows: list) -> None:

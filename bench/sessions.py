@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import orjson
-from common import print_floor_table
+from common import bare_fsynced_write, print_floor_table
 
 from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
@@ -47,12 +47,7 @@ def history(count: int) -> list[Message]:
 
 
 def bare_write(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    bare_fsynced_write(path, data, append=False)
 
 
 def run(rows: list[tuple[str, float, str, float, str]]) -> None:

@@ -50,7 +50,8 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
     key = paths.encryption_key(os.environ)
     from chatcli.store.seal import check_store_key
 
-    check_store_key(paths.chatcli_home(os.environ), key)  # as every command does: a wrong or missing key stops
+    # As every command does: a wrong or missing key stops (once: load_settings below skips it).
+    check_store_key(paths.chatcli_home(os.environ), key)
     store = SessionStore(paths.sessions_dir(os.environ), key)
     out = sys.stdout
     if args.action == "list" and not args.json:
@@ -85,7 +86,7 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
     elif args.action in ("export", "search"):
         from chatcli.engine import records
 
-        settings = load_settings()
+        settings = load_settings(check_key=False)
         if args.action == "export":
             data, _ = store.load(args.name)
             rec = records.record(settings, data, data.transcript_id)
@@ -108,7 +109,7 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
         from chatcli.engine import sessions
         from chatcli.engine.conversation import Conversation
 
-        conv = Conversation(load_settings(), journal=True)  # a fork's journal is seeded from the source's
+        conv = Conversation(load_settings(check_key=False), journal=True)  # a fork seeds its journal from the source
         if args.action == "delete":
             out.write(sessions.delete(conv, args.name).text + "\n")
             return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from chatcli.core.retention import human_size
 from chatcli.store.sessions import SessionInfo
 
 
@@ -21,7 +22,7 @@ def format_listing(infos: Sequence[SessionInfo], active: str | None) -> str:
         if when is None:
             when = minutes[minute] = time.strftime("%Y-%m-%d %H:%M", time.localtime(minute * 60))
         if messages is None and not problem:  # encryption on: the listing knows sizes, not contents
-            count, title = _size(size), ""
+            count, title = human_size(size), ""
         elif messages is None:
             count, title = "unreadable", problem
         else:
@@ -31,10 +32,3 @@ def format_listing(infos: Sequence[SessionInfo], active: str | None) -> str:
         lines.append("(Encryption is on: the listing shows sizes, not titles or message counts.)")
     return "\n".join(lines)
 
-
-def _size(size: int) -> str:
-    for unit in ("B", "KB", "MB"):
-        if size < 1024 or unit == "MB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"

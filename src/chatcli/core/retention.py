@@ -135,7 +135,17 @@ def over_cap(entries: Iterable[tuple[float, int, str]], cap: int) -> list[str]:
     return dropped
 
 
-__all__ = [
+def human_size(size: float) -> str:
+    """1536 → '1.5 KB', 104857600 → '100 MB'."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            break
+        size /= 1024
+    shown = f"{size:.0f}" if unit == "B" else f"{size:.1f}".removesuffix(".0")
+    return f"{shown} {unit}"
+
+
+__all__ = ["human_size", 
     "AT_START", "BACKSTOP", "BURST", "DAY", "LOST_TEMP", "ORPHAN", "REASONS", "SIZE_CAP", "TTL",
     "bursts", "describe_age", "describe_days", "expired", "machine_prefix", "machine_sessions", "over_cap",
     "parse_days",

@@ -30,6 +30,7 @@ from pathlib import Path
 from chatcli.config.settings import Settings
 from chatcli.core import retention
 from chatcli.core.names import NAME_RE
+from chatcli.core.retention import human_size
 from chatcli.store.atomic import TEMP_RE
 from chatcli.store.sessions import LOCK_SUFFIX, SUFFIX, SessionError, SessionStore
 
@@ -408,16 +409,6 @@ class Storage:
                 name = max(stats, key=lambda key: stats[key].st_mtime_ns)
                 self.sessions.note_latest(name, stats[name].st_mtime_ns, None)
         return applied
-
-
-def human_size(size: float) -> str:
-    """1536 → '1.5 KB', 104857600 → '100 MB'."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            break
-        size /= 1024
-    shown = f"{size:.0f}" if unit == "B" else f"{size:.1f}".removesuffix(".0")
-    return f"{shown} {unit}"
 
 
 def _scandir(path: Path) -> list[os.DirEntry]:
