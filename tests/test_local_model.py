@@ -1,54 +1,383 @@
-"""Real generation with the embedded offline model (llama-cpp-python + the SmolLM2 GGUF)."""
+"""Real generation with the embedded offline model (llama-cpp-python + the bundled SmolLM2 GGUF),
+which runs in a worker process: a native crash there never takes the conversation down.
+
+None of these is skipped: the `local` extra is part of the test install, and a test that cannot
+import it fails (it once hid a build that segfaulted on the CI machine's CPU).
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import llama_cpp  # noqa: F401 - fails loudly, never skips, when the extra is missing
+import pexpect
 import pytest
+from conftest import CHATCLI as CHATCLI_PATH
 from conftest import run_chatcli
 from repl_driver import Repl, plain
 
-pytest.importorskip("llama_cpp", reason="the 'local' extra is part of the test install")
+from chatcli.config.settings import Settings
+from chatcli.core.errors import ProviderError
+from chatcli.core.messages import Message
+from chatcli.engine.conversation import Conversation
+from chatcli.providers.base import Delta, Request
+from chatcli.providers.local import LocalProvider, bundled_model_path
+
 BUNDLED_LABEL = "SmolLM2-135M-Instruct.Q4_1"
+CRASHED = "local model crashed (signal 11); the conversation is kept"
+# A question that makes even the small model write at length, so there is an answer to interrupt.
+LONG_ANSWER = "Tell me a long story about a dragon."
+# The echo of that question, up to the newline Enter prints, then 20 letters of answer (escape codes have digits).
+ECHOED = r"dragon\.[^\n]*\n"
+STREAMING = r"[A-Za-z ,']{20}"
 
 
-def test_oneshot_generates_offline_with_no_provider_configured(env, workdir):
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (the model worker of a chatcli)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def maps_llama(pid: int) -> bool:
+    return "libllama" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def worker_of(pid: int, timeout: float = 30) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in children(pid):
+            if "chatcli.providers.local_worker" in Path(f"/proc/{child}/cmdline").read_text():
+                return child
+        time.sleep(0.05)
+    raise AssertionError(f"no model worker under pid {pid}")
+
+
+@pytest.fixture
+def local_env(env):
     env["LLM_PROVIDER"] = ""  # nothing set: the local model is chosen
-    result = run_chatcli("-p", "Say hello.", env=env, cwd=workdir, timeout=180)
+    env["NO_COLOR"] = "1"
+    return env
+
+
+# -- through the real command ---------------------------------------------------------------
+def test_oneshot_generates_offline_with_no_provider_configured(local_env, workdir):
+    result = run_chatcli("-p", "Say hello.", env=local_env, cwd=workdir, timeout=180)
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.strip()) > 0
     assert result.stderr == ""  # llama.cpp's own logging stays quiet
 
 
-def test_repl_answers_hello_with_the_local_model(env, workdir):
-    env["NO_COLOR"] = "1"
-    repl = Repl(env, BUNDLED_LABEL, cwd=workdir)
+def test_the_repl_answers_two_multi_token_questions_offline(local_env, workdir, sessions_dir):
+    repl = Repl(local_env, BUNDLED_LABEL, cwd=workdir)
     try:
-        out = plain(repl.send("hello", timeout=180))
-        answer = out.split("hello", 1)[1].rsplit(BUNDLED_LABEL, 1)[0]
-        assert any(ch.isalpha() for ch in answer), out
-        assert "error" not in answer.lower()
+        for question in ("What is the capital of France? Answer in one sentence.",
+                         "Name three colours of the rainbow."):
+            out = plain(repl.send(question, timeout=180))
+            answer = out.split(question, 1)[1].rsplit(BUNDLED_LABEL, 1)[0]
+            assert sum(ch.isalpha() for ch in answer) >= 3, out
+            assert "error" not in answer.lower(), out
+        repl.send("/session save offline")
+    finally:
+        repl.close()
+    history = json.loads((sessions_dir / "offline.json").read_text())["chat_history"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
+    assert all(m["content"].strip() for m in history)
+
+
+def test_the_model_runs_in_a_worker_never_in_the_process_holding_the_history(local_env, workdir):
+    repl = Repl(local_env, BUNDLED_LABEL, cwd=workdir)
+    try:
+        repl.send("Say hi.", timeout=180)
+        worker = worker_of(repl.child.pid)
+        assert maps_llama(worker)
+        assert not maps_llama(repl.child.pid)
     finally:
         repl.close()
 
 
-def test_another_gguf_runs_from_chatcli_local_model(env, workdir, tmp_path):
-    from chatcli.providers.local import bundled_model_path
+def test_a_worker_killed_mid_answer_leaves_the_repl_and_the_session_intact(local_env, workdir, sessions_dir):
+    repl = Repl(local_env, BUNDLED_LABEL, cwd=workdir, args=("--session", "notes"))
+    try:
+        repl.send("What is the capital of France?", timeout=180)
+        before = json.loads((sessions_dir / "notes.json").read_text())["chat_history"]
+        worker = worker_of(repl.child.pid)
+        repl.child.send(LONG_ANSWER + "\r")
+        repl.child.expect(ECHOED, timeout=20)
+        repl.child.expect(STREAMING, timeout=120)  # the answer is streaming
+        os.kill(worker, signal.SIGSEGV)
+        repl.child.expect_exact(CRASHED, timeout=10)
+        repl.expect_prompt(timeout=10)
+        assert repl.child.isalive()
+        after = json.loads((sessions_dir / "notes.json").read_text())["chat_history"]
+        assert after[: len(before)] == before  # the earlier turn is untouched
+        assert after[len(before)]["content"] == LONG_ANSWER  # the question is kept
+        assert all(m.get("meta", {}).get("interrupted") for m in after[len(before) + 1:])  # not an answer
+        out = plain(repl.send("Say hello.", timeout=180))  # the next turn starts a fresh worker
+        assert "error" not in out.lower(), out
+        assert worker_of(repl.child.pid) != worker
+    finally:
+        repl.close()
+    final = json.loads((sessions_dir / "notes.json").read_text())["chat_history"]
+    assert final[-2]["content"] == "Say hello." and final[-1]["role"] == "assistant"
 
+
+def test_ctrl_c_stops_a_local_answer_and_the_worker_answers_the_next_one(local_env, workdir):
+    repl = Repl(local_env, BUNDLED_LABEL, cwd=workdir)
+    try:
+        repl.send("Say hi.", timeout=180)
+        repl.child.send(LONG_ANSWER + "\r")
+        repl.child.expect(ECHOED, timeout=20)
+        repl.child.expect(STREAMING, timeout=120)
+        repl.child.send("\x03")
+        repl.child.expect_exact("[interrupted]", timeout=5)
+        repl.expect_prompt(timeout=5)
+        out = plain(repl.send("Say hello.", timeout=180))
+        assert "error" not in out.lower(), out
+    finally:
+        repl.close()
+
+
+def test_another_gguf_runs_from_chatcli_local_model(local_env, workdir, tmp_path):
     other = tmp_path / "my-model.gguf"
     other.symlink_to(bundled_model_path())
-    env["CHATCLI_LOCAL_MODEL"] = str(other)
-    result = run_chatcli("-p", "Name a colour.", env=env, cwd=workdir, timeout=180)
+    local_env["CHATCLI_LOCAL_MODEL"] = str(other)
+    result = run_chatcli("-p", "Name a colour.", env=local_env, cwd=workdir, timeout=180)
     assert result.returncode == 0, result.stderr
     assert any(ch.isalpha() for ch in result.stdout)
-    env["NO_COLOR"] = "1"
-    repl = Repl(env, "my-model", cwd=workdir)
+    repl = Repl(local_env, "my-model", cwd=workdir)
     try:
         assert "Model: my-model (provider local)" in plain(repl.send("/model"))
     finally:
         repl.close()
 
 
-def test_missing_gguf_is_a_clear_error(env, workdir, tmp_path):
-    env["CHATCLI_LOCAL_MODEL"] = str(tmp_path / "absent.gguf")
-    result = run_chatcli("-p", "hi", env=env, cwd=workdir)
+def test_missing_gguf_is_a_clear_error(local_env, workdir, tmp_path):
+    local_env["CHATCLI_LOCAL_MODEL"] = str(tmp_path / "absent.gguf")
+    result = run_chatcli("-p", "hi", env=local_env, cwd=workdir)
     assert result.returncode == 1
     assert result.stderr == f"chatcli: error: local: model file not found: {tmp_path / 'absent.gguf'}\n"
+
+
+def test_a_file_that_is_not_a_model_is_one_line_and_nothing_crashes(local_env, workdir, tmp_path):
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"not a model at all" * 100)
+    local_env["CHATCLI_LOCAL_MODEL"] = str(bogus)
+    result = run_chatcli("-p", "hi", env=local_env, cwd=workdir, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.startswith("chatcli: error: local: cannot load bogus.gguf")
+    assert result.stderr.count("\n") == 1
+
+
+# -- the engine against the real worker, in this process ------------------------------------
+@pytest.fixture
+def settings(local_env) -> Settings:
+    return Settings.load(local_env)
+
+
+def test_a_crash_mid_answer_is_one_error_and_the_history_keeps_the_question(settings):
+    conv = Conversation(settings)
+    provider = conv.provider
+    seen: list[str] = []
+
+    def crash_on_first_text(text: str) -> None:
+        if not seen:
+            os.kill(provider.worker.pid, signal.SIGSEGV)
+        seen.append(text)
+
+    with pytest.raises(ProviderError, match=r"^local model crashed \(signal 11\); the conversation is kept$"):
+        conv.send(LONG_ANSWER, on_text=crash_on_first_text)
+    assert conv.history[0] == Message("user", LONG_ANSWER)
+    assert all(m.meta.get("interrupted") for m in conv.history[1:])  # nothing is recorded as answered
+    result = conv.send("Say hello.")  # a fresh worker
+    assert result.text.strip() and not result.interrupted
+
+
+def test_leaving_an_answer_early_cancels_it_and_keeps_the_worker_warm(settings):
+    provider = LocalProvider(settings)
+    provider.warm()
+    pid = provider.worker.pid
+    events = provider.stream(Request(model=settings.model, messages=[Message("user", LONG_ANSWER)]))
+    assert isinstance(next(events), Delta)
+    events.close()  # what Ctrl-C does to the stream
+    assert provider.worker.pid == pid  # acknowledged between tokens: no restart needed
+    texts = [e.text for e in provider.stream(Request(model=settings.model, messages=[Message("user", "Say hi.")],
+                                                      max_tokens=8)) if isinstance(e, Delta)]
+    assert "".join(texts).strip()
+
+
+def test_a_worker_that_died_between_turns_is_replaced_without_an_error(settings):
+    provider = LocalProvider(settings)
+    provider.warm()
+    old = provider.worker.pid
+    os.kill(old, signal.SIGKILL)
+    provider.worker.proc.wait()  # dead and reaped before the next turn begins
+    texts = [e.text for e in provider.stream(Request(model=settings.model, messages=[Message("user", "Say hi.")],
+                                                      max_tokens=8)) if isinstance(e, Delta)]
+    assert "".join(texts).strip()
+    assert provider.worker.pid != old
+
+
+def test_a_long_message_gets_the_room_left_and_one_too_long_is_one_line(settings):
+    provider = LocalProvider(settings)
+    logbook = " ".join(f"Line {i} of the logbook says the wind was calm." for i in range(200))  # ~2,900 tokens
+    events = list(provider.stream(Request(model=settings.model, messages=[Message("user", "Summarise: " + logbook)],
+                                          max_tokens=512)))
+    assert any(isinstance(e, Delta) and e.text.strip() for e in events)
+    with pytest.raises(ProviderError, match=r"^local: the message is about [\d,]+ tokens, too long for the local "
+                                            r"model's 4,096-token context window; shorten it, or use a hosted provider$"):
+        list(provider.stream(Request(model=settings.model, messages=[Message("user", logbook * 2)])))
+    assert list(provider.stream(Request(model=settings.model, messages=[Message("user", "Say hi.")], max_tokens=4)))
+
+
+def test_conversations_of_one_process_share_one_worker(settings):
+    first, second = LocalProvider(settings), LocalProvider(settings)
+    assert first.worker is second.worker
+
+
+def test_the_oneshot_process_never_imports_llama_cpp(local_env, workdir):
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom chatcli.main import main\ncode = main(sys.argv[1:])\n"
+             "sys.stderr.write('HEAVY=' + ','.join(sorted({m.split('.')[0] for m in sys.modules} & "
+             "{'llama_cpp', 'numpy'})) + '\\n')\n")
+    result = subprocess.run([sys.executable, "-c", probe, "-p", "Say hi."], env=local_env, cwd=workdir,
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=180)
+    assert "HEAVY=\n" in result.stderr, result.stderr
+    assert result.stdout.strip()
+
+
+def test_a_crash_during_an_mcp_answer_is_a_tool_error_and_the_server_goes_on(local_env, workdir):
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    home = local_env["CHATCLI_HOME"]
+    local_env["CHATCLI_MAX_TOKENS"] = "2000"  # a long answer: there is time to kill the worker in it
+
+    def worker_pids() -> list[int]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if (entry.name.isdigit() and b"local_worker" in (entry / "cmdline").read_bytes()
+                        and f"CHATCLI_HOME={home}".encode() in (entry / "environ").read_bytes()):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        return found
+
+    async def work(client):
+        call = asyncio.create_task(client.call_tool("ask_chatcli", {"prompt": LONG_ANSWER}))
+        for _ in range(600):
+            if worker_pids():
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(2.0)  # loaded, and well into the answer
+        (worker,) = worker_pids()
+        os.kill(worker, signal.SIGSEGV)
+        crashed = await call
+        again = await client.call_tool("ask_chatcli", {"prompt": "Say hello."})
+        return crashed, again
+
+    async def main():
+        params = StdioServerParameters(command=CHATCLI_PATH, args=["mcp-server"], env=local_env, cwd=str(workdir))
+        async with Client(params) as client:
+            return await work(client)
+
+    crashed, again = asyncio.run(main())
+    assert crashed.is_error and CRASHED in crashed.content[0].text
+    assert not again.is_error and again.content[0].text.strip()
+    mirror = json.loads((Path(home) / "sessions" / "mcp-mcp.json").read_text())["chat_history"]
+    assert mirror[0]["content"] == LONG_ANSWER and mirror[-2]["content"] == "Say hello."
+
+
+def test_an_editor_cancels_a_local_answer_and_the_next_prompt_is_answered(local_env, workdir):
+    import asyncio
+
+    import acp
+    from acp.schema import ClientCapabilities, Implementation
+
+    class Editor(acp.Client):
+        def __init__(self) -> None:
+            self.chunks: list[str] = []
+
+        async def session_update(self, session_id, update, **kwargs) -> None:
+            if type(update).__name__ == "AgentMessageChunk":
+                self.chunks.append(update.content.text)
+
+        async def request_permission(self, *args, **kwargs):
+            return None
+
+    async def main():
+        editor = Editor()
+        async with acp.spawn_agent_process(editor, CHATCLI_PATH, "acp", env=local_env, cwd=str(workdir),
+                                           transport_kwargs={"stderr": None}) as (conn, _proc):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
+                                  client_info=Implementation(name="tests", version="1"))
+            sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+            turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block(LONG_ANSWER)]))
+            while len(editor.chunks) < 5:  # streamed token by token
+                await asyncio.sleep(0.02)
+            await conn.cancel(session_id=sid)
+            cancelled = await turn
+            streamed = len(editor.chunks)
+            again = await conn.prompt(session_id=sid, prompt=[acp.text_block("Say hello.")])
+            return cancelled, again, streamed, editor.chunks
+
+    cancelled, again, streamed, chunks = asyncio.run(main())
+    assert cancelled.stop_reason == "cancelled"
+    assert again.stop_reason in ("end_turn", "max_tokens")
+    assert "".join(chunks[streamed:]).strip()  # the second answer arrived
+    assert "error" not in "".join(chunks).lower()
+
+
+# -- chatcli doctor ---------------------------------------------------------------------------
+def test_doctor_with_nothing_configured_loads_the_local_model_and_answers(local_env, workdir):
+    result = run_chatcli("doctor", env=local_env, cwd=workdir, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1] == f"ok    provider: local, model {BUNDLED_LABEL} (no provider is configured)"
+    assert any(line.startswith(f"ok    local model: {BUNDLED_LABEL}.gguf (") and "loaded in" in line
+               and "AVX2" in line for line in lines), lines
+    assert any(line.startswith("ok    answer: local answered one token in ") for line in lines), lines
+    assert lines[-1] == "chatcli can answer."
+
+
+def test_doctor_checks_the_hosted_provider_and_the_offline_model(openai_env, openai_server, workdir):
+    openai_server.reply("Hello")
+    result = run_chatcli("doctor", env=openai_env, cwd=workdir, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"ok    provider: openai, model m (LLM_PROVIDER); endpoint {openai_server.base_url}" in result.stdout
+    assert "ok    answer: openai answered one token in " in result.stdout
+    assert "ok    answer (offline): local answered one token in " in result.stdout
+    assert openai_server.requests[0].body["max_tokens"] == 1
+
+
+def test_doctor_says_which_provider_fails_and_exits_1(env, workdir):
+    env.update(LLM_PROVIDER="openai", OPENAI_API_KEY="x", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    result = run_chatcli("doctor", env=env, cwd=workdir, timeout=180)
+    assert result.returncode == 1
+    assert any(line.startswith("FAIL  answer: ") for line in result.stdout.splitlines()), result.stdout
+    assert result.stdout.splitlines()[-1] == "Something chatcli needs failed (above)."
+    assert result.stderr == ""
+
+
+def test_doctor_reports_a_model_that_does_not_load(local_env, workdir, tmp_path):
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"GGUF" + b"\0" * 64)
+    local_env["CHATCLI_LOCAL_MODEL"] = str(bogus)
+    result = run_chatcli("doctor", env=local_env, cwd=workdir, timeout=60)
+    assert result.returncode == 1
+    assert "FAIL  local model: local: cannot load bogus.gguf" in result.stdout

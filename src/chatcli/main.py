@@ -41,7 +41,8 @@ def build_parser():
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     parser.add_argument("--version", action="version", version=f"chatcli {__version__}")
     parser.epilog += (" Scripting: chatcli session list|show|delete|fork (see chatcli session --help); "
-                      "chatcli storage [prune [--apply]] (see chatcli storage --help).")
+                      "chatcli storage [prune [--apply]] (see chatcli storage --help). "
+                      "Something wrong? chatcli doctor.")
     return parser
 
 
@@ -67,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
                               "(tools ask_chatcli and manage_session; resources chatcli://sessions).",
                               ).parse_args(argv[1:])
         runner = _run_mcp
+    elif argv and argv[0] == "doctor":
+        args = _server_parser("doctor", "Check that chatcli can answer: which provider would answer and why, "
+                              "whether CHATCLI_HOME is writable, whether the local model loads in its worker and "
+                              "answers one token, and how long each took. Exits 1 if something needed failed.",
+                              ).parse_args(argv[1:])
+        runner = _run_doctor
     elif argv and argv[0] == "acp":
         args = _server_parser("acp", "Run chatcli as an Agent Client Protocol agent on stdio (for editors such "
                               "as Zed): chat turns, /session commands in the prompt box, session/load.",
@@ -151,6 +158,13 @@ def _run_acp(args) -> int:
     from chatcli.acp.agent import run_acp
 
     return run_acp(_settings(provider=args.provider, model=args.model, debug=args.debug))
+
+
+def _run_doctor(args) -> int:
+    from chatcli.cli.doctor_cli import run_doctor
+
+    # The key is checked by the doctor itself, as one of its lines.
+    return run_doctor(_settings(check_key=False, provider=args.provider, model=args.model, debug=args.debug))
 
 
 def _run_session(args) -> int:

@@ -118,6 +118,8 @@ class Settings:
     home: Path
     provider: str
     model: str
+    # Why this provider answers: "--provider", "LLM_PROVIDER", "OPENAI_API_KEY is set"… (chatcli doctor).
+    provider_source: str = "default"
     timeout: float = DEFAULT_TIMEOUT
     raw: bool = False
     no_color: bool = False
@@ -172,7 +174,7 @@ class Settings:
     ) -> "Settings":
         env = dict(os.environ if env is None else env)
         warnings: list[str] = []
-        chosen = _select_provider(env, provider)
+        chosen, chosen_because = _select_provider(env, provider)
         if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
             raise ConfigError(f"--timeout must be a positive number of seconds, not {timeout:g}")
         history_max = DEFAULT_HISTORY_MAX_SIZE
@@ -247,6 +249,7 @@ class Settings:
             auto_compact=auto_compact,
             encryption_key=encryption_key,
             provider=chosen,
+            provider_source=chosen_because,
             model="",
             timeout=timeout or DEFAULT_TIMEOUT,
             raw=raw,
@@ -268,7 +271,8 @@ class Settings:
         --model and LLM_MODEL are not carried over: they were chosen for the first provider.
         """
         provider = canonical_provider(provider)
-        return replace(self, provider=provider, model=self.model_for(provider, general=False))
+        return replace(self, provider=provider, provider_source="/provider",
+                       model=self.model_for(provider, general=False))
 
     def with_model(self, model: str) -> "Settings":
         """These settings with another model for the same provider (/model)."""
@@ -428,12 +432,13 @@ def _runs_locally(model: str) -> bool:
 
 
 
-def _select_provider(env: Mapping[str, str], flag: str | None) -> str:
+def _select_provider(env: Mapping[str, str], flag: str | None) -> tuple[str, str]:
+    """The provider (SPEC §2 precedence) and why it was chosen, in words."""
     if flag:
-        return canonical_provider(flag)
+        return canonical_provider(flag), "--provider"
     if env.get("LLM_PROVIDER", "").strip():
-        return canonical_provider(env["LLM_PROVIDER"])
+        return canonical_provider(env["LLM_PROVIDER"]), "LLM_PROVIDER"
     for provider, var in _KEY_VARS.items():
         if env.get(var, "").strip():
-            return provider
-    return "local"
+            return provider, f"{var} is set"
+    return "local", "no provider is configured"

@@ -402,14 +402,20 @@ class Conversation:
                     tool_choice=choice,
                 )
                 parts, calls = [], []
-                for event in self.provider.stream(request):
-                    if isinstance(event, Delta):
-                        parts.append(event.text)
-                        on_text(event.text)
-                    elif isinstance(event, ToolCall):
-                        calls.append(event)
-                    elif isinstance(event, Done):
-                        done = event
+                events = self.provider.stream(request)
+                try:
+                    for event in events:
+                        if isinstance(event, Delta):
+                            parts.append(event.text)
+                            on_text(event.text)
+                        elif isinstance(event, ToolCall):
+                            calls.append(event)
+                        elif isinstance(event, Done):
+                            done = event
+                finally:  # an answer left early (Ctrl-C, a cancel raised by on_text) is stopped at the source now
+                    close = getattr(events, "close", None)
+                    if close is not None:
+                        close()
                 if not calls or choice == "none":
                     break
                 rounds += 1

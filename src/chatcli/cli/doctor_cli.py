@@ -1,0 +1,25 @@
+"""`chatcli doctor`: print the checks of engine.doctor as they finish; exit 1 if one that chatting needs failed."""
+
+from __future__ import annotations
+
+import platform
+import sys
+
+from chatcli import __version__
+from chatcli.config.settings import Settings
+from chatcli.engine.doctor import diagnose
+
+_MARKS = {True: "ok  ", False: "FAIL"}
+
+
+def run_doctor(settings: Settings) -> int:
+    out = sys.stdout
+    out.write(f"chatcli {__version__}, Python {platform.python_version()}, {platform.system()} {platform.machine()}\n")
+    failed = False
+    for check in diagnose(settings):
+        mark = _MARKS[check.ok] if check.ok or check.needed else "warn"
+        out.write(f"{mark}  {check.name}: {check.text}\n")
+        out.flush()
+        failed |= check.needed and not check.ok
+    out.write("Something chatcli needs failed (above).\n" if failed else "chatcli can answer.\n")
+    return 1 if failed else 0

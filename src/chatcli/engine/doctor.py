@@ -1,0 +1,148 @@
+"""`chatcli doctor`: which provider would answer, whether it does, and how long it took.
+
+The first thing to run when something is wrong. Each check is a value (a name, ok or not, one
+line); the front end prints them. Nothing is written but a probe file in CHATCLI_HOME, removed
+at once. The checks talk to the real provider: one answer of one token.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from chatcli.config.settings import Settings
+from chatcli.core.errors import ChatcliError
+from chatcli.core.messages import Message
+from chatcli.providers.base import Delta, Done, ProviderRegistry, Request, default_registry
+
+PROBE = "Say hello."
+# What a crashed llama.cpp most often means, and what to do about it.
+_CRASH_HINT = ("llama.cpp was probably built for another CPU: rebuild it portable with `make clean run` "
+               "(see the README)")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    text: str
+    # False for what chatting does not depend on (the offline model when a hosted provider
+    # answers, a home where nothing can be saved): a warning, not a failure.
+    needed: bool = True
+
+
+def diagnose(settings: Settings, registry: ProviderRegistry | None = None) -> Iterator[Check]:
+    """The checks, in order, each as soon as it is done (a model load takes a moment)."""
+    registry = registry or default_registry()
+    yield _provider_check(settings)
+    yield _home_check(settings)
+    if settings.provider == "local":
+        yield from _local_checks(settings, registry)
+        return
+    yield _answer_check(settings, registry, settings.provider)
+    local = settings.with_provider("local")
+    yield from (Check(f"{check.name} (offline)", check.ok, check.text, needed=False)
+                for check in _local_checks(local, registry))
+
+
+def _provider_check(settings: Settings) -> Check:
+    text = f"{settings.provider}, model {settings.model_label} ({settings.provider_source})"
+    endpoint = settings.endpoint()
+    if endpoint.base_url:
+        text += f"; endpoint {endpoint.base_url}"
+    if settings.provider in ("openai", "anthropic") and not endpoint.api_key:
+        return Check("provider", False, text + f"; no {settings.provider.upper()}_API_KEY is set")
+    return Check("provider", True, text)
+
+
+def _home_check(settings: Settings) -> Check:
+    home = settings.home
+    sealed = "encrypted (CHATCLI_ENCRYPTION_KEY)" if settings.encryption_key else "not encrypted"
+    existing = home
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".doctor-", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return Check("home", False, f"{home}: cannot write there ({exc.strerror or exc}); chatting works, "
+                                    "but nothing is saved", needed=False)
+    if existing != home:
+        return Check("home", True, f"{home}: not created yet (it will be on the first save), {sealed}")
+    sessions = settings.sessions_dir
+    count = sum(1 for p in sessions.glob("*.json") if not p.name.startswith(".")) if sessions.is_dir() else 0
+    try:
+        from chatcli.store.seal import check_store_key
+
+        check_store_key(home, settings.encryption_key)
+    except ChatcliError as exc:
+        return Check("home", False, str(exc))
+    return Check("home", True, f"{home}: writable, {count} session(s), {sealed}")
+
+
+def _local_checks(settings: Settings, registry: ProviderRegistry) -> Iterator[Check]:
+    try:
+        provider = registry.create(settings)
+    except ChatcliError as exc:
+        yield Check("local model", False, str(exc))
+        return
+    path = Path(provider.path)
+    size = path.stat().st_size / 1e6
+    started = time.perf_counter()
+    try:
+        ready = provider.warm()
+    except ChatcliError as exc:
+        yield Check("local model", False, _with_hint(str(exc)))
+        return
+    loaded = time.perf_counter() - started
+    kernels = ", ".join(cpu_kernels(ready.get("system_info", ""))) or "unknown"
+    yield Check("local model", True, f"{path.name} ({size:.0f} MB): worker started and model loaded in "
+                                     f"{loaded:.2f} s; llama.cpp CPU kernels: {kernels}")
+    yield _answer_check(settings, registry, "local", provider)
+
+
+def _answer_check(settings: Settings, registry: ProviderRegistry, name: str, provider=None) -> Check:
+    """One answer of one token from the provider, timed."""
+    label = "answer"
+    try:
+        provider = provider or registry.create(settings)
+        request = Request(model=settings.model, messages=[Message("user", PROBE)], max_tokens=1,
+                          timeout=min(settings.timeout, 60.0))
+        seconds, text = _first_token(provider.stream(request))
+    except ChatcliError as exc:
+        return Check(label, False, _with_hint(str(exc)) if name == "local" else str(exc))
+    if text is None:
+        return Check(label, False, f"{name} answered nothing to {PROBE!r} in {seconds:.2f} s")
+    return Check(label, True, f"{name} answered one token in {seconds:.2f} s: {text.strip()!r}")
+
+
+def _first_token(events) -> tuple[float, str | None]:
+    started = time.perf_counter()
+    first: tuple[float, str] | None = None
+    try:
+        for event in events:
+            if isinstance(event, Delta) and event.text and first is None:
+                first = (time.perf_counter() - started, event.text)
+            elif isinstance(event, Done):
+                break
+    finally:
+        close: Callable | None = getattr(events, "close", None)
+        if close is not None:
+            close()
+    return first if first is not None else (time.perf_counter() - started, None)
+
+
+def cpu_kernels(system_info: str) -> list[str]:
+    """The SIMD kernels llama.cpp reports as built in ("AVX2 = 1 | AVX512 = 0 | …" → AVX2)."""
+    names = re.findall(r"\b([A-Z][A-Z0-9_]*) = 1\b", system_info)
+    return list(dict.fromkeys(name for name in names if name not in ("LLAMAFILE", "OPENMP", "REPACK")))
+
+
+def _with_hint(text: str) -> str:
+    return f"{text}; {_CRASH_HINT}" if "crashed (signal" in text else text

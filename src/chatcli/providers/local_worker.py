@@ -1,0 +1,206 @@
+"""The local model's worker process: llama.cpp runs here, never in the process holding the history.
+
+Started by `providers.local` as `python -m chatcli.providers.local_worker MODEL.gguf`, it speaks
+JSON lines: requests on stdin, events on the protocol channel (the original stdout; the native
+library's own writes to fd 1 are sent to stderr instead, so nothing it prints can corrupt the
+protocol). Native code can segfault or abort; when it does, only this process dies, and the
+client tells the user in one line.
+
+Requests:  {"op": "load"}
+           {"op": "chat", "id": N, "messages": [...], "max_tokens": N}
+           {"op": "cancel", "id": N}      (handled at once, even while a chat is running)
+Events:    {"event": "ready", "load_seconds": S, "system_info": "..."}
+           {"id": N, "event": "delta", "text": "..."}      one per token, flushed
+           {"id": N, "event": "done", "stop_reason": ..., "output_tokens": N}
+           {"id": N, "event": "cancelled"}
+           {"id": N?, "event": "error", "message": "..."}
+End of stdin (the client went away) ends the worker at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+
+# SmolLM2's recommended sampling; other GGUFs get the same sensible, low-temperature defaults.
+# A small model loops on itself without a repetition penalty.
+TEMPERATURE = 0.2
+TOP_P = 0.9
+REPEAT_PENALTY = 1.3
+# Every message costs its tokens plus the chat template's markers around it (at most this many),
+# and the template may add a few dozen of its own (SmolLM2's adds a default system prompt).
+TEMPLATE_TOKENS = 8
+TEMPLATE_MARGIN = 48
+# The shortest answer worth asking for when a long message leaves little room in the window.
+MIN_ANSWER = 64
+
+
+class Worker:
+    def __init__(self, model_path: str, context_tokens: int, threads: int, out) -> None:
+        self.model_path = model_path
+        self.context_tokens = context_tokens
+        self.threads = threads
+        self.out = out
+        self.llm = None
+        self.system_info = ""
+        self.requests: queue.Queue = queue.Queue()
+        self.cancelled: set[int] = set()
+        self.write_lock = threading.Lock()
+
+    def emit(self, event: dict) -> None:
+        line = json.dumps(event, ensure_ascii=False) + "\n"
+        with self.write_lock:
+            self.out.write(line.encode("utf-8"))
+            self.out.flush()
+
+    # -- stdin: requests, and cancels that must not wait behind a running chat -------------
+    def read_requests(self, stream) -> None:
+        for raw in stream:
+            try:
+                request = json.loads(raw)
+            except ValueError:
+                continue
+            if request.get("op") == "cancel":
+                self.cancelled.add(request.get("id"))
+            else:
+                self.requests.put(request)
+        os._exit(0)  # the client went away (closed, killed): nothing here is worth finishing
+
+    def serve(self) -> None:
+        while True:
+            request = self.requests.get()
+            op, rid = request.get("op"), request.get("id")
+            try:
+                if op == "load":
+                    self.emit({"event": "ready", **self.load()})
+                elif op == "chat":
+                    self.load()
+                    self.chat(rid, request)
+                else:
+                    self.emit({"id": rid, "event": "error", "message": f"unknown request {op!r}"})
+            except Refusal as exc:
+                self.emit({"id": rid, "event": "error", "message": str(exc)})
+            except Exception as exc:  # noqa: BLE001 - reported to the client as one line, the worker goes on
+                self.emit({"id": rid, "event": "error", "message": f"generation failed: {type(exc).__name__}: {exc}"})
+
+    # -- the model ---------------------------------------------------------------------------
+    def load(self) -> dict:
+        """Load the model once; later calls only say it is there."""
+        started = time.perf_counter()
+        if self.llm is not None:
+            return {"load_seconds": 0.0, "system_info": self.system_info}
+        try:
+            import llama_cpp
+        except ImportError:
+            raise Refusal("llama-cpp-python is not installed; install the extra: pip install 'chatcli[local]'") from None
+        try:
+            self.llm = llama_cpp.Llama(model_path=self.model_path, n_ctx=self.context_tokens,
+                                       n_threads=self.threads, verbose=False)
+        except Exception as exc:  # llama.cpp reports load failures as ValueError/RuntimeError
+            raise Refusal(f"cannot load {os.path.basename(self.model_path)}: {exc}") from None
+        self.system_info = _system_info()
+        return {"load_seconds": time.perf_counter() - started, "system_info": self.system_info}
+
+    def chat(self, rid: int, request: dict) -> None:
+        messages, max_tokens = fit(self.llm, request["messages"], int(request["max_tokens"]), self.context_tokens)
+        stop_reason = None
+        produced = 0
+        try:
+            if rid in self.cancelled:
+                self.emit({"id": rid, "event": "cancelled"})
+                return
+            chunks = self.llm.create_chat_completion(
+                messages=messages, stream=True, max_tokens=max_tokens,
+                temperature=TEMPERATURE, top_p=TOP_P, repeat_penalty=REPEAT_PENALTY,
+            )
+            try:
+                for chunk in chunks:
+                    if rid in self.cancelled:
+                        self.emit({"id": rid, "event": "cancelled"})
+                        return
+                    choice = chunk["choices"][0]
+                    text = choice.get("delta", {}).get("content")
+                    if text:
+                        produced += 1
+                        self.emit({"id": rid, "event": "delta", "text": text})
+                    stop_reason = choice.get("finish_reason") or stop_reason
+            finally:
+                chunks.close()
+        finally:  # a cancel that came late (or for an answer already over) is forgotten too
+            for old in [other for other in list(self.cancelled) if other is None or other <= rid]:
+                self.cancelled.discard(old)
+        self.emit({"id": rid, "event": "done", "stop_reason": stop_reason, "output_tokens": produced})
+
+
+class Refusal(Exception):
+    """A request this worker cannot serve (the model does not load, a message too long for the
+    window): the client shows the text as it is, in one line."""
+
+
+def _cost(llm, text: str) -> int:
+    return len(llm.tokenize(text.encode("utf-8", errors="replace"), add_bos=False, special=True)) + TEMPLATE_TOKENS
+
+
+def window(llm, messages: list[dict], budget: int) -> tuple[list[dict], int]:
+    """Leading system messages plus the newest messages whose tokens fit in `budget` (the newest
+    always), and the tokens they take. The request is shortened, never the conversation."""
+    system = []
+    while len(system) < len(messages) and messages[len(system)]["role"] == "system":
+        system.append(messages[len(system)])
+    used = sum(_cost(llm, m["content"]) for m in system)
+    kept: list[dict] = []
+    for message in reversed(messages[len(system):]):
+        cost = _cost(llm, message["content"])
+        if used + cost > budget and kept:
+            break
+        used += cost
+        kept.append(message)
+    return system + kept[::-1], used
+
+
+def fit(llm, messages: list[dict], max_tokens: int, context: int) -> tuple[list[dict], int]:
+    """The messages to send and the answer's length: the newest messages that fit beside a
+    full-length answer; when the newest message alone leaves less room than that, the answer
+    gets the room left, and a message that leaves too little is refused in one line."""
+    chosen, used = window(llm, messages, context - TEMPLATE_MARGIN - max_tokens)
+    room = context - TEMPLATE_MARGIN - used
+    if room < MIN_ANSWER:
+        raise Refusal(f"the message is about {used:,} tokens, too long for the local model's {context:,}-token "
+                      "context window; shorten it, or use a hosted provider")
+    return chosen, min(max_tokens, room)
+
+
+def _system_info() -> str:
+    """The CPU kernels llama.cpp was built with (AVX2, AVX512…), for `chatcli doctor`."""
+    try:
+        import llama_cpp
+
+        info = llama_cpp.llama_print_system_info()
+        return (info.decode() if isinstance(info, bytes) else str(info)).strip()
+    except Exception:  # noqa: BLE001 - informational only
+        return ""
+
+
+def main(argv: list[str]) -> int:
+    model_path, context_tokens, threads = argv[0], int(argv[1]), int(argv[2])
+    # The protocol keeps the original stdout; fd 1 becomes stderr, so whatever the native
+    # library prints lands there rather than in the middle of a JSON line.
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    # Ctrl-C belongs to the client (it cancels the answer); the worker runs in a session of its
+    # own anyway, this is for a stray signal sent to it by hand.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    worker = Worker(model_path, context_tokens, threads, out)
+    threading.Thread(target=worker.read_requests, args=(sys.stdin.buffer,), daemon=True).start()
+    worker.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
