@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import re
 import signal
 import time
 from pathlib import Path
@@ -24,7 +26,7 @@ from chatcli.config.settings import Settings
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message
 from chatcli.engine.conversation import Conversation
-from chatcli.providers.base import Delta, Request
+from chatcli.providers.base import Delta, Request, streaming
 from chatcli.providers.local import LocalProvider, bundled_model_path
 
 BUNDLED_LABEL = "SmolLM2-135M-Instruct.Q4_1"
@@ -34,6 +36,11 @@ LONG_ANSWER = "Tell me a long story about a dragon."
 # The echo of that question, up to the newline Enter prints, then 20 letters of answer (escape codes have digits).
 ECHOED = r"dragon\.[^\n]*\n"
 STREAMING = r"[A-Za-z ,']{20}"
+
+
+def said_error(text: str) -> bool:
+    """chatcli's error lines ("error: …"), not a story that mentions "terror"."""
+    return re.search(r"(?m)^error: ", text) is not None
 
 
 def children(pid: int) -> list[int]:
@@ -87,7 +94,7 @@ def test_the_repl_answers_two_multi_token_questions_offline(local_env, workdir, 
             out = plain(repl.send(question, timeout=180))
             answer = out.split(question, 1)[1].rsplit(BUNDLED_LABEL, 1)[0]
             assert sum(ch.isalpha() for ch in answer) >= 3, out
-            assert "error" not in answer.lower(), out
+            assert not said_error(answer), out
         repl.send("/session save offline")
     finally:
         repl.close()
@@ -125,7 +132,7 @@ def test_a_worker_killed_mid_answer_leaves_the_repl_and_the_session_intact(local
         assert after[len(before)]["content"] == LONG_ANSWER  # the question is kept
         assert all(m.get("meta", {}).get("interrupted") for m in after[len(before) + 1:])  # not an answer
         out = plain(repl.send("Say hello.", timeout=180))  # the next turn starts a fresh worker
-        assert "error" not in out.lower(), out
+        assert not said_error(out), out
         assert worker_of(repl.child.pid) != worker
     finally:
         repl.close()
@@ -144,7 +151,7 @@ def test_ctrl_c_stops_a_local_answer_and_the_worker_answers_the_next_one(local_e
         repl.child.expect_exact("[interrupted]", timeout=5)
         repl.expect_prompt(timeout=5)
         out = plain(repl.send("Say hello.", timeout=180))
-        assert "error" not in out.lower(), out
+        assert not said_error(out), out
     finally:
         repl.close()
 
@@ -204,7 +211,10 @@ def test_a_crash_mid_answer_is_one_error_and_the_history_keeps_the_question(sett
     assert result.text.strip() and not result.interrupted
 
 
-def test_leaving_an_answer_early_cancels_it_and_keeps_the_worker_warm(settings):
+def test_leaving_an_answer_early_cancels_it_and_keeps_the_worker_warm(settings, monkeypatch):
+    # The protocol, not the clock: on a loaded machine the acknowledgement may take longer than
+    # the grace before a kill, and a kill is not what this test is about.
+    monkeypatch.setattr("chatcli.providers.local.CANCEL_GRACE", 10.0)
     provider = LocalProvider(settings)
     provider.warm()
     pid = provider.worker.pid
@@ -215,6 +225,45 @@ def test_leaving_an_answer_early_cancels_it_and_keeps_the_worker_warm(settings):
     texts = [e.text for e in provider.stream(Request(model=settings.model, messages=[Message("user", "Say hi.")],
                                                       max_tokens=8)) if isinstance(e, Delta)]
     assert "".join(texts).strip()
+
+
+def test_ctrl_c_while_a_long_prompt_is_read_stops_it_and_keeps_the_worker(settings, monkeypatch):
+    monkeypatch.setattr("chatcli.providers.local.CANCEL_GRACE", 10.0)  # the protocol, not the clock
+    provider = LocalProvider(settings)
+    provider.warm()
+    pid = provider.worker.pid
+
+    def logbook(wind: str) -> str:  # ~600 tokens: reading them takes seconds on 2 cores
+        return " ".join(f"Line {i} of the logbook says the wind was {wind}." for i in range(40))
+
+    started = time.perf_counter()  # how long reading such a prompt takes here, now
+    with streaming(provider, Request(model=settings.model, messages=[Message("user", logbook("strong"))])) as events:
+        next(e for e in events if isinstance(e, Delta))
+    reading = time.perf_counter() - started
+
+    signalled: list[float] = []
+
+    def interrupt(_signum, _frame):
+        signalled.append(time.perf_counter())
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    seen: list = []
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            with streaming(provider, Request(model=settings.model, messages=[Message("user", logbook("calm"))])) as events:
+                seen.extend(events)
+        stopping = time.perf_counter() - signalled[0]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert seen == []  # stopped before the first token
+    assert stopping < reading / 3, (stopping, reading)  # llama.cpp stopped reading when told, not at the end
+    assert provider.worker.pid == pid  # no restart needed
+    texts = [e.text for e in provider.stream(Request(model=settings.model, messages=[Message("user", "Say hi.")],
+                                                      max_tokens=8)) if isinstance(e, Delta)]
+    assert "".join(texts).strip()  # and the worker answers the next one
 
 
 def test_a_worker_that_died_between_turns_is_replaced_without_an_error(settings):
@@ -229,16 +278,66 @@ def test_a_worker_that_died_between_turns_is_replaced_without_an_error(settings)
     assert provider.worker.pid != old
 
 
-def test_a_long_message_gets_the_room_left_and_one_too_long_is_one_line(settings):
+def test_a_long_message_leaves_the_answer_the_room_left_and_one_too_long_is_refused():
+    from llama_cpp import Llama
+
+    from chatcli.providers.local_worker import MIN_ANSWER, TEMPLATE_MARGIN, Refusal, fit, window
+
+    vocab = Llama(model_path=str(bundled_model_path()), vocab_only=True, verbose=False)  # the real tokenizer
+    lines = [f"Line {i} of the logbook says the wind was calm." for i in range(400)]
+    history = [{"role": "user", "content": "an old question"}, {"role": "assistant", "content": "an old answer"}]
+
+    short = [*history, {"role": "user", "content": "Say hi."}]
+    assert fit(vocab, short, 512, 4096) == (short, 512)  # everything fits beside a full answer
+
+    _, alone = window(vocab, [{"role": "user", "content": " ".join(lines[:250])}], 10**6)
+    long = [*history, {"role": "user", "content": " ".join(lines[:250])}]
+    sent, answer = fit(vocab, long, 512, 4096)
+    assert sent == long[-1:]  # the older turns make room for it
+    assert answer == 4096 - TEMPLATE_MARGIN - alone < 512  # the answer gets what is left
+    assert MIN_ANSWER <= answer
+
+    with pytest.raises(Refusal, match=r"^the message is about [\d,]+ tokens; the local model's 4,096-token context "
+                                      r"window holds at most about 3,984 beside an answer: shorten it, or use a "
+                                      r"hosted provider$"):
+        fit(vocab, [{"role": "user", "content": " ".join(lines[:300])}], 512, 4096)
+
+
+def test_a_message_too_long_for_the_window_is_one_line_and_the_worker_goes_on(settings):
     provider = LocalProvider(settings)
-    logbook = " ".join(f"Line {i} of the logbook says the wind was calm." for i in range(200))  # ~2,900 tokens
-    events = list(provider.stream(Request(model=settings.model, messages=[Message("user", "Summarise: " + logbook)],
-                                          max_tokens=512)))
-    assert any(isinstance(e, Delta) and e.text.strip() for e in events)
-    with pytest.raises(ProviderError, match=r"^local: the message is about [\d,]+ tokens, too long for the local "
-                                            r"model's 4,096-token context window; shorten it, or use a hosted provider$"):
-        list(provider.stream(Request(model=settings.model, messages=[Message("user", logbook * 2)])))
+    logbook = " ".join(f"Line {i} of the logbook says the wind was calm." for i in range(400))
+    with pytest.raises(ProviderError, match=r"^local: the message is about [\d,]+ tokens; the local model's "):
+        list(provider.stream(Request(model=settings.model, messages=[Message("user", logbook)])))
     assert list(provider.stream(Request(model=settings.model, messages=[Message("user", "Say hi.")], max_tokens=4)))
+
+
+def test_an_answer_cut_by_a_full_window_says_so_not_to_raise_the_token_limit(settings):
+    import contextlib
+    import io
+
+    from chatcli.providers.base import Done, ProviderRegistry
+    from chatcli.render.turn import stream_turn
+
+    class WindowFull:  # what the local provider reports when the message left the answer little room
+        name = "local"
+
+        def __init__(self, _settings) -> None:
+            pass
+
+        def stream(self, request):
+            yield Delta("The logbook says")
+            yield Done("context_window")
+
+    registry = ProviderRegistry()
+    registry.register("local", WindowFull)
+    out = io.StringIO()
+    conv = Conversation(settings.with_provider("local"), registry=registry)
+    notes = io.StringIO()
+    with contextlib.redirect_stderr(notes):
+        stream_turn(conv, "Summarise this long logbook.", out)
+    assert out.getvalue() == "The logbook says\n"
+    assert notes.getvalue() == ("[the answer stopped where the context window was full; a shorter message leaves "
+                                "it more room]\n")
 
 
 def test_conversations_of_one_process_share_one_worker(settings):
@@ -328,8 +427,11 @@ def test_an_editor_cancels_a_local_answer_and_the_next_prompt_is_answered(local_
                                   client_info=Implementation(name="tests", version="1"))
             sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
             turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block(LONG_ANSWER)]))
-            while len(editor.chunks) < 5:  # streamed token by token
+            for _ in range(3000):  # streamed token by token (at most a minute)
+                if len(editor.chunks) >= 5 or turn.done():
+                    break
                 await asyncio.sleep(0.02)
+            assert len(editor.chunks) >= 5, (editor.chunks, turn.done() and turn.result())
             await conn.cancel(session_id=sid)
             cancelled = await turn
             streamed = len(editor.chunks)
@@ -340,7 +442,7 @@ def test_an_editor_cancels_a_local_answer_and_the_next_prompt_is_answered(local_
     assert cancelled.stop_reason == "cancelled"
     assert again.stop_reason in ("end_turn", "max_tokens")
     assert "".join(chunks[streamed:]).strip()  # the second answer arrived
-    assert "error" not in "".join(chunks).lower()
+    assert not said_error("".join(chunks))
 
 
 # -- chatcli doctor ---------------------------------------------------------------------------
@@ -350,7 +452,7 @@ def test_doctor_with_nothing_configured_loads_the_local_model_and_answers(local_
     lines = result.stdout.splitlines()
     assert lines[1] == f"ok    provider: local, model {BUNDLED_LABEL} (no provider is configured)"
     assert any(line.startswith(f"ok    local model: {BUNDLED_LABEL}.gguf (") and "loaded in" in line
-               and "AVX2" in line for line in lines), lines
+               and ("AVX2" in line or platform.machine() != "x86_64") for line in lines), lines
     assert any(line.startswith("ok    answer: local answered one token in ") for line in lines), lines
     assert lines[-1] == "chatcli can answer."
 
@@ -370,7 +472,8 @@ def test_doctor_says_which_provider_fails_and_exits_1(env, workdir):
     result = run_chatcli("doctor", env=env, cwd=workdir, timeout=180)
     assert result.returncode == 1
     assert any(line.startswith("FAIL  answer: ") for line in result.stdout.splitlines()), result.stdout
-    assert result.stdout.splitlines()[-1] == "Something chatcli needs failed (above)."
+    assert result.stdout.splitlines()[-1] == ("Something chatcli needs failed (above); the offline model answers: "
+                                              "chatcli --provider local")
     assert result.stderr == ""
 
 

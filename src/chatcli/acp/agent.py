@@ -227,7 +227,7 @@ def build_agent(settings: Settings):
                 await self._say(session_id, f"\n[{note}]")
             await self._keep(live)
             stop_reason = "cancelled" if live.cancelled.is_set() or result.interrupted else "end_turn"
-            if result.truncated and stop_reason == "end_turn":
+            if (result.truncated or result.window_full) and stop_reason == "end_turn":
                 stop_reason = "max_tokens"
             return acp.PromptResponse(stop_reason=stop_reason)
 

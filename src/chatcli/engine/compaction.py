@@ -15,7 +15,7 @@ from chatcli.core.compaction import compacted, plan_cut, summary_message
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message
 from chatcli.engine.sessions import Outcome
-from chatcli.providers.base import Delta, Request
+from chatcli.providers.base import Delta, Request, streaming
 from chatcli.store.recall import RecallStore, marker
 
 if TYPE_CHECKING:
@@ -63,7 +63,8 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
     settings = conv.settings
     request = Request(model=settings.model, messages=[Message("user", prompt)], system=conv.system_prompt,
                       timeout=settings.timeout, max_tokens=settings.max_tokens)
-    text = "".join(event.text for event in conv.provider.stream(request) if isinstance(event, Delta))
+    with streaming(conv.provider, request) as events:
+        text = "".join(event.text for event in events if isinstance(event, Delta))
     if not text.strip():
         raise ProviderError("the model returned an empty summary; nothing was compacted")
     replaced = sum(len(m.content) for m in older)

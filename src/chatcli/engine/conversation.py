@@ -18,7 +18,16 @@ from chatcli.core.names import is_machine_name
 from chatcli.core.session import SessionData
 from chatcli.engine import compaction, recall
 from chatcli.engine.transcript import TranscriptSync, now_text
-from chatcli.providers.base import Delta, Done, Provider, ProviderRegistry, Request, ToolCall, default_registry
+from chatcli.providers.base import (
+    Delta,
+    Done,
+    Provider,
+    ProviderRegistry,
+    Request,
+    ToolCall,
+    default_registry,
+    streaming,
+)
 from chatcli.store.bootstrap import read_bootstrap
 from chatcli.store.sessions import SessionError, SessionStore, Stamp
 
@@ -44,6 +53,11 @@ class TurnResult:
     def truncated(self) -> bool:
         """The answer stopped at the token limit rather than where the model meant to end."""
         return self.done is not None and self.done.stop_reason in ("length", "max_tokens")
+
+    @property
+    def window_full(self) -> bool:
+        """The answer stopped because the message left it no more room in the context window."""
+        return self.done is not None and self.done.stop_reason == "context_window"
 
 
 class Conversation:
@@ -402,8 +416,7 @@ class Conversation:
                     tool_choice=choice,
                 )
                 parts, calls = [], []
-                events = self.provider.stream(request)
-                try:
+                with streaming(self.provider, request) as events:
                     for event in events:
                         if isinstance(event, Delta):
                             parts.append(event.text)
@@ -412,10 +425,6 @@ class Conversation:
                             calls.append(event)
                         elif isinstance(event, Done):
                             done = event
-                finally:  # an answer left early (Ctrl-C, a cancel raised by on_text) is stopped at the source now
-                    close = getattr(events, "close", None)
-                    if close is not None:
-                        close()
                 if not calls or choice == "none":
                     break
                 rounds += 1

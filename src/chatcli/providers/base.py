@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -71,6 +72,20 @@ class Provider(Protocol):
 
 
 ProviderFactory = Callable[[Settings], Provider]
+
+
+@contextlib.contextmanager
+def streaming(provider: Provider, request: Request) -> Iterator[Iterator[Delta | ToolCall | Done]]:
+    """`provider.stream(request)`, closed when the block ends however it ends: an answer left
+    early (Ctrl-C, a cancel, an error in the caller) is stopped at its source at once, not when
+    the garbage collector gets to it (the local model's worker would go on generating)."""
+    events = provider.stream(request)
+    try:
+        yield events
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
 
 
 @dataclass

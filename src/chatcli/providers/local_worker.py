@@ -48,6 +48,7 @@ class Worker:
         self.out = out
         self.llm = None
         self.system_info = ""
+        self._abort_callback = None  # kept referenced while llama.cpp may call it
         self.requests: queue.Queue = queue.Queue()
         self.cancelled: set[int] = set()
         self.write_lock = threading.Lock()
@@ -107,13 +108,15 @@ class Worker:
         return {"load_seconds": time.perf_counter() - started, "system_info": self.system_info}
 
     def chat(self, rid: int, request: dict) -> None:
-        messages, max_tokens = fit(self.llm, request["messages"], int(request["max_tokens"]), self.context_tokens)
+        requested = int(request["max_tokens"])
+        messages, max_tokens = fit(self.llm, request["messages"], requested, self.context_tokens)
         stop_reason = None
         produced = 0
         try:
             if rid in self.cancelled:
                 self.emit({"id": rid, "event": "cancelled"})
                 return
+            self._abort_prompt_if_cancelled(rid)
             chunks = self.llm.create_chat_completion(
                 messages=messages, stream=True, max_tokens=max_tokens,
                 temperature=TEMPERATURE, top_p=TOP_P, repeat_penalty=REPEAT_PENALTY,
@@ -126,15 +129,40 @@ class Worker:
                     choice = chunk["choices"][0]
                     text = choice.get("delta", {}).get("content")
                     if text:
+                        if not produced:
+                            self._abort_prompt_if_cancelled(None)  # from here the loop checks between tokens
                         produced += 1
                         self.emit({"id": rid, "event": "delta", "text": text})
                     stop_reason = choice.get("finish_reason") or stop_reason
+            except RuntimeError:  # llama_decode aborted by the callback: the prompt was being read
+                if rid not in self.cancelled:
+                    raise
+                self.emit({"id": rid, "event": "cancelled"})
+                return
             finally:
                 chunks.close()
         finally:  # a cancel that came late (or for an answer already over) is forgotten too
+            self._abort_prompt_if_cancelled(None)
             for old in [other for other in list(self.cancelled) if other is None or other <= rid]:
                 self.cancelled.discard(old)
+        if stop_reason == "length" and max_tokens < requested:
+            stop_reason = "context_window"  # the answer had only the room the message left it
         self.emit({"id": rid, "event": "done", "stop_reason": stop_reason, "output_tokens": produced})
+
+    def _abort_prompt_if_cancelled(self, rid: int | None) -> None:
+        """While answer `rid` has produced nothing, llama.cpp asks this callback between the
+        steps of its computation whether to stop: a long prompt is abandoned within milliseconds
+        of a cancel. It is a Python call per step (hundreds per token), so it is removed once
+        text flows and the loop above checks between tokens instead (None)."""
+        import llama_cpp
+
+        if rid is None:
+            if self._abort_callback is not None:
+                llama_cpp.llama_set_abort_callback(self.llm._ctx.ctx, llama_cpp.ggml_abort_callback(), None)
+                self._abort_callback = None
+            return
+        self._abort_callback = llama_cpp.ggml_abort_callback(lambda _data: rid in self.cancelled)
+        llama_cpp.llama_set_abort_callback(self.llm._ctx.ctx, self._abort_callback, None)
 
 
 class Refusal(Exception):
@@ -170,8 +198,9 @@ def fit(llm, messages: list[dict], max_tokens: int, context: int) -> tuple[list[
     chosen, used = window(llm, messages, context - TEMPLATE_MARGIN - max_tokens)
     room = context - TEMPLATE_MARGIN - used
     if room < MIN_ANSWER:
-        raise Refusal(f"the message is about {used:,} tokens, too long for the local model's {context:,}-token "
-                      "context window; shorten it, or use a hosted provider")
+        most = context - TEMPLATE_MARGIN - MIN_ANSWER
+        raise Refusal(f"the message is about {used:,} tokens; the local model's {context:,}-token context window "
+                      f"holds at most about {most:,} beside an answer: shorten it, or use a hosted provider")
     return chosen, min(max_tokens, room)
 
 

@@ -9,6 +9,7 @@ from chatcli.config.settings import Settings
 
 INTERRUPTED = "[interrupted]"
 TRUNCATED = "[the answer stopped at the token limit; CHATCLI_MAX_TOKENS raises it]"
+WINDOW_FULL = "[the answer stopped where the context window was full; a shorter message leaves it more room]"
 
 
 class StreamRenderer(Protocol):

@@ -9,7 +9,7 @@ from typing import TextIO
 
 from chatcli.core.errors import ChatcliError
 from chatcli.engine.conversation import Conversation, TurnResult
-from chatcli.render.stream import TRUNCATED, make_renderer
+from chatcli.render.stream import TRUNCATED, WINDOW_FULL, make_renderer
 
 
 def stream_turn(
@@ -26,7 +26,7 @@ def stream_turn(
         with guard():
             result = conversation.send(text, on_text=renderer.feed, on_notice=renderer.note)
     except ChatcliError:
-        renderer.finish()
+        renderer.finish()  # the error line that follows says the answer failed; no second marker
         raise
     except BaseException:
         renderer.finish(interrupted=True)  # stop the spinner before anything else is printed
@@ -34,6 +34,8 @@ def stream_turn(
     renderer.finish(interrupted=result.interrupted)
     if result.truncated:
         renderer.note(TRUNCATED)
+    elif result.window_full:
+        renderer.note(WINDOW_FULL)
     for note in result.notes:
         renderer.note(note)
     return result
