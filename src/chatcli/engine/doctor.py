@@ -1,8 +1,9 @@
 """`chatcli doctor`: which provider would answer, whether it does, and how long it took.
 
 The first thing to run when something is wrong. Each check is a value (a name, ok or not, one
-line); the front end prints them. Nothing is written but a probe file in CHATCLI_HOME, removed
-at once. The checks talk to the real provider: one answer of one token.
+line); the front end prints them. Nothing is written but a probe file, removed at once, in
+CHATCLI_HOME (or, before it exists, in the nearest folder above it, where it would be created).
+The checks talk to the real provider: one answer of one token.
 """
 
 from __future__ import annotations
@@ -11,19 +12,20 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
 from chatcli.core.messages import Message
-from chatcli.providers.base import Delta, Done, ProviderRegistry, Request, default_registry
+from chatcli.providers.base import Delta, Done, ProviderRegistry, Request, default_registry, streaming
 
 PROBE = "Say hello."
-# What a crashed llama.cpp most often means, and what to do about it.
-_CRASH_HINT = ("llama.cpp was probably built for another CPU: rebuild it portable with `make clean run` "
-               "(see the README)")
+# What a crashed llama.cpp most often means, and what to do about it (both steps: `make clean`
+# alone would reinstall the same wheel from the cache).
+_CRASH_HINT = ("llama.cpp was probably built for another CPU: rebuild it portable with "
+               "`rm -rf ~/.cache/chatcli/wheels/llama-cpp-python-* && make clean run` (see the README)")
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ def _answer_check(settings: Settings, registry: ProviderRegistry, name: str, pro
         provider = provider or registry.create(settings)
         request = Request(model=settings.model, messages=[Message("user", PROBE)], max_tokens=1,
                           timeout=min(settings.timeout, 60.0))
-        seconds, text = _first_token(provider.stream(request))
+        seconds, text = _first_token(provider, request)
     except ChatcliError as exc:
         return Check(label, False, _with_hint(str(exc)) if name == "local" else str(exc))
     if text is None:
@@ -122,20 +124,15 @@ def _answer_check(settings: Settings, registry: ProviderRegistry, name: str, pro
     return Check(label, True, f"{name} answered one token in {seconds:.2f} s: {text.strip()!r}")
 
 
-def _first_token(events) -> tuple[float, str | None]:
+def _first_token(provider, request: Request) -> tuple[float, str | None]:
     started = time.perf_counter()
-    first: tuple[float, str] | None = None
-    try:
+    with streaming(provider, request) as events:
         for event in events:
-            if isinstance(event, Delta) and event.text and first is None:
-                first = (time.perf_counter() - started, event.text)
-            elif isinstance(event, Done):
+            if isinstance(event, Delta) and event.text:
+                return time.perf_counter() - started, event.text
+            if isinstance(event, Done):
                 break
-    finally:
-        close: Callable | None = getattr(events, "close", None)
-        if close is not None:
-            close()
-    return first if first is not None else (time.perf_counter() - started, None)
+    return time.perf_counter() - started, None
 
 
 def cpu_kernels(system_info: str) -> list[str]:
@@ -145,4 +142,6 @@ def cpu_kernels(system_info: str) -> list[str]:
 
 
 def _with_hint(text: str) -> str:
-    return f"{text}; {_CRASH_HINT}" if "crashed (signal" in text else text
+    if "crashed (signal" not in text:
+        return text
+    return f"{text.removesuffix('; the conversation is kept')}; {_CRASH_HINT}"
