@@ -23,7 +23,8 @@ LLAMA_FLAVOUR := avx2
 LLAMA_CMAKE   := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 else
 LLAMA_FLAVOUR := sse
-LLAMA_CMAKE   := -DGGML_NATIVE=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_AVX512=OFF
+LLAMA_CMAKE   := -DGGML_NATIVE=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_AVX512=OFF \
+                 -DGGML_BMI2=OFF
 endif
 else
 LLAMA_FLAVOUR := default
@@ -71,12 +72,12 @@ $(PY):
 $(LLAMA_STAMP): | $(PY)
 	@if ! ls "$(LLAMA_WHEELS)"/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
 		echo "Building llama-cpp-python $(LLAMA_VERSION) with $(LLAMA_FLAVOUR) kernels (once per machine, ~10 min on 2 cores)…"; \
-		mkdir -p "$(WHEEL_CACHE)" && \
+		build=; mkdir -p "$(WHEEL_CACHE)" && \
 		build=$$(mktemp -d "$(WHEEL_CACHE)/.build.XXXXXX") && \
 		CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) wheel --quiet --no-cache-dir --no-deps --no-binary llama-cpp-python \
 			-w "$$build" '$(LLAMA_PIN)' && \
 		mkdir -p "$(LLAMA_WHEELS)" && mv "$$build"/*.whl "$(LLAMA_WHEELS)"/ && rm -rf "$$build" \
-		|| { rm -rf "$$build"; exit 1; }; \
+		|| { [ -z "$$build" ] || rm -rf "$$build"; exit 1; }; \
 	fi
 	$(PIP) install --quiet --force-reinstall --no-deps "$(LLAMA_WHEELS)"/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	@touch $@

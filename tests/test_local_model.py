@@ -233,13 +233,20 @@ def test_ctrl_c_while_a_long_prompt_is_read_stops_it_and_keeps_the_worker(settin
     provider.warm()
     pid = provider.worker.pid
 
-    def logbook(wind: str) -> str:  # ~600 tokens: reading them takes seconds on 2 cores
-        return " ".join(f"Line {i} of the logbook says the wind was {wind}." for i in range(40))
+    def logbook(wind: str, lines: int) -> str:  # ~15 tokens a line
+        return " ".join(f"Line {i} of the logbook says the wind was {wind}." for i in range(lines))
 
-    started = time.perf_counter()  # how long reading such a prompt takes here, now
-    with streaming(provider, Request(model=settings.model, messages=[Message("user", logbook("strong"))])) as events:
-        next(e for e in events if isinstance(e, Delta))
-    reading = time.perf_counter() - started
+    lines = 20
+    while True:  # a prompt that takes at least a second to read on this machine, now
+        started = time.perf_counter()
+        request = Request(model=settings.model, messages=[Message("user", logbook(f"strong {lines}", lines))])
+        with streaming(provider, request) as events:
+            next(e for e in events if isinstance(e, Delta))
+        reading = time.perf_counter() - started
+        if reading >= 1.0 or lines >= 240:
+            break
+        lines *= 2
+    assert reading >= 0.5, reading
 
     signalled: list[float] = []
 
@@ -250,9 +257,10 @@ def test_ctrl_c_while_a_long_prompt_is_read_stops_it_and_keeps_the_worker(settin
     previous = signal.signal(signal.SIGALRM, interrupt)
     seen: list = []
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        signal.setitimer(signal.ITIMER_REAL, reading / 4)
         with pytest.raises(KeyboardInterrupt):
-            with streaming(provider, Request(model=settings.model, messages=[Message("user", logbook("calm"))])) as events:
+            request = Request(model=settings.model, messages=[Message("user", logbook("calm", lines))])
+            with streaming(provider, request) as events:
                 seen.extend(events)
         stopping = time.perf_counter() - signalled[0]
     finally:
@@ -338,6 +346,54 @@ def test_an_answer_cut_by_a_full_window_says_so_not_to_raise_the_token_limit(set
     assert out.getvalue() == "The logbook says\n"
     assert notes.getvalue() == ("[the answer stopped where the context window was full; a shorter message leaves "
                                 "it more room]\n")
+
+
+def test_a_prompt_at_the_edge_of_the_window_is_answered_with_the_room_left(settings):
+    provider = LocalProvider(settings)
+    logbook = " ".join(f"Line {i} of the logbook says the wind was calm." for i in range(245))  # ~3,550 tokens
+    events = list(provider.stream(Request(model=settings.model, messages=[Message("user", "Summarise: " + logbook)],
+                                          max_tokens=512)))  # more than the window has left
+    assert any(isinstance(e, Delta) and e.text.strip() for e in events)  # no "exceeds the context window"
+    assert events[-1].stop_reason in ("stop", "context_window")
+
+
+def test_the_worker_says_when_the_window_not_the_token_limit_cut_an_answer():
+    import io
+
+    from chatcli.providers import local_worker
+
+    class Model:  # a tokenizer of one token per word, and an answer that runs to its limit
+        def tokenize(self, text: bytes, add_bos: bool, special: bool) -> list[int]:
+            return [0] * len(text.split())
+
+        def create_chat_completion(self, messages, max_tokens, **_sampling):
+            def chunks():
+                yield {"choices": [{"delta": {"content": "word " * max_tokens}, "finish_reason": "length"}]}
+            return chunks()
+
+    def answer(words: int) -> dict:
+        out = io.BytesIO()
+        worker = local_worker.Worker("model.gguf", 4096, 1, out)
+        worker.llm = Model()
+        worker._abort_prompt_if_cancelled = lambda _rid: None  # needs the real library
+        worker.chat(1, {"messages": [{"role": "user", "content": "w " * words}], "max_tokens": 512})
+        return json.loads(out.getvalue().splitlines()[-1])
+
+    assert answer(100)["stop_reason"] == "length"  # the answer had its full 512 tokens
+    assert answer(3700)["stop_reason"] == "context_window"  # the message left it only ~340
+
+
+def test_an_answer_waits_for_the_worker_no_longer_than_its_timeout(settings):
+    provider = LocalProvider(settings)
+    provider.warm()
+    first = provider.stream(Request(model=settings.model, messages=[Message("user", LONG_ANSWER)]))
+    next(first)  # this answer holds the worker
+    try:
+        with pytest.raises(ProviderError, match=r"^local: the model was busy with another answer for 1 s; try again$"):
+            list(provider.stream(Request(model=settings.model, messages=[Message("user", "hi")], timeout=1)))
+    finally:
+        first.close()
+    assert list(provider.stream(Request(model=settings.model, messages=[Message("user", "hi")], max_tokens=4)))
 
 
 def test_conversations_of_one_process_share_one_worker(settings):

@@ -24,8 +24,9 @@ from chatcli.providers.base import Delta, Done, ProviderRegistry, Request, defau
 PROBE = "Say hello."
 # What a crashed llama.cpp most often means, and what to do about it (both steps: `make clean`
 # alone would reinstall the same wheel from the cache).
-_CRASH_HINT = ("llama.cpp was probably built for another CPU: rebuild it portable with "
-               "`rm -rf ~/.cache/chatcli/wheels/llama-cpp-python-* && make clean run` (see the README)")
+_CRASH_HINT = ("llama.cpp was probably built for another CPU: rebuild it portable by removing the "
+               "llama-cpp-python-* folders of chatcli's wheel cache (~/.cache/chatcli/wheels by default), "
+               "then `make clean run` (see the README)")
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,8 @@ class LocalProvider:
         return self.worker.load()
 
     def stream(self, request: Request) -> Iterator[Delta | Done]:
-        max_tokens = min(request.max_tokens or DEFAULT_MAX_TOKENS, CONTEXT_TOKENS // 2)
+        wanted = request.max_tokens or DEFAULT_MAX_TOKENS
+        max_tokens = min(wanted, CONTEXT_TOKENS // 2)  # an answer gets at most half the window
         events = self.worker.chat(_recent(request), max_tokens, request.timeout)
         output_tokens = None
         stop_reason = None
@@ -96,6 +97,8 @@ class LocalProvider:
                     stop_reason, output_tokens = event.get("stop_reason"), event.get("output_tokens")
         finally:  # left early: the worker's answer is cancelled now, not when this is collected
             events.close()
+        if stop_reason == "length" and wanted > max_tokens:
+            stop_reason = "context_window"  # raising CHATCLI_MAX_TOKENS would not make it longer
         yield Done(stop_reason, output_tokens=output_tokens)
 
 
@@ -161,8 +164,10 @@ class LocalWorker:
         (Ctrl-C, an abandoned answer) cancels the answer in the worker."""
         # Another conversation of this process (an MCP or ACP client's other session) may have
         # the worker: wait for it at most the request's own timeout.
-        if not self.lock.acquire(timeout=timeout):
-            raise ProviderError(f"local: the model was busy with another answer for {timeout:g} s; try again")
+        # A first load (the REPL's warm-up, say) holds the worker too: it gets the load's time.
+        wait = timeout + (LOAD_TIMEOUT if self.ready is None else 0)
+        if not self.lock.acquire(timeout=wait):
+            raise ProviderError(f"local: the model was busy with another answer for {wait:g} s; try again")
         try:
             self._load(max(timeout, LOAD_TIMEOUT))
             self._next_id += 1
@@ -294,16 +299,30 @@ class LocalWorker:
             return ""
 
     def shutdown(self) -> None:
-        """At exit: close the worker's input (it leaves at once), then make sure it is gone."""
-        proc = self.proc
-        if proc is None:
+        """At exit: close the worker's input (it leaves at once), then make sure it is gone. A
+        daemon thread may still be in an answer (atexit runs while they live): then the worker
+        is only killed, and that thread sees it end like any crash."""
+        if not self.lock.acquire(timeout=0.5):
+            proc = self.proc
+            if proc is not None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
             return
         try:
-            proc.stdin.close()
-            proc.wait(timeout=1)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self._stop()
+            proc = self.proc
+            if proc is None:
+                return
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=1)
+            except (OSError, subprocess.TimeoutExpired):
+                self._stop()
+            else:
+                self._forget()
+        finally:
+            self.lock.release()
 
     def _stop(self) -> None:
         if self.proc is not None:

@@ -67,7 +67,8 @@ class Worker:
             except ValueError:
                 continue
             if request.get("op") == "cancel":
-                self.cancelled.add(request.get("id"))
+                if isinstance(request.get("id"), int):
+                    self.cancelled.add(request["id"])
             else:
                 self.requests.put(request)
         os._exit(0)  # the client went away (closed, killed): nothing here is worth finishing
@@ -143,7 +144,7 @@ class Worker:
                 chunks.close()
         finally:  # a cancel that came late (or for an answer already over) is forgotten too
             self._abort_prompt_if_cancelled(None)
-            for old in [other for other in list(self.cancelled) if other is None or other <= rid]:
+            for old in [other for other in list(self.cancelled) if other <= rid]:
                 self.cancelled.discard(old)
         if stop_reason == "length" and max_tokens < requested:
             stop_reason = "context_window"  # the answer had only the room the message left it
@@ -158,11 +159,12 @@ class Worker:
 
         if rid is None:
             if self._abort_callback is not None:
-                llama_cpp.llama_set_abort_callback(self.llm._ctx.ctx, llama_cpp.ggml_abort_callback(), None)
-                self._abort_callback = None
+                llama_cpp.llama_set_abort_callback(self.llm.ctx, llama_cpp.ggml_abort_callback(), None)
+                self._abort_callback = None  # dropped only once llama.cpp no longer holds it
             return
-        self._abort_callback = llama_cpp.ggml_abort_callback(lambda _data: rid in self.cancelled)
-        llama_cpp.llama_set_abort_callback(self.llm._ctx.ctx, self._abort_callback, None)
+        callback = llama_cpp.ggml_abort_callback(lambda _data: rid in self.cancelled)
+        llama_cpp.llama_set_abort_callback(self.llm.ctx, callback, None)
+        self._abort_callback = callback
 
 
 class Refusal(Exception):
