@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import llama_cpp  # noqa: F401 - fails loudly, never skips, when the extra is missing
-import pexpect
 import pytest
 from conftest import CHATCLI as CHATCLI_PATH
 from conftest import run_chatcli
@@ -193,6 +192,12 @@ def settings(local_env) -> Settings:
     return Settings.load(local_env)
 
 
+def say_hi(provider: LocalProvider, settings: Settings) -> str:
+    """A short answer straight from the provider: the text it streamed."""
+    request = Request(model=settings.model, messages=[Message("user", "Say hi.")], max_tokens=8)
+    return "".join(e.text for e in provider.stream(request) if isinstance(e, Delta))
+
+
 def test_a_crash_mid_answer_is_one_error_and_the_history_keeps_the_question(settings):
     conv = Conversation(settings)
     provider = conv.provider
@@ -222,9 +227,7 @@ def test_leaving_an_answer_early_cancels_it_and_keeps_the_worker_warm(settings, 
     assert isinstance(next(events), Delta)
     events.close()  # what Ctrl-C does to the stream
     assert provider.worker.pid == pid  # acknowledged between tokens: no restart needed
-    texts = [e.text for e in provider.stream(Request(model=settings.model, messages=[Message("user", "Say hi.")],
-                                                      max_tokens=8)) if isinstance(e, Delta)]
-    assert "".join(texts).strip()
+    assert say_hi(provider, settings).strip()
 
 
 def test_ctrl_c_while_a_long_prompt_is_read_stops_it_and_keeps_the_worker(settings, monkeypatch):
@@ -269,9 +272,7 @@ def test_ctrl_c_while_a_long_prompt_is_read_stops_it_and_keeps_the_worker(settin
     assert seen == []  # stopped before the first token
     assert stopping < reading / 3, (stopping, reading)  # llama.cpp stopped reading when told, not at the end
     assert provider.worker.pid == pid  # no restart needed
-    texts = [e.text for e in provider.stream(Request(model=settings.model, messages=[Message("user", "Say hi.")],
-                                                      max_tokens=8)) if isinstance(e, Delta)]
-    assert "".join(texts).strip()  # and the worker answers the next one
+    assert say_hi(provider, settings).strip()  # and the worker answers the next one
 
 
 def test_a_worker_that_died_between_turns_is_replaced_without_an_error(settings):
@@ -280,9 +281,7 @@ def test_a_worker_that_died_between_turns_is_replaced_without_an_error(settings)
     old = provider.worker.pid
     os.kill(old, signal.SIGKILL)
     provider.worker.proc.wait()  # dead and reaped before the next turn begins
-    texts = [e.text for e in provider.stream(Request(model=settings.model, messages=[Message("user", "Say hi.")],
-                                                      max_tokens=8)) if isinstance(e, Delta)]
-    assert "".join(texts).strip()
+    assert say_hi(provider, settings).strip()
     assert provider.worker.pid != old
 
 

@@ -8,8 +8,9 @@ llama.cpp runs in `providers.local_worker`, a child process this module talks to
 (JSON lines). It is started on first use (the REPL warms it while the user types) and kept for
 the next turn; every conversation of the process that uses the same model shares it, one answer
 at a time. If it dies (a segfault, an abort, the OOM killer) the turn fails with one line and the
-next turn starts a fresh one. Ctrl-C asks it to stop after the current token and kills it if it
-has not within CANCEL_GRACE, so an answer is cancelled within half a second even mid-prompt.
+next turn starts a fresh one. Ctrl-C asks it to stop: it checks between tokens, and llama.cpp
+between the steps of reading a prompt; one that has not stopped within CANCEL_GRACE is killed,
+so an answer is cancelled within half a second whatever it was doing.
 
 The request is windowed to the model's context inside the worker (which has the tokenizer): the
 newest messages that fit are sent; the conversation itself is never shortened.
@@ -18,6 +19,7 @@ newest messages that fit are sent; the conversation itself is never shortened.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import json
 import os
@@ -86,17 +88,15 @@ class LocalProvider:
     def stream(self, request: Request) -> Iterator[Delta | Done]:
         wanted = request.max_tokens or DEFAULT_MAX_TOKENS
         max_tokens = min(wanted, CONTEXT_TOKENS // 2)  # an answer gets at most half the window
-        events = self.worker.chat(_recent(request), max_tokens, request.timeout)
         output_tokens = None
         stop_reason = None
-        try:
+        # Closed when left early: the worker's answer is cancelled now, not when this is collected.
+        with contextlib.closing(self.worker.chat(_recent(request), max_tokens, request.timeout)) as events:
             for event in events:
                 if event["event"] == "delta":
                     yield Delta(event["text"])
                 else:  # done
                     stop_reason, output_tokens = event.get("stop_reason"), event.get("output_tokens")
-        finally:  # left early: the worker's answer is cancelled now, not when this is collected
-            events.close()
         if stop_reason == "length" and wanted > max_tokens:
             stop_reason = "context_window"  # raising CHATCLI_MAX_TOKENS would not make it longer
         yield Done(stop_reason, output_tokens=output_tokens)
