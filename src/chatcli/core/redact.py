@@ -7,21 +7,26 @@ import re
 REDACTED = "[REDACTED]"
 
 # Shapes of common API credentials. Deliberately specific: ordinary prose must survive.
-_PATTERNS = [
-    re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{16,}"),           # Anthropic
-    re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),  # OpenAI
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),            # GitHub tokens
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{30,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),                      # AWS access key id
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"),                  # Google API key
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),           # Slack
-    re.compile(r"\bhf_[A-Za-z0-9]{30,}"),                     # Hugging Face
-    re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),  # JWT
-    re.compile(r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),   # Stripe
-    re.compile(r"\bxai-[A-Za-z0-9]{20,}"),                   # xAI
-    re.compile(r"\bgsk_[A-Za-z0-9]{20,}"),                   # Groq
-    re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"),              # GitLab
-    re.compile(r"\bnpm_[A-Za-z0-9]{30,}"),                   # npm
+# `_B` rather than `\b`: a key glued to a name by "_" (`OPENAI_KEY_sk-…`) or to a word is still
+# a key; only a letter or digit just before the prefix makes it part of something else.
+_B = r"(?<![A-Za-z0-9])"
+_PATTERNS = [re.compile(_B + shape) for shape in (
+    r"sk-ant-[A-Za-z0-9_\-]{16,}",                          # Anthropic
+    r"sk-(?:proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_\-]{20,}",  # OpenAI, OpenRouter
+    r"gh[pousr]_[A-Za-z0-9]{30,}",                          # GitHub tokens
+    r"github_pat_[A-Za-z0-9_]{30,}",
+    r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}(?![0-9A-Z])",  # AWS key ids (long-term, temporary, …)
+    r"AIza[0-9A-Za-z_\-]{35}",                              # Google API key
+    r"xox[abeoprs]-[A-Za-z0-9\-]{10,}",                     # Slack tokens
+    r"xapp-[0-9]-[A-Za-z0-9\-]{10,}",                       # Slack app-level tokens
+    r"hf_[A-Za-z0-9]{30,}",                                 # Hugging Face
+    r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",  # JWT (header.payload.signature)
+    r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,}",                # Stripe
+    r"xai-[A-Za-z0-9]{20,}",                                # xAI
+    r"gsk_[A-Za-z0-9]{20,}",                                # Groq
+    r"glpat-[A-Za-z0-9_\-]{20,}",                           # GitLab
+    r"npm_[A-Za-z0-9]{30,}",                                # npm
+)] + [
     # A pasted private key, whole block.
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)"),
 ]
