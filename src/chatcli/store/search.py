@@ -38,11 +38,45 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{word}"' for word in words)
 
 
+def forget_journal_text(path: Path, journal_ids: list[str]) -> None:
+    """Drop removed journals' text from the index file at `path`, if there is one: nothing of
+    them stays behind. Never raises (a cache: rebuilt when it cannot be opened)."""
+    if journal_ids and path.exists():
+        with contextlib.suppress(Exception):
+            SearchIndex(path).forget_journals(journal_ids)
+
+
 def discard_index(path: Path) -> None:
     """Remove an index file and its WAL companions (a cache: it is rebuilt when needed)."""
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{path}{suffix}")
+
+
+def _create_schema(db) -> None:
+    """(Re)create the tables, once, whoever else starts at the same moment: the background
+    indexer and a search of a new index both get here. `BEGIN IMMEDIATE` takes the write lock
+    first, then the version is checked again inside the transaction, so the second comer finds
+    the work done; `IF NOT EXISTS` covers an index some other tool half made."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            for statement in (
+                "DROP TABLE IF EXISTS journal_entries", "DROP TABLE IF EXISTS session_entries",
+                "DROP TABLE IF EXISTS sources",
+                "CREATE VIRTUAL TABLE IF NOT EXISTS journal_entries USING fts5(body, source UNINDEXED,"
+                " pos UNINDEXED, role UNINDEXED, tokenize='unicode61 remove_diacritics 2')",
+                "CREATE VIRTUAL TABLE IF NOT EXISTS session_entries USING fts5(body, source UNINDEXED,"
+                " pos UNINDEXED, role UNINDEXED, tokenize='unicode61 remove_diacritics 2')",
+                "CREATE TABLE IF NOT EXISTS sources(kind TEXT, source TEXT, stamp TEXT, offset INTEGER,"
+                " count INTEGER, PRIMARY KEY(kind, source))",
+                f"PRAGMA user_version={SCHEMA_VERSION}",
+            ):
+                db.execute(statement)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 class SearchIndex:
@@ -81,17 +115,7 @@ class SearchIndex:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=OFF")  # a cache: rebuilt when lost
             if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-                db.executescript(
-                    "DROP TABLE IF EXISTS journal_entries; DROP TABLE IF EXISTS session_entries;"
-                    "DROP TABLE IF EXISTS sources;"
-                    "CREATE VIRTUAL TABLE journal_entries USING fts5(body, source UNINDEXED, pos UNINDEXED,"
-                    " role UNINDEXED, tokenize='unicode61 remove_diacritics 2');"
-                    "CREATE VIRTUAL TABLE session_entries USING fts5(body, source UNINDEXED, pos UNINDEXED,"
-                    " role UNINDEXED, tokenize='unicode61 remove_diacritics 2');"
-                    "CREATE TABLE sources(kind TEXT, source TEXT, stamp TEXT, offset INTEGER, count INTEGER,"
-                    " PRIMARY KEY(kind, source));"
-                    f"PRAGMA user_version={SCHEMA_VERSION};"
-                )
+                _create_schema(db)
             yield db
         finally:
             db.close()

@@ -18,7 +18,6 @@ session under its lock), so a session another surface wrote in the meantime surv
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import time
@@ -370,12 +369,9 @@ class Storage:
 
     def _forget(self, journal_ids: list[str]) -> None:
         """Drop removed journals' text from the search index (nothing of them stays behind)."""
-        index = self.index_dir / "search.sqlite"
-        if journal_ids and index.exists():
-            from chatcli.store.search import SearchIndex
+        from chatcli.store.search import forget_journal_text
 
-            with contextlib.suppress(Exception):  # a cache: rebuilt if it cannot be opened
-                SearchIndex(index).forget_journals(journal_ids)
+        forget_journal_text(self.index_dir / "search.sqlite", journal_ids)
 
     def _remove(self, removal: Removal, applied: Applied) -> None:
         try:
