@@ -30,10 +30,13 @@ def history_file(env: Mapping[str, str]) -> Path:
 
 
 def encryption_key(env: Mapping[str, str], var: str = "CHATCLI_ENCRYPTION_KEY") -> bytes | None:
-    """The master key (SPEC §9): base64 of exactly 32 bytes, or None when the variable is unset
-    or empty. Anything else raises ConfigError: never a silent fall-back to plaintext."""
-    text = env.get(var, "").strip()
-    if not text:
+    """The master key (SPEC §9): base64 of exactly 32 bytes, or None when the variable is unset.
+    Anything else raises ConfigError: never a silent fall-back to plaintext. That includes a
+    variable set to nothing (`CHATCLI_ENCRYPTION_KEY=`, a secret manager that returned no value):
+    it says "encrypt" with no key, so it stops rather than writing plaintext (unset it to mean
+    "no encryption")."""
+    text = env.get(var)
+    if text is None:
         return None
     import base64
     import binascii
@@ -41,6 +44,9 @@ def encryption_key(env: Mapping[str, str], var: str = "CHATCLI_ENCRYPTION_KEY") 
     from chatcli.core.errors import ConfigError
 
     hint = "(make one with: openssl rand -base64 32)"
+    text = text.strip()
+    if not text:
+        raise ConfigError(f"{var} is set but empty; set it to a key {hint}, or unset it to store plaintext")
     try:
         key = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
