@@ -71,6 +71,16 @@ class Message:
         content = data.get("content", "")
         if content.__class__ is str and len(data) == 2:  # the common case: {"role", "content"}
             return cls(role, content)
+        tool_calls, tool_call_id = data.get("tool_calls"), data.get("tool_call_id")
+        # Fields chatcli acts on must have the types it acts on: a file saying `"tool_calls": 5`
+        # is refused when read, not turned into a failure of every later turn.
+        if tool_calls is not None and (tool_calls.__class__ is not list
+                                       or any(call.__class__ is not dict for call in tool_calls)):
+            raise ValueError(f"'tool_calls' must be a list of objects, not {_shape(tool_calls)}")
+        if tool_call_id is not None and tool_call_id.__class__ is not str:
+            raise ValueError(f"'tool_call_id' must be a string, not {_shape(tool_call_id)}")
+        if content is not None and content.__class__ is not str and content.__class__ is not list:
+            raise ValueError(f"'content' must be a string or a list of parts, not {_shape(content)}")
         extra = {k: v for k, v in data.items() if k not in _KNOWN}
         if content.__class__ is not str:
             # Multi-part content (a list of parts) or null: keep the original to write back,
@@ -82,7 +92,7 @@ class Message:
         if meta is not None and meta.__class__ is not dict:
             extra["meta"] = meta  # not ours to interpret; written back as it was
             meta = None
-        return cls(role, content, meta, data.get("tool_calls"), data.get("tool_call_id"), extra or None)
+        return cls(role, content, meta, tool_calls, tool_call_id, extra or None)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form; fields kept from the original (including a multi-part content) win."""
@@ -145,6 +155,17 @@ def shared_prefix(left: list[Message], right: list[Message]) -> int:
     return count
 
 
+def _shape(value: Any) -> str:
+    """How a JSON value of the wrong type is named in an error: 'a number (5)'."""
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+             dict: "an object"}
+    if value.__class__ is list:
+        odd = next((item for item in value if item.__class__ is not dict), None)
+        return f"a list holding {names.get(odd.__class__, 'null')}"
+    shown = repr(value) if value.__class__ in (bool, int, float) else ""
+    return names.get(value.__class__, "null") + (f" ({shown[:20]})" if shown else "")
+
+
 def _text_of(content: Any) -> str:
     if content is None:
         return ""
@@ -152,3 +173,28 @@ def _text_of(content: Any) -> str:
         parts = [part.get("text", "") if isinstance(part, dict) else part for part in content]
         return "\n".join(str(part) for part in parts if part)
     return str(content)
+
+
+_BIG = float(2 ** 63)
+
+
+def holds_inexact_number(value: Any) -> bool:
+    """Whether a parsed JSON value holds a float that may be an integer too big for 64 bits that
+    a fast parser (orjson) turned into a float: such a document is parsed again exactly, so a
+    field chatcli does not know comes back as the very number it was (SPEC §4)."""
+    kind = value.__class__
+    if kind is float:
+        return abs(value) >= _BIG and value.is_integer()
+    if kind is dict:
+        return any(holds_inexact_number(item) for item in value.values())
+    if kind is list:
+        return any(holds_inexact_number(item) for item in value)
+    return False
+
+
+def message_holds_inexact_number(message: Message) -> bool:
+    """`holds_inexact_number` over what a message keeps besides its text (meta, tool calls, extra
+    fields): the common message ({role, content}) costs two attribute reads."""
+    return bool((message._meta and holds_inexact_number(message._meta))
+                or (message._extra and holds_inexact_number(message._extra))
+                or (message.tool_calls and holds_inexact_number(message.tool_calls)))

@@ -149,8 +149,14 @@ def _messages(items: Any, where: str) -> list[Message]:
         raise SessionFormatError(f"{where} is not a list")
     try:
         return list(map(Message.from_dict, items))
-    except ValueError as exc:
-        raise SessionFormatError(f"{where}: {exc}") from None
+    except ValueError:
+        pass
+    for index, item in enumerate(items):  # the fast path failed: find which message, to name it
+        try:
+            Message.from_dict(item)
+        except ValueError as exc:
+            raise SessionFormatError(f"{where}[{index}] (message {index + 1}): {exc}") from None
+    raise SessionFormatError(f"{where}: unreadable messages")  # not reached: the loop found it
 
 
 def _list(value: Any) -> list[Any]:

@@ -81,11 +81,21 @@ def _json():
     return orjson
 
 
-def read_regular(path: Path) -> tuple[bytes, os.stat_result]:
-    """The bytes of a regular file (following symlinks) and its stat. Anything else (a FIFO,
-    a device, a directory) raises OSError without blocking: a FIFO opened for reading would
-    wait for a writer forever."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+def read_regular(path: Path, within: Path | None = None) -> tuple[bytes, os.stat_result]:
+    """The bytes of a regular file and its stat. Anything else (a FIFO, a device, a directory)
+    raises OSError without blocking: a FIFO opened for reading would wait for a writer forever.
+
+    A symbolic link is followed only to a file inside `within` (CHATCLI_HOME): a session file
+    that is a link to elsewhere (another user's files, /etc) is refused, not read through."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        target = os.path.realpath(path)
+        if within is not None and not target.startswith(os.path.realpath(within) + os.sep):
+            raise OSError(errno.ELOOP, f"a symbolic link to {target}, outside {within}; not followed") from None
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -94,6 +104,14 @@ def read_regular(path: Path) -> tuple[bytes, os.stat_result]:
             return handle.read(), st
     finally:
         os.close(fd)
+
+
+def _inexact(data: SessionData) -> bool:
+    from chatcli.core.messages import holds_inexact_number, message_holds_inexact_number
+
+    return (holds_inexact_number(data.extra) or holds_inexact_number(data.attachments)
+            or holds_inexact_number(data.checkpoints) or holds_inexact_number(data.shared_memory)
+            or any(map(message_holds_inexact_number, data.history)))
 
 
 @contextlib.contextmanager
@@ -126,6 +144,12 @@ class SessionStore:
         # A sealed file that this store's key (or lack of one) cannot open was met: the listing
         # caches are then left as they are (a wrong or missing key changes no file).
         self.locked_out = False
+
+    @property
+    def home(self) -> Path:
+        """CHATCLI_HOME, the directory above the sessions directory: the only place a session
+        file that is a symbolic link may lead to."""
+        return self.root.parent
 
     @property
     def private(self) -> bool:
@@ -165,7 +189,7 @@ class SessionStore:
     def load(self, name: str) -> tuple[SessionData, Stamp]:
         path = self.path(name)
         try:
-            raw, st = read_regular(path)
+            raw, st = read_regular(path, self.home)
         except FileNotFoundError:
             raise SessionNotFound(f"session '{name}' does not exist") from None
         except OSError as exc:
@@ -184,12 +208,17 @@ class SessionStore:
         except orjson.JSONDecodeError as exc:
             where = f" (line {exc.lineno}, column {exc.colno})" if getattr(exc, "lineno", None) else ""
             kind = "is empty" if not raw.strip() else f"is not valid JSON{where}"
-            raise SessionError(f"session '{name}' {kind}; the file was left untouched") from None
+            raise SessionError(f"session '{name}' ({self.root / (name + SUFFIX)}) {kind}; the file was left "
+                               "untouched") from None
         session = _document()
         try:
-            return session.decode_session(document)
+            data = session.decode_session(document)
+            if _inexact(data):  # an integer past 64 bits came back as a float: parse exactly
+                data = session.decode_session(json.loads(raw))
+            return data
         except session.SessionFormatError as exc:
-            raise SessionError(f"session '{name}': {exc}; the file was left untouched") from None
+            raise SessionError(f"session '{name}' ({self.root / (name + SUFFIX)}): {exc}; the file was left "
+                               "untouched") from None
 
     def save(self, name: str, data: SessionData,
              before_replace: Callable[[SessionData], None] | None = None) -> Stamp:
@@ -229,6 +258,7 @@ class SessionStore:
         if self.key is not None:
             payload = sealer_for(self.key).seal(payload, "session", name)
         try:
+            self._refuse_protected(name, path)
             ensure_private_dir(self.root)
             if self._loose_dir():
                 os.chmod(self.root, PRIVATE_DIR)
@@ -238,6 +268,17 @@ class SessionStore:
             raise self._error(name, exc, writing=True) from None
         self.note_latest(name, stamp.mtime_ns, None if self.private else len(data.history))
         return stamp
+
+    def _refuse_protected(self, name: str, path: Path) -> None:
+        """A session file its owner made read-only (chmod a-w) is not replaced: the rename that
+        makes a write atomic would otherwise ignore the mode. One stat per write."""
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if stat.S_ISREG(st.st_mode) and not st.st_mode & stat.S_IWUSR:
+            raise SessionError(f"session '{name}': {path} is read-only (mode {stat.S_IMODE(st.st_mode):04o}); not "
+                               "overwriting it (chmod u+w to allow it); nothing was written")
 
     def _loose_dir(self) -> bool:
         """A sessions directory made by someone else with group/other access (checked once)."""
@@ -417,7 +458,7 @@ class SessionStore:
         if self.private and not reveal:  # encryption on: names, times and sizes; nothing from inside
             return [st.st_mtime_ns, st.st_size, None, "", "", ""]
         try:
-            data = self.decode(name, read_regular(path)[0])
+            data = self.decode(name, read_regular(path, self.home)[0])
         except (SessionError, OSError) as exc:
             problem = str(exc) if isinstance(exc, SessionError) else (exc.strerror or str(exc))
             return [st.st_mtime_ns, st.st_size, None, "", problem, ""]
