@@ -22,7 +22,7 @@ from chatcli.core.messages import Message
 from chatcli.core.session import SessionData
 from chatcli.store.atomic import atomic_write
 from chatcli.store.journal import ID_RE, Journal, JournalError
-from chatcli.store.search import SearchIndex, discard_index
+from chatcli.store.search import SearchIndex, discard_index, forget_journal_text
 from chatcli.store.sessions import SessionStore
 
 FORMATS = ("md", "jsonl")
@@ -116,6 +116,8 @@ def export(rec: Record, fmt: str, label: str, path: str | None, cwd: Path | None
     if fmt == "md":
         facts = [f"session: {label}", f"messages: {count}", f"source: {rec.described}",
                  f"exported: {now.astimezone().isoformat(timespec='seconds')}"]
+        if rec.reading is not None and rec.reading.skipped:
+            facts.append(f"skipped: {rec.reading.describe_skipped()} of the journal")
         text = to_markdown(rec.entries, title=f"chatcli transcript: {label}", facts=facts)
     else:
         text = to_jsonl(rec.entries)
@@ -148,6 +150,19 @@ def warm_index(settings: Settings, transcript_id: str | None) -> None:
         search_index(settings).update_journal(journal.id, _stamp(journal), _reader(journal))
 
 
+def remove_journal(settings: Settings, transcript_id: str) -> bool:
+    """Remove a journal and its text from the search index (its session was deleted). False
+    when there was none, or it could not be removed (it is then left to `storage prune`)."""
+    if not ID_RE.fullmatch(transcript_id):
+        return False
+    try:
+        os.unlink(Journal(settings.home / "transcripts", transcript_id).path)
+    except OSError:
+        return False
+    forget_journal_text(settings.home / "index" / "search.sqlite", [transcript_id])
+    return True
+
+
 def _stamp(journal: Journal) -> str:
     """Which file this is: device, inode and a digest of its first line (an inode can be reused
     by a new journal once the old one is deleted). Appends never change it."""
@@ -173,6 +188,16 @@ def _reader(journal: Journal):
     return read
 
 
+def exported(rec: Record, path: Path) -> str:
+    """What an export says it did, with what of the journal it skipped (SPEC §7: damage is
+    skipped and counted, never silently included)."""
+    text = f"Exported {len(messages(rec))} messages to {path}."
+    skipped = rec.reading.describe_skipped() if rec.reading is not None else ""
+    if skipped:
+        text += f" Skipped {skipped} of journal {rec.journal.id} (damage, or lines that do not belong there)."
+    return text
+
+
 def stats(rec: Record) -> str:
     count = len(messages(rec))
     rewrites = sum(1 for entry in rec.entries if entry.message is None)
@@ -180,9 +205,8 @@ def stats(rec: Record) -> str:
     if rec.journal is not None and rec.reading is not None:
         size = rec.journal.size()
         lines.append(f"Journal {rec.journal.id}: {rec.journal.path} ({size:,} bytes).")
-        if rec.reading.foreign or rec.reading.torn:
-            lines.append(f"Skipped {rec.reading.foreign} foreign and {rec.reading.torn} torn line(s) "
-                         "(damage or other tools' lines; never fatal).")
+        if rec.reading.skipped:
+            lines.append(f"Skipped {rec.reading.describe_skipped()} (damage or other tools' lines; never fatal).")
     return "\n".join(lines)
 
 
@@ -230,5 +254,5 @@ def search_sessions(settings: Settings, store: SessionStore, query: str, session
     return ranked[:sessions]
 
 
-__all__ = ["FORMATS", "Record", "SessionHits", "export", "format_hits", "messages", "record", "search",
+__all__ = ["FORMATS", "Record", "SessionHits", "export", "exported", "format_hits", "messages", "record", "remove_journal", "search",
            "search_index", "search_sessions", "show", "stats", "warm_index"]

@@ -43,9 +43,11 @@ class TranscriptSync:
         self.enabled = settings.session_transcript
         self.key = settings.encryption_key
         self.id: str | None = None
+        self._problem: str | None = None  # the last problem reported (said once)
         self._reset()
 
     def _reset(self) -> None:
+        self._damage_said = False
         self._loaded = False  # the journal's state (live hashes, known set) has been read
         self._offset = 0
         self._identity: tuple[int, int] | None = None  # (device, inode) of the file we read
@@ -105,20 +107,39 @@ class TranscriptSync:
                 return []
             self.id = new_id()
         try:
-            return self._sync(history, reason, hashes)
+            notes = self._sync(history, reason, hashes)
+            self._problem = None
+            return notes
         except JournalError as exc:
             self._list = None  # compare everything next time
-            return [f"{exc} (the transcript will be completed at the next sync)"]
+            return self._report(f"{exc} (the transcript will be completed at the next sync)")
         except Exception as exc:  # noqa: BLE001 - a journal must never cost a turn
             self._list = None
-            return [f"transcript journal {self.id}: {type(exc).__name__}: {exc} "
-                    "(the transcript will be completed at the next sync)"]
+            return self._report(f"transcript journal {self.id}: {type(exc).__name__}: {exc} "
+                                "(the transcript will be completed at the next sync)")
         except BaseException:  # interrupted mid-sync: start from the file next time
             self._reset()
             raise
 
+    def _report(self, problem: str) -> list[str]:
+        """A journal problem, said once: the same one again at the next turns (a full disk, a
+        read-only home) is not repeated until a sync has worked in between."""
+        if problem == self._problem:
+            return []
+        self._problem = problem
+        return [problem]
+
+    def _damage_note(self, reading) -> list[str]:
+        """The first full read of a journal that skipped lines says so, once per journal."""
+        if self._damage_said or not (reading.damaged or reading.stray):
+            return []
+        self._damage_said = True
+        return [f"transcript journal {self.id}: skipped {reading.describe_skipped()} that cannot be read or do "
+                "not belong there; the rest is intact and recording goes on"]
+
     def _sync(self, history: Sequence[Message], reason: str | None, known: Sequence[str] | None) -> list[str]:
         journal = Journal(self.root, self.id, self.key)
+        notes: list[str] = []
         with journal.appending(self._offset if self._loaded else 0) as append:
             if self._loaded and (append.identity != self._identity or append.replaced):
                 # Deleted, replaced or truncated under us: record the whole live history again.
@@ -135,6 +156,7 @@ class TranscriptSync:
             if tail is not None:
                 fresh, rewrite, hashes = range(n, n + len(tail)), False, None
             else:
+                notes = [] if self._loaded else self._damage_note(append.new)
                 self._absorb(append.new)
                 self._offset = append.new.end
                 if known is not None and len(known) == len(history):
@@ -165,7 +187,7 @@ class TranscriptSync:
             self._hashes = self._live = hashes
         self._list = history if isinstance(history, History) else None
         self._version = history.version if isinstance(history, History) else -1
-        return []
+        return notes
 
     def live_hashes(self, history: Sequence[Message]) -> tuple[str, ...] | None:
         """The hashes of `history` as the journal records them, if the last sync recorded exactly
@@ -193,7 +215,8 @@ class TranscriptSync:
         """Nothing but appends since our last sync, on both sides: the history list is the one
         we hashed, unmodified but for appends, and no one else wrote the journal. Then only the
         tail needs hashing and comparing (a turn costs the same at any size)."""
-        return (self._loaded and not new.events and not new.foreign and isinstance(history, History)
+        return (self._loaded and not new.events and not (new.foreign or new.stray or new.damaged)
+                and isinstance(history, History)
                 and history is self._list and history.version == self._version
                 and len(history) >= len(self._hashes) and self._live is self._hashes)
 

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
-from chatcli.core.journal import check_event, fork_line
+from chatcli.core.journal import MESSAGE, check_event, fork_line
+from chatcli.core.messages import holds_inexact_number
 from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir, os_cause
 from chatcli.store.seal import LINE_PREFIX, SealError, sealer_for
 
 SUFFIX = ".jsonl"
+STAMP_ID, STAMP_AT = "j", "at"  # a plaintext line's journal id and byte offset
 ID_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}")
 
 
@@ -36,67 +38,137 @@ def _json():
 
 
 def encode_lines(events: list[dict], journal: Journal | None = None, offset: int = 0) -> bytes:
-    """Events as JSON lines; sealed when `journal` has a key, each line bound to the byte
-    offset it will have in that journal (the payload goes at `offset`)."""
+    """Events as JSON lines for `journal`, the first landing at byte `offset`. A plaintext line
+    is stamped with its journal's id and the offset it is written at (`"j"`, `"at"`): offsets
+    only grow along a journal, so a reader can tell a line that belongs from one duplicated,
+    moved back or spliced in from another journal. A sealed line carries no stamps: its seal
+    binds it to both (store.seal)."""
     orjson = _json()
+    sealer = sealer_for(journal.key) if journal is not None else None
     parts = []
     for event in events:
+        if STAMP_AT in event or STAMP_ID in event:  # an event read from a journal (a fork's copy)
+            event = {k: v for k, v in event.items() if k != STAMP_ID and k != STAMP_AT}
+        if journal is not None and sealer is None:
+            event = {**event, STAMP_ID: journal.id, STAMP_AT: offset}
         try:
-            parts.append(orjson.dumps(event))
+            part = orjson.dumps(event)
         except TypeError:  # a value orjson refuses (a big integer in a foreign field, a lone surrogate)
             import json
 
-            parts.append(json.dumps(event).encode("ascii"))  # \u escapes carry anything
-    if journal is not None and journal.key is not None:
-        sealer = sealer_for(journal.key)
-        sealed = []
-        for part in parts:
-            sealed.append(sealer.seal_line(part, journal.id, offset))
-            offset += len(sealed[-1]) + 1
-        parts = sealed
+            part = json.dumps(event).encode("ascii")  # \u escapes carry anything
+        if sealer is not None:
+            part = sealer.seal_line(part, journal.id, offset)
+        parts.append(part)
+        offset += len(part) + 1
     return b"\n".join(parts) + b"\n"
 
 
 @dataclass
 class Reading:
-    """Events read from a journal, from some byte offset to the end of its last whole line."""
+    """Events read from a journal, from some byte offset to the end of its last whole line.
+
+    Lines that are not events are skipped and counted, never fatal (SPEC §7): `foreign` (not an
+    event of this version: garbage, another tool's line), `torn` (a crash mid-append), `stray`
+    (an event that does not belong where it is: stamped with another journal's id, or written
+    before a line that precedes it, i.e. duplicated or moved back, or recording a message hash
+    already recorded) and
+    `damaged` (a sealed line that fails authentication while others open with the same key)."""
 
     events: list[dict] = field(default_factory=list)
     end: int = 0  # the offset just past the last whole line read
-    foreign: int = 0  # whole lines that are not events of this version (garbage, other tools)
-    torn: int = 0  # 1 when the file ends in a line without its newline (a crash mid-append)
+    foreign: int = 0
+    torn: int = 0  # 1 when the file ends in a line without its newline
+    stray: int = 0
+    damaged: int = 0
     identity: tuple[int, int] | None = None  # (device, inode) of the file read, when read whole
+
+    @property
+    def skipped(self) -> int:
+        return self.foreign + self.torn + self.stray + self.damaged
+
+    def describe_skipped(self) -> str:
+        """'2 damaged and 1 torn line(s)': what was skipped, in words ('' when nothing was)."""
+        parts = [f"{count} {label}" for count, label in ((self.damaged, "damaged"), (self.stray, "out-of-place"),
+                                                         (self.foreign, "foreign"), (self.torn, "torn")) if count]
+        if not parts:
+            return ""
+        return (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + " line(s)"
 
 
 def parse(data: bytes, offset: int = 0, journal: Journal | None = None) -> Reading:
-    """The events of `data`, which starts at byte `offset` of `journal`. A sealed line is opened
-    with the journal's key; one that cannot be is an error (a key problem, not damage)."""
+    """The events of `data`, which starts at byte `offset` of `journal`.
+
+    A sealed line is opened with the journal's key. One that fails is damage (skipped, counted)
+    when the key opens other lines of the journal; when it opens none of a whole journal, the
+    key is wrong, and that is an error, not damage (SPEC §7)."""
     orjson = _json()
     reading = Reading(end=offset)
     cut = data.rfind(b"\n") + 1
     if cut < len(data) and data[cut:].strip():
         reading.torn = 1
-    position, sealed = offset, False
+    position, sealed, opened, failure = offset, False, 0, None
+    # The offsets plaintext lines were written at only grow along a journal; a line read from
+    # `offset` on that was written before it is a copy (lines may be lost or inserted before it,
+    # so its own position is not the test).
+    last = offset - 1
+    seen: set[str] = set()
+    name = journal.id if journal is not None else None
     for line in data[:cut].split(b"\n"):
         at, position = position, position + len(line) + 1
         if not line.strip():
             continue
         if line.startswith(LINE_PREFIX):
-            line, sealed = _open_line(line, journal, at), True
+            sealed = True
+            try:
+                line = _open_line(line, journal, at)
+            except SealError as exc:
+                failure = failure or exc
+                reading.damaged += 1
+                continue
+            opened += 1
         elif sealed:  # chatcli never writes plaintext after sealed lines: someone slipped it in
-            name = journal.id if journal is not None else "?"
-            raise JournalError(f"transcript journal {name}: a plaintext line at byte {at} follows sealed ones; "
-                               "the journal was altered")
+            raise JournalError(f"transcript journal {name or '?'}: a plaintext line at byte {at} follows sealed "
+                               "ones; the journal was altered")
         try:
-            event = check_event(orjson.loads(line))
+            value = orjson.loads(line)
         except orjson.JSONDecodeError:
-            event = None
+            reading.foreign += 1
+            continue
+        event = check_event(value)
         if event is None:
             reading.foreign += 1
-        else:
-            reading.events.append(event)
+            continue
+        if not sealed:
+            stamped = _stamp_of(event, name)
+            if stamped is not None:
+                if stamped <= last:  # copied, moved or duplicated from earlier in a journal, or foreign
+                    reading.stray += 1
+                    continue
+                last = stamped
+        if event["type"] == MESSAGE:
+            if event["hash"] in seen:  # recorded once per journal: a second copy does not belong
+                reading.stray += 1
+                continue
+            seen.add(event["hash"])
+            if len(event["message"]) > 2 and holds_inexact_number(event["message"]):
+                import json  # an integer past 64 bits: parse this line exactly
+
+                event = check_event(json.loads(line)) or event
+        reading.events.append(event)
+    if failure is not None and not opened and offset == 0:
+        raise JournalError(str(failure))  # a whole journal the key opens nothing of: the wrong key
     reading.end = offset + cut
     return reading
+
+
+def _stamp_of(event: dict, name: str | None) -> int | None:
+    """The offset a plaintext event was written at, if it has stamps (lines of older versions do
+    not); -1, which is never in order, when they name another journal."""
+    stamped_id, stamped_at = event.get(STAMP_ID), event.get(STAMP_AT)
+    if stamped_id is not None and name is not None and stamped_id != name:
+        return -1
+    return stamped_at if stamped_at.__class__ is int else None
 
 
 def _open_line(line: bytes, journal: Journal | None, at: int) -> bytes:
@@ -104,10 +176,7 @@ def _open_line(line: bytes, journal: Journal | None, at: int) -> bytes:
     if journal is None or journal.key is None:
         raise JournalError(f"transcript journal {name} is encrypted: set CHATCLI_ENCRYPTION_KEY to the key that "
                            "sealed it")
-    try:
-        return sealer_for(journal.key).open_line(line, journal.id, at)
-    except SealError as exc:
-        raise JournalError(str(exc)) from None
+    return sealer_for(journal.key).open_line(line, journal.id, at)
 
 
 class Journal:
