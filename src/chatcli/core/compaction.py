@@ -85,4 +85,30 @@ def summary_message(text: str, cut: Cut) -> Message:
     return Message("assistant", text, meta={"is_summary": True, "summary_of": len(cut.summarised)})
 
 
-__all__ = ["MIN_SUMMARISED", "Cut", "compacted", "estimate_tokens", "plan_cut", "safe_cuts", "summary_message"]
+# With the journal off (CHATCLI_SESSION_TRANSCRIPT=false) the recall store would hold the only
+# copy of what a summary replaced, and its TTL deletes it. So the summary itself keeps the
+# originals, in its meta, for as long as the summary is part of a session: in the session file,
+# never sent to a model (requests carry role and content).
+ORIGINALS = "originals"
+RECALL_KEY = "recall_key"
+
+
+def keep_originals(summary: Message, key: str, older: list[Message]) -> None:
+    summary.meta[RECALL_KEY] = key
+    summary.meta[ORIGINALS] = [message.to_dict() for message in older]
+
+
+def kept_originals(history: list[Message], key: str) -> list[Message] | None:
+    """The originals a summary in `history` keeps for recall entry `key`, if one does."""
+    for message in history:
+        meta = message._meta
+        if meta and meta.get(RECALL_KEY) == key and isinstance(meta.get(ORIGINALS), list):
+            try:
+                return [Message.from_dict(item) for item in meta[ORIGINALS]]
+            except ValueError:
+                return None
+    return None
+
+
+__all__ = ["MIN_SUMMARISED", "ORIGINALS", "RECALL_KEY", "Cut", "compacted", "estimate_tokens", "keep_originals",
+           "kept_originals", "plan_cut", "safe_cuts", "summary_message"]

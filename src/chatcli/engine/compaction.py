@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chatcli.core.compaction import compacted, plan_cut, summary_message
+from chatcli.core.compaction import compacted, keep_originals, plan_cut, summary_message
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message
 from chatcli.engine.sessions import Outcome
@@ -45,6 +45,8 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
     key = recall.put(older, origin)  # only once there is a summary to name it
     summary = summary_message(f"{text.strip()}\n\n(Summary of {len(older)} earlier messages; "
                               f"the originals: {marker(key)})", cut)
+    if conv.transcript is None or not conv.transcript.enabled:  # no journal: the summary keeps them
+        keep_originals(summary, key, older)
     history = compacted(conv.history, cut, summary)
     notes += conv.checkpoint(label, command=True)  # /rewind 1 undoes it
     notes += conv.replace_history(history, "compact")

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 
 from chatcli.config.settings import Settings
+from chatcli.core.compaction import kept_originals
 from chatcli.core.errors import ChatcliError
 from chatcli.core.messages import Message
 from chatcli.providers.base import Tool, ToolCall
@@ -25,9 +26,22 @@ TOOL = Tool(
 )
 
 
-def recall_text(settings: Settings, key: str) -> str:
+def originals(settings: Settings, key: str, history: Sequence[Message] = ()) -> tuple[list[Message], dict]:
+    """The messages recall entry `key` stands for, and where they came from: from the recall
+    store, or (expired there, or never there) from the summary in `history` that keeps them
+    (with the journal off, SPEC §8.1). Raises ChatcliError (unknown, expired, damaged)."""
+    try:
+        return RecallStore(settings.home / "ccr", settings.encryption_key).get(key)
+    except ChatcliError:
+        kept = kept_originals(list(history), parse_key(key))
+        if kept is None:
+            raise
+        return kept, {}
+
+
+def recall_text(settings: Settings, key: str, history: Sequence[Message] = ()) -> str:
     """The messages of recall entry `key`, numbered. Raises ChatcliError (unknown, expired, damaged)."""
-    messages, origin = RecallStore(settings.home / "ccr", settings.encryption_key).get(key)
+    messages, origin = originals(settings, key, history)
     where = f" from session '{origin['session']}'" if origin.get("session") else ""
     blocks = [f"Recall entry {parse_key(key)}{where}: {len(messages)} messages."]
     blocks += [f"#{i} {m.role}\n{m.content}" for i, m in enumerate(messages, 1)]
@@ -46,7 +60,7 @@ def tool_state(history: Sequence[Message]) -> tuple[bool, bool]:
     return summary, called
 
 
-def answer(settings: Settings, call: ToolCall) -> tuple[str, str | None]:
+def answer(settings: Settings, call: ToolCall, history: Sequence[Message] = ()) -> tuple[str, str | None]:
     """The result of a tool call the model made, and a line for the user: (text, None) when it
     worked, (error text, the line) when it did not. Never raises."""
     if call.name != TOOL.name:
@@ -61,10 +75,10 @@ def answer(settings: Settings, call: ToolCall) -> tuple[str, str | None]:
             problem = "recall needs a 'key' argument (16 hexadecimal digits)"
         else:
             try:
-                return recall_text(settings, key), None
+                return recall_text(settings, key, history), None
             except ChatcliError as exc:
                 problem = str(exc)
     return f"error: {problem}", f"The model's {call.name} call failed: {problem}"
 
 
-__all__ = ["TOOL", "answer", "recall_text", "tool_state"]
+__all__ = ["TOOL", "answer", "originals", "recall_text", "tool_state"]

@@ -23,7 +23,8 @@ from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.export import local_time
 from chatcli.core.messages import Message
 from chatcli.engine.sessions import Outcome
-from chatcli.store.recall import MARKER_RE, RecallStore
+from chatcli.engine import recall
+from chatcli.store.recall import MARKER_RE
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
@@ -207,7 +208,7 @@ def _from_recall(conv: Conversation, at: int) -> tuple[list[Message] | None, str
     if not keys:
         return None, "the summary names no recall entry and the journal does not have the originals"
     try:
-        originals, _origin = RecallStore(conv.settings.home / "ccr", conv.settings.encryption_key).get(keys[-1])
+        originals, _origin = recall.originals(conv.settings, keys[-1], conv.history)
     except ChatcliError as exc:
         return None, str(exc)
     history = conv.history
