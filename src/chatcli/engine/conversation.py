@@ -18,6 +18,7 @@ from chatcli.core.names import is_machine_name
 from chatcli.core.session import SessionData
 from chatcli.engine import compaction, recall
 from chatcli.engine.transcript import TranscriptSync, now_text
+from chatcli.engine.transcript import new_id as new_transcript_id
 from chatcli.providers.base import (
     Delta,
     Done,
@@ -97,6 +98,10 @@ class Conversation:
         # how many messages the file held at our last write.
         self._rewrite_base: int | None = None
         self._full_window_said = False  # the "compacting would not help" note is given once
+        # Why nothing can be saved this run (CHATCLI_HOME read-only, say), once a front end found
+        # it at start-up and said so: no journal, no autosave, no write-through attempts.
+        self.read_only: str | None = None
+        self._write_problem: str | None = None  # the last write-through failure said (said once)
         self._auto_compact_after = 0  # after a failed automatic compaction: not before this length
         self._store: SessionStore | None = None
         self._provider: Provider | None = None
@@ -181,10 +186,36 @@ class Conversation:
         names what rewrote the history, if it was rewritten; `hashes` are the history's, if known."""
         if self.transcript is None:
             return []
+        if self.transcript.id is None and self.transcript.enabled and self.session_name and self.history:
+            self._claim_journal()
         notes = self.transcript.sync(self.history, reason, hashes)
         if self.transcript.id:
             self.session.transcript_id = self.transcript.id
         return notes
+
+    def _claim_journal(self) -> None:
+        """The first journal of a bound session is named in its file before anything is written
+        to it, under the session's lock: two surfaces starting the session's first turns at
+        once then share one journal, instead of each starting its own and one of them being
+        left behind, an orphan holding a turn. Best effort: on any failure the sync starts a
+        journal of its own, as before."""
+        name = self.session_name
+        try:
+            with self.store.lock(name):
+                if self.store.stamp(name) is None:
+                    return
+                data, stamp = self.store.load(name)
+                if data.transcript_id:  # another surface got there first: write that one
+                    self.transcript.attach(data.transcript_id)
+                    return
+                data.transcript_id = new_transcript_id()
+                written = self.store.write(name, data)
+        except SessionError:
+            return
+        self.transcript.attach(data.transcript_id)
+        self.session.transcript_id = data.transcript_id
+        if stamp == self.sync_stamp:  # the file was ours: this write changed nothing else
+            self.sync_stamp = written
 
     @contextlib.contextmanager
     def transcript_copy(self) -> Iterator[str | None]:
@@ -243,6 +274,12 @@ class Conversation:
         self.sync_stamp = stamp
         return [note]
 
+    def go_read_only(self, cause: str) -> None:
+        """Nothing can be written this run (`cause`: "read-only file system"): chat on, in memory."""
+        self.read_only = cause
+        if self.transcript is not None:
+            self.transcript.enabled = False
+
     def write_through(self, force: bool = False) -> list[str]:
         """After a turn (or on /session save): write the bound session at once.
 
@@ -251,7 +288,7 @@ class Conversation:
         CHATCLI_SESSION_WRITETHROUGH is off (an explicit save).
         """
         name = self.session_name
-        if name is None or not (force or self.settings.session_writethrough):
+        if name is None or not (force or self.settings.session_writethrough) or (self.read_only and not force):
             return []
         notes: list[str] = []
         store = self.store
@@ -267,7 +304,12 @@ class Conversation:
                     notes.append(self._merge(name, data, "was also written by another surface"))
                 stamp = store.write(name, self.snapshot())
         except SessionError as exc:
-            return [f"{exc} (the conversation is still in memory; the next turn tries again)"]
+            problem = f"{exc} (the conversation is still in memory; the next turn tries again)"
+            if problem == self._write_problem and not force:  # a full disk: said at the first turn
+                return []
+            self._write_problem = problem
+            return [problem]
+        self._write_problem = None
         self.sync_stamp = stamp
         self.synced_count = len(self.history)
         self._rewrite_base = None
@@ -447,7 +489,7 @@ class Conversation:
         self.history.append(Message("assistant", text, tool_calls=[
             {"id": c.id, "type": "function", "name": c.name, "arguments": c.arguments} for c in calls]))
         for call in calls:
-            result, problem = recall.answer(self.settings, call)
+            result, problem = recall.answer(self.settings, call, self.history)
             notice(problem or f"The model read {result.splitlines()[0].removeprefix('Recall ')}")
             self.history.append(Message("tool", result, tool_call_id=call.id,
                                         extra={"is_error": True} if problem else None))

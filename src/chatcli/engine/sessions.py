@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chatcli.core import retention
@@ -20,6 +21,8 @@ from chatcli.core.errors import UsageError
 from chatcli.core.messages import shared_prefix
 from chatcli.core.names import autosave_name, is_trivial, validate_name, validate_user_target
 from chatcli.core.session import SessionData
+from chatcli.engine import records
+from chatcli.store.atomic import unwritable
 from chatcli.store.sessions import SessionError, SessionExists, SessionInfo
 
 if TYPE_CHECKING:  # annotations only: scripts that list sessions need no conversation machinery
@@ -121,12 +124,30 @@ def new(conv: Conversation) -> Outcome:
 
 
 def delete(conv: Conversation, name: str) -> Outcome:
+    """Delete a session and, with it, the transcript journal it names (and that journal's text in
+    the search index): what the user deleted does not stay behind, and no orphan journal is left
+    for a later sweep. A journal another session file also names (a copy made by hand) is kept."""
     validate_name(name)
-    conv.store.delete(name)
+    store = conv.store
+    try:
+        journal_id = store.load(name)[0].transcript_id
+    except SessionError:  # unreadable: it goes all the same; its journal, unknown, is left to the sweeps
+        journal_id = None
+    store.delete(name)
+    also = ""
+    if journal_id and _journal_unshared(store, journal_id) and records.remove_journal(conv.settings, journal_id):
+        also = f" Its transcript journal {journal_id} was removed too."
     if name == conv.session_name:
         conv.bind(None, SessionData(), None)  # what was deleted on purpose is not autosaved
-        return Outcome(f"Session '{name}' deleted. It was the active session: history cleared, new conversation started.")
-    return Outcome(f"Session '{name}' deleted.")
+        return Outcome(f"Session '{name}' deleted. It was the active session: history cleared, new conversation "
+                       f"started.{also}")
+    return Outcome(f"Session '{name}' deleted.{also}")
+
+
+def _journal_unshared(store, journal_id: str) -> bool:
+    """No other session names this journal, as far as the listing catalog knows (with encryption
+    on it knows no contents: journals are one per session, chatcli never shares one)."""
+    return all(row[5] != journal_id for row in store.entries().values())
 
 
 def fork(conv: Conversation, name: str) -> Outcome:
@@ -172,6 +193,24 @@ def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:
             skipped.append("Stopped looking after 5 unreadable sessions (chatcli session list shows them all).")
             break
     return None, skipped
+
+
+def read_only_warning(conv: Conversation, also: Path | None = None) -> tuple[str | None, bool]:
+    """At the start of an interactive run: if CHATCLI_HOME cannot be written (a read-only file
+    system, no permission), the conversation goes on in memory and this is the one warning that
+    says so; otherwise None. `also` names another file the front end writes (the prompt history)
+    that the same warning covers when its directory cannot be written either: (the warning,
+    whether it covers `also`)."""
+    home = conv.settings.home
+    cause = unwritable(home)
+    if cause is None:
+        return None, False
+    conv.go_read_only(cause)
+    what, covered = "sessions, transcripts", also is not None and unwritable(also.parent) is not None
+    if covered:
+        what += f", prompt history {also}"
+    return (f"CHATCLI_HOME {home} cannot be written ({cause}): you can chat, but nothing is saved this run "
+            f"({what})"), covered
 
 
 def recent_note(conv: Conversation) -> str | None:
@@ -221,6 +260,8 @@ def finish(conv: Conversation) -> list[str]:
         return [*notes, f"Conversation saved in session '{name}'."]
     if is_trivial(conv.history):
         return journal_notes
+    if conv.read_only:
+        return [*journal_notes, f"The conversation was not kept ({conv.read_only})."]
     if not conv.settings.session_autosave:
         return [*journal_notes, "The conversation was not kept (CHATCLI_SESSION_AUTOSAVE is off)."]
     try:

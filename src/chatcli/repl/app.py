@@ -50,9 +50,13 @@ def build_repl(settings: Settings) -> tuple[PromptSession, Conversation, Command
     for warning in warnings:
         terminal.warn(warning)
     conversation = Conversation(settings, system_prompt=system_prompt, journal=True)
+    read_only, history_covered = sessions.read_only_warning(conversation, settings.history_file)
+    if read_only:
+        terminal.warn(read_only)
     registry = build_registry()
+    history_warn = (lambda _text: None) if history_covered else terminal.warn  # said once, just above
     session: PromptSession = PromptSession(
-        history=PromptFileHistory(PromptHistory(settings.history_file, settings.history_max_size), terminal.warn),
+        history=PromptFileHistory(PromptHistory(settings.history_file, settings.history_max_size), history_warn),
         completer=SlashCompleter(registry, conversation),
         complete_while_typing=False,
         key_bindings=key_bindings(),

@@ -41,6 +41,20 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
+def unwritable(directory: Path) -> str | None:
+    """Why nothing can be created in `directory` (made if missing), in a few words, or None when
+    something can: a read-only file system, no permission. A probe file is created and removed;
+    a full disk may still accept it (its writes then fail, and say so, once)."""
+    probe = directory / temp_name("write-probe")
+    try:
+        ensure_private_dir(directory)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+        os.unlink(probe)
+    except OSError as exc:
+        return os_cause(exc)
+    return None
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:

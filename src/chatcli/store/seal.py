@@ -145,8 +145,19 @@ def check_store_key(home, key: bytes | None) -> None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        atomic_write(path, sealer_for(key).seal(CHECK_TEXT, "check", CHECK_FILE))
+        try:
+            atomic_write(path, sealer_for(key).seal(CHECK_TEXT, "check", CHECK_FILE))
+        except OSError:
+            # A read-only or full home: nothing can be written there this run, so nothing can be
+            # sealed with the wrong key either; the check file is left by the first start that
+            # can write (the front ends say once that nothing is saved).
+            pass
         return
+    except OSError as exc:
+        from chatcli.store.atomic import os_cause
+
+        raise SealError(f"cannot read the store's key check {path}: {os_cause(exc)} (nothing was read or "
+                        "written)") from None
     if not is_sealed(data):
         raise SealError(f"{path} is not a sealed check file; move it away to start again")
     try:
