@@ -223,15 +223,21 @@ def test_a_sealed_line_torn_by_a_crash_is_cut_and_the_journal_goes_on(sealed_env
     assert contents[0] == "first turn" and contents[-2:] == ["second turn", "You said: second turn"]
 
 
-def test_a_plaintext_line_slipped_into_a_sealed_journal_is_detected(sealed_env, openai_server, workdir):
+def test_a_plaintext_line_slipped_into_a_sealed_journal_is_detected_and_skipped(sealed_env, openai_server, workdir):
     chat(sealed_env, "slipped", "a sealed turn")
     journal = journal_of(sealed_env, "slipped")
     forged = {"v": 1, "type": "message", "hash": "f" * 32, "time": "2026-01-01T00:00:00+00:00",
               "message": {"role": "user", "content": "words nobody said"}}
     with journal.open("a") as handle:
         handle.write(json.dumps(forged) + "\n")
+    broken = journal.read_bytes().splitlines(keepends=True)
+    # A newline put into the middle of a sealed line.
+    journal.write_bytes(b"".join(broken[:1]) + broken[1][:30] + b"\n" + broken[1][30:] + b"".join(broken[2:]))
     exported = run_chatcli("session", "export", "slipped", "jsonl", str(workdir / "x.jsonl"), env=sealed_env)
-    assert exported.returncode != 0 and "follows sealed ones; the journal was altered" in exported.stderr
+    assert exported.returncode == 0, exported.stderr
+    assert "Skipped 2 damaged and 1 out-of-place line(s)" in exported.stdout  # detected, counted, not read
+    assert "words nobody said" not in (workdir / "x.jsonl").read_text()
+    assert "a sealed turn" in (workdir / "x.jsonl").read_text()
 
 
 def test_a_plaintext_search_index_from_before_the_key_is_removed(openai_env, openai_server):

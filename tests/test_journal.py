@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -223,10 +224,15 @@ while True:
 """
 
 
-def test_a_writer_killed_at_random_instants_always_leaves_files_that_load(env, tmp_path):
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "sealed"])
+def test_a_writer_killed_at_random_instants_always_leaves_files_that_load(env, tmp_path, sealed):
     rng = random.Random(1234)
     home = Path(env["CHATCLI_HOME"])
-    store = SessionStore(home / "sessions")
+    key = None
+    if sealed:  # sealed lines are bound to their offsets: a torn one must be cut, never left to fail
+        key = os.urandom(32)
+        env["CHATCLI_ENCRYPTION_KEY"] = base64.b64encode(key).decode()
+    store = SessionStore(home / "sessions", key)
     for kills in range(1, 201):
         proc = subprocess.Popen([sys.executable, "-c", _WRITER], env=env, stdout=subprocess.PIPE)
         assert proc.stdout.readline() == b"ready\n"
@@ -234,8 +240,9 @@ def test_a_writer_killed_at_random_instants_always_leaves_files_that_load(env, t
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         data, _ = store.load("crashy")  # the session file always loads
-        reading = Journal(home / "transcripts", data.transcript_id).read()
+        reading = Journal(home / "transcripts", data.transcript_id, key).read()
         assert reading.torn <= 1 and reading.foreign + reading.torn <= kills  # a kill tears one line at most
+        assert reading.damaged == reading.stray == 0
         recorded = [e for e in reading.events if e["type"] == "message"]
         live, missing = rules.replay(reading.events).history()
         assert missing == []

@@ -52,9 +52,12 @@ def test_session_delete_and_fork(env, workdir):
     assert result.returncode == 0 and "forked to 'dst' (2 messages)" in result.stdout
     sessions = Path(env["CHATCLI_HOME"]) / "sessions"
     assert json.loads((sessions / "dst.json").read_text())["chat_history"][1]["content"] == "b"
+    assert "transcript_id" not in json.loads((sessions / "src.json").read_text())  # forking changed nothing there
     result = run_chatcli("session", "delete", "src", env=env, cwd=workdir)
-    assert result.returncode == 0 and result.stdout == "Session 'src' deleted.\n"
+    assert result.returncode == 0 and result.stdout == "Session 'src' deleted.\n"  # it had no journal
     assert not (sessions / "src.json").exists()
+    fork_journal = json.loads((sessions / "dst.json").read_text())["transcript_id"]
+    assert (Path(env["CHATCLI_HOME"]) / "transcripts" / f"{fork_journal}.jsonl").exists()  # the fork's own stays
 
 
 @pytest.mark.parametrize("args,code,needle", [

@@ -66,6 +66,9 @@ def _rekey(settings) -> int:
     if any(done.resealed.values()) or done.already or not done.failed:  # not when the key check refused
         counts = ", ".join(f"{n} {store}" for store, n in done.resealed.items())
         sys.stdout.write(f"Re-sealed under the new key: {counts}; {done.already} file(s) already were.\n")
+        if done.damaged:
+            sys.stdout.write(f"Kept {done.damaged} damaged journal line(s) as they were: no key opens them, and "
+                             "readers skip them.\n")
     for line in done.failed:
         sys.stderr.write(f"chatcli: error: {line}\n")
     if done.failed:

@@ -99,14 +99,21 @@ def keep_originals(summary: Message, key: str, older: list[Message]) -> None:
 
 
 def kept_originals(history: list[Message], key: str) -> list[Message] | None:
-    """The originals a summary in `history` keeps for recall entry `key`, if one does."""
-    for message in history:
-        meta = message._meta
-        if meta and meta.get(RECALL_KEY) == key and isinstance(meta.get(ORIGINALS), list):
+    """The originals a summary in `history` keeps for recall entry `key`, if one does. A summary
+    compacted again sits, with what it keeps, among the originals of the later summary: those
+    are searched too."""
+    pending = [message.to_dict() for message in history if message._meta and ORIGINALS in message._meta]
+    while pending:
+        meta = pending.pop().get("meta")
+        originals = meta.get(ORIGINALS) if isinstance(meta, dict) else None
+        if not isinstance(originals, list):
+            continue
+        if meta.get(RECALL_KEY) == key:
             try:
-                return [Message.from_dict(item) for item in meta[ORIGINALS]]
+                return [Message.from_dict(item) for item in originals]
             except ValueError:
                 return None
+        pending.extend(item for item in originals if isinstance(item, dict))
     return None
 
 

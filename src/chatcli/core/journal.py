@@ -119,9 +119,9 @@ def check_event(value: object) -> dict | None:
     if kind == MESSAGE:
         message = value.get("message")
         ok = value.get("hash").__class__ is str and message.__class__ is dict \
-            and message.get("role").__class__ is str and isinstance(message.get("tool_calls", []) or [], list)
-        if ok and message.get("content", "").__class__ is not str:  # the rare shapes: try them
-            try:
+            and message.get("role").__class__ is str
+        if ok and (len(message) != 2 or message.get("content").__class__ is not str):  # beyond {role, content}:
+            try:  # the same checks as a session file's messages (a wrong-typed field makes it foreign)
                 Message.from_dict(message)
             except Exception:  # noqa: BLE001 - anything a foreign line holds makes it foreign, not fatal
                 ok = False

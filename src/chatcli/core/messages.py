@@ -181,14 +181,19 @@ _BIG = float(2 ** 63)
 def holds_inexact_number(value: Any) -> bool:
     """Whether a parsed JSON value holds a float that may be an integer too big for 64 bits that
     a fast parser (orjson) turned into a float: such a document is parsed again exactly, so a
-    field chatcli does not know comes back as the very number it was (SPEC §4)."""
-    kind = value.__class__
-    if kind is float:
-        return abs(value) >= _BIG and value.is_integer()
-    if kind is dict:
-        return any(holds_inexact_number(item) for item in value.values())
-    if kind is list:
-        return any(holds_inexact_number(item) for item in value)
+    field chatcli does not know comes back as the very number it was (SPEC §4). A loop, not
+    recursion: a value nested a thousand deep is walked like any other."""
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = item.__class__
+        if kind is dict:
+            extend(item.values())
+        elif kind is list:
+            extend(item)
+        elif kind is float and (item >= _BIG or item <= -_BIG) and item.is_integer():
+            return True
     return False
 
 

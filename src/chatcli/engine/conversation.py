@@ -181,12 +181,14 @@ class Conversation:
         self.checkpoints = rewind_points.capped([*self.checkpoints, point])
         return notes
 
-    def sync_transcript(self, reason: str | None = None, hashes: Sequence[str] | None = None) -> list[str]:
+    def sync_transcript(self, reason: str | None = None, hashes: Sequence[str] | None = None,
+                        claim: bool = True) -> list[str]:
         """Record in the journal whatever of the live history it lacks (a sync point); `reason`
-        names what rewrote the history, if it was rewritten; `hashes` are the history's, if known."""
+        names what rewrote the history, if it was rewritten; `hashes` are the history's, if known.
+        `claim=False` when the caller holds another session's lock (the claim takes this one's)."""
         if self.transcript is None:
             return []
-        if self.transcript.id is None and self.transcript.enabled and self.session_name and self.history:
+        if claim and self.transcript.id is None and self.transcript.enabled and self.session_name and self.history:
             self._claim_journal()
         notes = self.transcript.sync(self.history, reason, hashes)
         if self.transcript.id:
@@ -223,7 +225,8 @@ class Conversation:
         while bound elsewhere): a new journal seeded with this one's events. The block writes the
         copy's file naming it; only if that succeeds does this conversation switch to it. Two
         sessions never write the same journal."""
-        self.sync_transcript()  # the parent is complete before it is copied (a failure shows at the next sync)
+        # The parent is complete before it is copied (a failure shows at the next sync).
+        self.sync_transcript(claim=False)
         fork_id = self.transcript.seed_fork() if self.transcript is not None else None
         try:
             yield fork_id
@@ -310,6 +313,10 @@ class Conversation:
             self._write_problem = problem
             return [problem]
         self._write_problem = None
+        if self.read_only:  # the home can be written after all (remounted, space freed): persist again
+            self.read_only = None
+            if self.transcript is not None:
+                self.transcript.enabled = self.settings.session_transcript
         self.sync_stamp = stamp
         self.synced_count = len(self.history)
         self._rewrite_base = None

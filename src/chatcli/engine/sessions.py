@@ -21,7 +21,6 @@ from chatcli.core.errors import UsageError
 from chatcli.core.messages import shared_prefix
 from chatcli.core.names import autosave_name, is_trivial, validate_name, validate_user_target
 from chatcli.core.session import SessionData
-from chatcli.engine import records
 from chatcli.store.atomic import unwritable
 from chatcli.store.sessions import SessionError, SessionExists, SessionInfo
 
@@ -127,12 +126,19 @@ def delete(conv: Conversation, name: str) -> Outcome:
     """Delete a session and, with it, the transcript journal it names (and that journal's text in
     the search index): what the user deleted does not stay behind, and no orphan journal is left
     for a later sweep. A journal another session file also names (a copy made by hand) is kept."""
+    from chatcli.engine import records
+
     validate_name(name)
     store = conv.store
-    try:
-        journal_id = store.load(name)[0].transcript_id
-    except SessionError:  # unreadable: it goes all the same; its journal, unknown, is left to the sweeps
-        journal_id = None
+    journal_id, stamp = None, store.stamp(name)
+    row = store.entries().get(name) if stamp is not None else None
+    if row and (row[0], row[1]) == (stamp.mtime_ns, stamp.size) and row[5]:
+        journal_id = row[5]  # the listing catalog knows it (a 100,000-message file is not read)
+    elif stamp is not None:  # sealed (the catalog keeps no contents), or not catalogued yet: read it
+        try:
+            journal_id = store.load(name)[0].transcript_id
+        except SessionError:  # unreadable: it goes all the same; its journal, unknown, is left to the sweeps
+            journal_id = None
     store.delete(name)
     also = ""
     if journal_id and _journal_unshared(store, journal_id) and records.remove_journal(conv.settings, journal_id):

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
-from chatcli.core.journal import MESSAGE, check_event, fork_line
+from chatcli.core.journal import FORK, MESSAGE, check_event, fork_line
 from chatcli.core.messages import holds_inexact_number
 from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir, os_cause
+from chatcli.store.bulk import gc_paused
 from chatcli.store.seal import LINE_PREFIX, SealError, sealer_for
 
 SUFFIX = ".jsonl"
@@ -101,19 +102,25 @@ def parse(data: bytes, offset: int = 0, journal: Journal | None = None) -> Readi
 
     A sealed line is opened with the journal's key. One that fails is damage (skipped, counted)
     when the key opens other lines of the journal; when it opens none of a whole journal, the
-    key is wrong, and that is an error, not damage (SPEC §7)."""
+    key is wrong, and that is an error, not damage (SPEC §7). Plaintext lines that do not belong
+    where they are are left out: one pass while their stamps are in order (always, but for
+    damage), then a careful one (`_in_place`)."""
+    with gc_paused():
+        return _parse(data, offset, journal, careful=False) or _parse(data, offset, journal, careful=True)
+
+
+def _parse(data: bytes, offset: int, journal: Journal | None, careful: bool) -> Reading | None:
     orjson = _json()
     reading = Reading(end=offset)
     cut = data.rfind(b"\n") + 1
     if cut < len(data) and data[cut:].strip():
         reading.torn = 1
     position, sealed, opened, failure = offset, False, 0, None
-    # The offsets plaintext lines were written at only grow along a journal; a line read from
-    # `offset` on that was written before it is a copy (lines may be lost or inserted before it,
-    # so its own position is not the test).
-    last = offset - 1
-    seen: set[str] = set()
     name = journal.id if journal is not None else None
+    parent = None  # a fork's parent journal (its first line says which)
+    entries: list[tuple[int | None, dict, bytes]] = []  # careful: (stamped offset, event, line)
+    seen: set[str] = set()  # message hashes, in the one-pass reading
+    last = offset - 1  # stamps only grow; one read from `offset` on stamped before it is a copy
     for line in data[:cut].split(b"\n"):
         at, position = position, position + len(line) + 1
         if not line.strip():
@@ -127,48 +134,99 @@ def parse(data: bytes, offset: int = 0, journal: Journal | None = None) -> Readi
                 reading.damaged += 1
                 continue
             opened += 1
-        elif sealed:  # chatcli never writes plaintext after sealed lines: someone slipped it in
-            raise JournalError(f"transcript journal {name or '?'}: a plaintext line at byte {at} follows sealed "
-                               "ones; the journal was altered")
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            reading.foreign += 1
+        elif sealed:
+            # chatcli never writes plaintext after sealed lines: a sealed line whose prefix was
+            # damaged (or cut by a stray newline) is damage; a plaintext event slipped in does
+            # not belong (tampering, detected and counted, never read as said).
+            try:
+                slipped = check_event(orjson.loads(line)) is not None
+            except orjson.JSONDecodeError:
+                slipped = False
+            if slipped:
+                reading.stray += 1
+            else:
+                reading.damaged += 1
             continue
-        event = check_event(value)
+        try:
+            event = check_event(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            event = None
         if event is None:
             reading.foreign += 1
             continue
-        if not sealed:
-            stamped = _stamp_of(event, name)
-            if stamped is not None:
-                if stamped <= last:  # copied, moved or duplicated from earlier in a journal, or foreign
-                    reading.stray += 1
-                    continue
-                last = stamped
-        if event["type"] == MESSAGE:
-            if event["hash"] in seen:  # recorded once per journal: a second copy does not belong
-                reading.stray += 1
+        stamped = None if sealed else event.get(STAMP_AT)  # a sealed line's seal binds its place
+        if stamped is not None and parent is not None and event.get(STAMP_ID) == parent:
+            stamped = None  # copied as it was from the parent (an older version's fork): unchecked
+        if event["type"] == FORK and not entries and not reading.events:
+            parent = event["from"]
+        if stamped is not None:
+            if stamped.__class__ is not int or (name is not None and event.get(STAMP_ID, name) != name):
+                reading.stray += 1  # another journal's line
                 continue
-            seen.add(event["hash"])
-            if len(event["message"]) > 2 and holds_inexact_number(event["message"]):
-                import json  # an integer past 64 bits: parse this line exactly
-
-                event = check_event(json.loads(line)) or event
-        reading.events.append(event)
+            if careful:
+                entries.append((stamped, event, line))
+                continue
+            if stamped <= last:
+                return None  # out of order: read again, carefully
+            last = stamped
+        elif careful:
+            entries.append((None, event, line))
+            continue
+        _add(reading, seen, event, line)
     if failure is not None and not opened and offset == 0:
         raise JournalError(str(failure))  # a whole journal the key opens nothing of: the wrong key
+    if careful:
+        kept = _in_place(entries, offset)
+        reading.stray += len(entries) - len(kept)
+        for _stamped, event, line in kept:
+            _add(reading, seen, event, line)
     reading.end = offset + cut
     return reading
 
 
-def _stamp_of(event: dict, name: str | None) -> int | None:
-    """The offset a plaintext event was written at, if it has stamps (lines of older versions do
-    not); -1, which is never in order, when they name another journal."""
-    stamped_id, stamped_at = event.get(STAMP_ID), event.get(STAMP_AT)
-    if stamped_id is not None and name is not None and stamped_id != name:
-        return -1
-    return stamped_at if stamped_at.__class__ is int else None
+def _add(reading: Reading, seen: set[str], event: dict, line: bytes) -> None:
+    if event["type"] == MESSAGE:
+        digest = event["hash"]
+        if digest in seen:  # recorded once per journal: a second copy does not belong
+            reading.stray += 1
+            return
+        seen.add(digest)
+        if len(event["message"]) > 2 and holds_inexact_number(event["message"]):
+            import json  # an integer past 64 bits: parse this line exactly
+
+            event = check_event(json.loads(line)) or event
+    reading.events.append(event)
+
+
+def _in_place(entries: list, offset: int) -> list:
+    """The entries that belong where they are, when the offsets plaintext lines were stamped with
+    (the offsets they were written at, which only grow along a journal) are out of order: a line
+    was duplicated, or moved. The longest run of lines whose stamps grow is kept, so a misplaced
+    line costs itself, not the lines it was put before (and of a line and its copy, the one in
+    its place stays). Lines read from `offset` on that were stamped before it are copies.
+    Unstamped lines (older versions) are kept."""
+    import bisect
+
+    candidates = [index for index, entry in enumerate(entries) if entry[0] is not None and entry[0] >= offset]
+    # Longest strictly increasing run of stamps (patience sorting, with back links).
+    tails: list[int] = []  # stamps ending the best runs of each length
+    ends: list[int] = []  # the candidate index ending them
+    back: dict[int, int | None] = {}
+    for index in candidates:
+        stamped = entries[index][0]
+        length = bisect.bisect_left(tails, stamped)
+        back[index] = ends[length - 1] if length else None
+        if length == len(tails):
+            tails.append(stamped)
+            ends.append(index)
+        else:
+            tails[length], ends[length] = stamped, index
+    keep: set[int] = set()
+    index = ends[-1] if ends else None
+    while index is not None:
+        keep.add(index)
+        index = back[index]
+    return [entry for i, entry in enumerate(entries) if entry[0] is None or i in keep]
 
 
 def _open_line(line: bytes, journal: Journal | None, at: int) -> bytes:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ class Rekeyed:
     resealed: dict[str, int] = field(default_factory=lambda: {"sessions": 0, "transcripts": 0, "recall": 0})
     already: int = 0  # files that opened with the new key already
     failed: list[str] = field(default_factory=list)  # one line each
+    damaged: int = 0  # journal lines no key opens (while others do): kept as they are
 
 
 def rekey(home: Path, old: bytes | None, new: bytes, *, sessions_dir: Path) -> Rekeyed:
@@ -52,7 +54,7 @@ def rekey(home: Path, old: bytes | None, new: bytes, *, sessions_dir: Path) -> R
             with (stores.lock(name) if kind == "sessions" else _flocked(path)):
                 raw = path.read_bytes()
                 if kind == "transcripts":
-                    payload = _journal(raw, name, old, new)
+                    payload = _journal(raw, name, old, new, done)
                 else:
                     payload = _whole(raw, "session" if kind == "sessions" else "recall", name, old, new)
                 if payload is None:
@@ -103,7 +105,8 @@ def _files(home: Path, sessions_dir: Path) -> Iterator[tuple[str, Path, str]]:
 
 def _replace(path: Path, payload: bytes, st: os.stat_result) -> None:
     # The same age for the retention rules, set before the rename: a kill cannot leave it new.
-    atomic_write(path, payload, times_ns=(st.st_atime_ns, st.st_mtime_ns))
+    # Its mode too: a file its owner made read-only stays so.
+    atomic_write(path, payload, mode=stat.S_IMODE(st.st_mode), times_ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def _whole(raw: bytes, kind: str, name: str, old: bytes | None, new: bytes) -> bytes | None:
@@ -121,34 +124,46 @@ def _whole(raw: bytes, kind: str, name: str, old: bytes | None, new: bytes) -> b
     return sealer_for(new).seal(raw, kind, name)
 
 
-def _journal(raw: bytes, transcript_id: str, old: bytes | None, new: bytes) -> bytes | None:
+def _journal(raw: bytes, transcript_id: str, old: bytes | None, new: bytes, done: Rekeyed) -> bytes | None:
     """A journal with every line sealed with the new key (at its new offset); None when every
     line already is. A torn last line (a crash mid-append) is kept, sealed, as the foreign
-    line it reads as."""
+    line it reads as. A damaged line (one that neither key opens while they open the others)
+    cannot be re-sealed: it is kept as it is, where it is, and counted; readers skip it as
+    they did before."""
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    position, plain, done = 0, [], True
+    position, plain, done_already, opened, damaged = 0, [], True, 0, 0
     for line in lines:
         at, position = position, position + len(line) + 1
         if not line.strip():
             continue
         if line.startswith(LINE_PREFIX):
             try:
-                plain.append(sealer_for(new).open_line(line, transcript_id, at))
+                plain.append((sealer_for(new).open_line(line, transcript_id, at), False))
+                opened += 1
                 continue
             except SealError:
                 if old is None:
                     raise SealError(f"transcript journal {transcript_id} has sealed lines and "
                                     "CHATCLI_ENCRYPTION_KEY (the old key) is not set") from None
-                line = sealer_for(old).open_line(line, transcript_id, at)
-        done = False
-        plain.append(line)
-    if done:
+                try:
+                    line = sealer_for(old).open_line(line, transcript_id, at)
+                    opened += 1
+                except SealError:
+                    damaged += 1
+                    plain.append((line, True))
+                    continue
+        done_already = False
+        plain.append((line, False))
+    if damaged and not opened:
+        raise SealError(f"transcript journal {transcript_id}: neither key opens any of its lines")
+    done.damaged += damaged
+    if done_already:
         return None
     sealer, out, offset = sealer_for(new), [], 0
-    for line in plain:
-        out.append(sealer.seal_line(line, transcript_id, offset))
+    for line, as_is in plain:
+        out.append(line if as_is else sealer.seal_line(line, transcript_id, offset))
         offset += len(out[-1]) + 1
     return b"\n".join(out) + b"\n" if out else b""
 

@@ -75,7 +75,8 @@ def _create_schema(db) -> None:
                 db.execute(statement)
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:  # not when BEGIN itself failed: its cause is the error to see
+            db.execute("ROLLBACK")
         raise
 
 

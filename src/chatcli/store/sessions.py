@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import gc
 import json
 import os
 import stat
@@ -23,6 +22,7 @@ from pathlib import Path
 from chatcli.core.errors import ChatcliError
 from chatcli.core.names import NAME_RE, validate_name
 from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir, os_cause
+from chatcli.store.bulk import gc_paused
 from chatcli.store.seal import SealError, is_sealed, sealer_for
 
 # `chatcli session list` imports this module and should load nothing it does not use:
@@ -114,23 +114,6 @@ def _inexact(data: SessionData) -> bool:
             or any(map(message_holds_inexact_number, data.history)))
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Building 100,000 messages triggers the cyclic collector dozens of times over objects that
-    are all alive. Pause it while a document is decoded, then move what was built straight to
-    the oldest generation (freeze + unfreeze splice lists, O(1)) instead of letting the next
-    young collection scan all of it once more."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.unfreeze()
-        if enabled:
-            gc.enable()
-
-
 class SessionStore:
     """Session files in `root`. With a master key (CHATCLI_ENCRYPTION_KEY) every file written is
     sealed (store.seal), sealed files are opened, and the listing caches beside the directory
@@ -197,7 +180,7 @@ class SessionStore:
         return self.decode(name, raw), Stamp.of(st)
 
     def decode(self, name: str, raw: bytes) -> SessionData:
-        with _gc_paused():
+        with gc_paused():
             return self._decode(name, raw)
 
     def _decode(self, name: str, raw: bytes) -> SessionData:

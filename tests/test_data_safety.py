@@ -1,0 +1,444 @@
+"""Data-safety defects found by a fault campaign, one test each, named after the defect's fix:
+nothing the user wrote is lost, and nothing wrong is read as if it were right."""
+
+from __future__ import annotations
+
+import base64
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pexpect
+import pytest
+from conftest import CHATCLI, run_chatcli
+from repl_driver import plain
+
+from chatcli.commands.builtin import build_registry
+from chatcli.config.settings import Settings
+from chatcli.core.messages import Message
+from chatcli.engine import records, sessions
+from chatcli.engine.conversation import Conversation
+from chatcli.store.journal import Journal
+from chatcli.store.sessions import SessionStore
+
+LONG_ANSWER = "Long answer. " + "y" * 800  # about 200 tokens
+
+
+def key() -> str:
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+def command(conv: Conversation, line: str) -> str:
+    return build_registry().dispatch(line, conv).text
+
+
+def turn(conv: Conversation, text: str) -> None:
+    conv.history += [Message("user", text), Message("assistant", f"re: {text}")]
+    conv.sync_transcript()
+    conv.write_through()
+
+
+def journal_path(home: Path, session: str) -> Path:
+    transcript = json.loads((home / "sessions" / f"{session}.json").read_text())["transcript_id"]
+    return home / "transcripts" / f"{transcript}.jsonl"
+
+
+# -- 1. compaction with the journal off ------------------------------------------------------
+def test_compaction_with_the_journal_off_keeps_the_originals_in_the_session(openai_env, openai_server):
+    openai_env.update(CHATCLI_SESSION_TRANSCRIPT="false", CHATCLI_CONTEXT_WINDOW="540", CHATCLI_AUTO_COMPACT="50%")
+    home = Path(openai_env["CHATCLI_HOME"])
+    conv = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(conv, name="notes")
+    openai_server.reply(LONG_ANSWER)
+    for i in range(1, 5):
+        conv.send(f"turn {i} question")
+    openai_server.reply("Short briefing.")
+    said: list[str] = []
+    conv.send("turn 5 question", on_notice=said.append)
+    assert any("Automatic compaction" in note for note in said), said
+    first = re.search(r"<<ccr:([0-9a-f]{16})>>", conv.history[0].content).group(1)
+    openai_server.reply("Shorter.")
+    assert "Compacted" in command(conv, "/compact")  # the first summary is itself summarised
+    second = re.search(r"<<ccr:([0-9a-f]{16})>>", conv.history[0].content).group(1)
+    shutil.rmtree(home / "ccr")  # what the recall store's TTL does a week later
+    assert not (home / "transcripts").exists()  # and there is no journal
+
+    later = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(later, name="notes")
+    assert "Short briefing." in command(later, f"/recall {second}")
+    recalled = command(later, f"/recall {first}")  # kept inside the second summary's originals
+    assert LONG_ANSWER in recalled and "#1 user\nturn 1 question" in recalled
+    restored = command(later, "/rewind compact")
+    assert "Undid the compaction" in restored and later.history[0].content.startswith("Short briefing.")
+    assert "keeps its originals in its session" in command(later, "/storage")
+
+
+# -- 2. one flipped byte in a sealed journal -------------------------------------------------
+def flip_byte_in_line(path: Path, line_index: int) -> None:
+    lines = path.read_bytes().split(b"\n")
+    line = bytearray(lines[line_index])
+    middle = len(line) // 2  # inside the base64 ciphertext: still base64, no longer authentic
+    line[middle] = ord("A") if line[middle] != ord("A") else ord("B")
+    lines[line_index] = bytes(line)
+    path.write_bytes(b"\n".join(lines))
+
+
+def test_a_flipped_byte_in_a_sealed_journal_skips_that_line_and_journaling_goes_on(env):
+    env["CHATCLI_ENCRYPTION_KEY"] = key()
+    settings = Settings.load(env)
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name="sealed")
+    for i in range(3):
+        turn(conv, f"q{i}")
+    path = settings.home / "transcripts" / f"{conv.transcript.id}.jsonl"
+    flip_byte_in_line(path, 2)  # the second turn's question
+
+    later = Conversation(Settings.load(env), journal=True)
+    sessions.start(later, name="sealed")
+    later.history += [Message("user", "q3"), Message("assistant", "re: q3")]
+    notes = later.sync_transcript()
+    assert len(notes) == 1 and "skipped 1 damaged line(s)" in notes[0], notes
+    turn(later, "q4")  # reported once: the next sync says nothing
+    assert later.sync_transcript() == []
+    reading = Journal(settings.home / "transcripts", path.stem, settings.encryption_key).read()
+    contents = [e["message"]["content"] for e in reading.events if e["type"] == "message"]
+    assert reading.damaged == 1
+    # The damaged line's message is recorded again from the live history, then appending goes on.
+    assert contents == ["q0", "re: q0", "re: q1", "q2", "re: q2", "q1", "q3", "re: q3", "q4", "re: q4"]
+    rec = records.record(settings, later.snapshot(), path.stem)
+    assert "Skipped 1 damaged line(s)" in records.stats(rec)
+
+    new_key = key()  # a rekey carries the damaged line over as it is, and finishes
+    rekeyed = run_chatcli("storage", "rekey", env=dict(env, CHATCLI_NEW_ENCRYPTION_KEY=new_key))
+    assert rekeyed.returncode == 0, rekeyed.stderr
+    assert "Kept 1 damaged journal line(s) as they were" in rekeyed.stdout
+    after = Journal(path.parent, path.stem, base64.b64decode(new_key)).read()
+    assert after.damaged == 1 and [e["message"]["content"] for e in after.events if e["type"] == "message"] == contents
+
+    wrong = dict(env, CHATCLI_ENCRYPTION_KEY=key())  # a wrong key is still an error, not damage
+    try:
+        Journal(settings.home / "transcripts", path.stem, Settings.load(wrong).encryption_key).read()
+    except Exception as exc:  # noqa: BLE001 - the type is the point below
+        assert "cannot be opened with CHATCLI_ENCRYPTION_KEY" in str(exc)
+    else:
+        pytest.fail("a journal read with the wrong key must fail")
+
+
+# -- 3. fields of the wrong type in a session file -------------------------------------------
+@pytest.mark.parametrize("field,value,says", [
+    ("tool_calls", 5, "'tool_calls' must be a list of objects, not a number (5)"),
+    ("tool_calls", ["x"], "'tool_calls' must be a list of objects, not a list holding a string"),
+    ("tool_call_id", 7, "'tool_call_id' must be a string, not a number (7)"),
+    ("content", {"a": 1}, "'content' must be a string or a list of parts, not an object"),
+])
+def test_a_message_field_of_the_wrong_type_is_refused_on_load_naming_file_and_position(
+        openai_env, sessions_dir, workdir, field, value, says):
+    sessions_dir.mkdir(parents=True)
+    document = {"version": 2, "chat_history": [{"role": "user", "content": "hi"},
+                                               {"role": "assistant", "content": "ok", field: value}]}
+    path = sessions_dir / "odd.json"
+    path.write_text(json.dumps(document))
+    before = path.read_bytes()
+    result = run_chatcli("--session", "odd", "-p", "again", env=openai_env, cwd=workdir)
+    assert result.returncode == 1
+    assert result.stderr == (f"chatcli: error: session 'odd' ({path}): chat_history[1] (message 2): {says}; the "
+                             "file was left untouched\n")
+    assert path.read_bytes() == before
+
+
+def test_a_journal_line_with_a_field_of_the_wrong_type_is_skipped_not_fatal(env, workdir):
+    settings = Settings.load(env)
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name="typed")
+    turn(conv, "fine")
+    path = journal_path(settings.home, "typed")
+    odd = {"v": 1, "type": "message", "hash": "e" * 32, "time": "2026-12-03T00:00:00+00:00",
+           "message": {"role": "tool", "content": "x", "tool_call_id": 5}}
+    with path.open("a") as handle:
+        handle.write(json.dumps(odd) + "\n")
+    result = run_chatcli("session", "export", "typed", "jsonl", str(workdir / "t.jsonl"), env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "Exported 2 messages" in result.stdout and "Skipped 1 foreign line(s)" in result.stdout
+
+
+def test_deeply_nested_unknown_fields_still_load(env, sessions_dir):
+    sessions_dir.mkdir(parents=True)
+    nested = "[" * 900 + "]" * 900
+    (sessions_dir / "deep.json").write_text('{"version": 2, "chat_history": [{"role": "user", "content": "hi", '
+                                            f'"x": {nested}}}], "y": {nested}}}')
+    data, _ = SessionStore(sessions_dir).load("deep")
+    assert data.history[0].content == "hi"
+
+
+# -- 4. an empty key --------------------------------------------------------------------------
+def test_an_empty_encryption_key_is_a_usage_error_not_plaintext(env, workdir):
+    env["CHATCLI_ENCRYPTION_KEY"] = ""
+    result = run_chatcli("-p", "hi", env=env, cwd=workdir)
+    assert result.returncode == 2
+    assert result.stderr == ("chatcli: error: CHATCLI_ENCRYPTION_KEY is set but empty; set it to a key (make one "
+                             "with: openssl rand -base64 32), or unset it to store plaintext\n")
+    assert not (Path(env["CHATCLI_HOME"]) / "sessions").exists()
+    listing = run_chatcli("session", "list", env=env, cwd=workdir)
+    assert listing.returncode == 2 and "is set but empty" in listing.stderr
+
+
+# -- 5. a read-only home ------------------------------------------------------------------------
+def needs_mount_namespace() -> None:
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"]).returncode != 0:
+        pytest.skip("no private mount namespace here")
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "sealed"])
+def test_a_read_only_home_still_chats_with_one_warning(repl_env, home, sealed):
+    """HOME on a tmpfs remounted read-only in a private mount namespace (root ignores file modes)."""
+    needs_mount_namespace()
+    if sealed:
+        repl_env["CHATCLI_ENCRYPTION_KEY"] = key()
+    prepare = f"mount -t tmpfs -o size=1m tmpfs {home} && mount -o remount,ro {home} && exec {CHATCLI}"
+    child = pexpect.spawn("unshare", ["-m", "sh", "-c", prepare], env=repl_env, encoding="utf-8", timeout=20,
+                          dimensions=(40, 100))
+    prompt = r"m(?:\x1b\[[0-9;]*m)*>"
+    child.expect(prompt)
+    said = child.before
+    for text in ("first question", "second question", "third question"):
+        child.send(text + "\r")
+        child.expect(r"You said: " + text)
+        child.expect(prompt)
+        said += child.before
+    child.send("/exit\r")
+    child.expect(pexpect.EOF)
+    said = plain(said + child.before)
+    assert said.count("warning:") == 1, said
+    assert (f"warning: CHATCLI_HOME {home}/.chatcli cannot be written (read-only file system): you can chat, but "
+            "nothing is saved this run") in said
+    assert "transcript journal" not in said and "internal error" not in said
+    assert "The conversation was not kept (read-only file system)." in said
+
+
+def test_a_full_home_reports_a_failing_journal_once(openai_env, openai_server):
+    settings = Settings.load(openai_env)
+    conv = Conversation(settings, journal=True)
+    conv.send("first")
+    transcripts = settings.home / "transcripts"
+    real_write = os.write
+
+    def full(fd, data):
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(transcripts)):
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    os.write = full
+    try:
+        notes = [conv.send(f"turn {i}").notes for i in range(3)]
+    finally:
+        os.write = real_write
+    assert len(notes[0]) == 1 and "disk full" in notes[0][0] and notes[1:] == [(), ()]
+    assert conv.send("space again").notes == ()
+    reading = Journal(transcripts, conv.transcript.id).read()
+    contents = [e["message"]["content"] for e in reading.events if e["type"] == "message"]
+    assert contents[-2:] == ["space again", "You said: space again"] and "turn 1" in contents
+
+
+# -- 6. a damaged plain journal --------------------------------------------------------------
+def test_lines_that_do_not_belong_in_a_plain_journal_are_skipped_and_counted(env, workdir):
+    settings = Settings.load(env)
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name="mine")
+    for i in range(3):
+        turn(conv, f"mine {i}")
+    other = Conversation(settings, journal=True)
+    sessions.start(other, name="other")
+    turn(other, "foreign words")
+    path, foreign = journal_path(settings.home, "mine"), journal_path(settings.home, "other")
+    lines = path.read_bytes().splitlines(keepends=True)
+    damaged = (lines[:1] + [lines[4]]  # a later line copied before the ones it follows
+               + lines[1:3] + [lines[1]]  # a duplicated line
+               + [foreign.read_bytes().splitlines(keepends=True)[0]]  # a line from another journal
+               + lines[3:] + [b'{"noise": 1}\n'])  # a line of some other tool
+    path.write_bytes(b"".join(damaged))
+
+    out = workdir / "mine.jsonl"
+    result = run_chatcli("session", "export", "mine", "jsonl", str(out), env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (f"Exported 6 messages to {out}. Skipped 3 out-of-place and 1 foreign line(s) of "
+                             f"journal {path.stem} (damage, or lines that do not belong there).\n")
+    contents = [json.loads(line).get("content") for line in out.read_text().splitlines()]
+    assert [c for c in contents if c] == ["mine 0", "re: mine 0", "mine 1", "re: mine 1", "mine 2", "re: mine 2"]
+    hits = run_chatcli("session", "search", "foreign", env=env, cwd=workdir)
+    assert "mine" not in hits.stdout.split("other", 1)[0]  # only the other session has those words
+
+
+# -- 7. the search index schema, created by many at once -------------------------------------
+def _search(path: str, barrier) -> str:
+    from chatcli.store.search import SearchIndex
+
+    barrier.wait()
+    try:
+        SearchIndex(Path(path)).search_journal("j", "s", lambda _offset: ([("user", "hello there")], 1), "hello")
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        return f"{type(exc).__name__}: {exc}"
+    return "ok"
+
+
+def test_thirty_processes_creating_the_search_index_at_once_all_succeed(tmp_path):
+    context = multiprocessing.get_context("fork")
+    barrier = context.Manager().Barrier(30)
+    with context.Pool(30) as pool:
+        results = pool.starmap(_search, [(str(tmp_path / "index" / "search.sqlite"), barrier)] * 30)
+    assert results == ["ok"] * 30
+
+
+# -- 8. big integers in fields chatcli does not know ------------------------------------------
+def test_big_integers_in_unknown_fields_round_trip_exactly(env, sessions_dir, workdir):
+    sessions_dir.mkdir(parents=True)
+    raw = ('{"version": 2, "chat_history": [{"role": "user", "content": "hi", "x_id": 123456789012345678901234567890,'
+           ' "meta": {"n": -9223372036854775809}}], "big": 18446744073709551616, "small": 1.5}')
+    (sessions_dir / "ids.json").write_text(raw)
+    settings = Settings.load(env)
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name="ids")
+    turn(conv, "more")
+    document = json.loads((sessions_dir / "ids.json").read_text())
+    assert document["big"] == 18446744073709551616 and document["small"] == 1.5
+    assert document["chat_history"][0]["x_id"] == 123456789012345678901234567890
+    assert document["chat_history"][0]["meta"] == {"n": -9223372036854775809}
+    reading = Journal(settings.home / "transcripts", document["transcript_id"]).read()
+    assert reading.events[0]["message"]["x_id"] == 123456789012345678901234567890
+
+
+# -- 9. smaller ones ----------------------------------------------------------------------------
+def test_deleting_a_session_removes_its_journal_and_its_indexed_text(env, workdir):
+    settings = Settings.load(env)
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name="gone")
+    turn(conv, "zanzibar plans")
+    path = journal_path(settings.home, "gone")
+    records.warm_index(settings, path.stem)
+    result = run_chatcli("session", "delete", "gone", env=env, cwd=workdir)
+    assert result.returncode == 0 and f"Its transcript journal {path.stem} was removed too." in result.stdout
+    assert not path.exists()
+    import sqlite3
+
+    with sqlite3.connect(settings.home / "index" / "search.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM journal_entries WHERE source=?", (path.stem,)).fetchone() == (0,)
+
+
+def test_a_session_file_linking_outside_the_home_is_not_followed(env, sessions_dir, tmp_path, workdir):
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text('{"version": 2, "chat_history": [{"role": "user", "content": "not yours"}]}')
+    sessions_dir.mkdir(parents=True)
+    (sessions_dir / "link.json").symlink_to(outside)
+    inside = sessions_dir.parent / "kept" / "real.json"
+    inside.parent.mkdir()
+    inside.write_text('{"version": 2, "chat_history": [{"role": "user", "content": "inside the home"}]}')
+    (sessions_dir / "inner.json").symlink_to(inside)
+    shown = run_chatcli("session", "show", "link", env=env, cwd=workdir)
+    assert shown.returncode == 1 and "not yours" not in shown.stdout
+    assert f"a symbolic link to {outside}, outside {sessions_dir.parent}; not followed" in shown.stderr
+    assert "inside the home" in run_chatcli("session", "show", "inner", env=env, cwd=workdir).stdout
+    listing = run_chatcli("session", "list", env=env, cwd=workdir).stdout
+    assert "not yours" not in listing
+
+
+def test_a_read_only_session_file_is_not_replaced(openai_env, sessions_dir, workdir):
+    sessions_dir.mkdir(parents=True)
+    path = sessions_dir / "frozen.json"
+    path.write_text('{"version": 2, "chat_history": [{"role": "user", "content": "keep me"}]}')
+    path.chmod(0o400)
+    before = path.read_bytes()
+    result = run_chatcli("--session", "frozen", "-p", "more", env=openai_env, cwd=workdir)
+    assert f"{path} is read-only (mode 0400); not overwriting it" in result.stderr
+    assert path.read_bytes() == before and oct(path.stat().st_mode & 0o777) == "0o400"
+
+
+def test_two_writers_starting_a_session_share_one_journal(openai_env):
+    settings = Settings.load(openai_env)
+    a, b = Conversation(settings, journal=True), Conversation(settings, journal=True)
+    sessions.start(a, name="both")
+    sessions.start(b, name="both")
+    # Both answered at once: a is written first, b's turn is recorded after.
+    a.history += [Message("user", "from a"), Message("assistant", "re: a")]
+    b.history += [Message("user", "from b"), Message("assistant", "re: b")]
+    a.sync_transcript()
+    a.write_through()
+    b.sync_transcript()
+    b.write_through()
+    journals = list((settings.home / "transcripts").glob("*.jsonl"))
+    assert len(journals) == 1, journals  # no orphan journal holding b's turn
+    recorded = [e["message"]["content"] for e in Journal(journals[0].parent, journals[0].stem).read().events
+                if e["type"] == "message"]
+    assert sorted(recorded) == sorted(["from a", "re: a", "from b", "re: b"])
+    data, _ = SessionStore(settings.sessions_dir).load("both")
+    assert [m.content for m in data.history] == ["from a", "re: a", "from b", "re: b"]
+
+
+@pytest.mark.parametrize("secret", [
+    "sk-ant-api03-" + "AbC1" * 10,
+    "sk-proj-" + "Zx9_" * 8,
+    "OPENAI_KEY_sk-" + "a1" * 12,
+    "ghp_" + "A1b2" * 9,
+    "xoxb-1234567890-0987654321-" + "AbCd" * 5,
+    "xapp-1-A0123-4567-" + "ab12" * 4,
+    "AKIAIOSFODNN7EXAMPLE",
+    "ASIAIOSFODNN7EXAMPLE",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc",
+])
+def test_the_prompt_history_redacts_common_key_shapes(secret, tmp_path):
+    from chatcli.store.history import PromptHistory
+
+    history = PromptHistory(tmp_path / "history", 1 << 20)
+    history.append(f"use {secret} now")
+    assert history.load() == [f"use {secret.split('_sk-')[0] + '_' if '_sk-' in secret else ''}[REDACTED] now"]
+    assert secret.split("_sk-")[-1] not in (tmp_path / "history").read_text()
+
+
+# -- concurrency: two surfaces, 50 turns each, at once, on the sealed store ---------------------
+_SURFACE = """
+import sys
+from chatcli.config.settings import Settings
+from chatcli.engine import sessions
+from chatcli.engine.conversation import Conversation
+conv = Conversation(Settings.load(), journal=True)
+sessions.start(conv, name="shared")
+print("ready", flush=True)
+sys.stdin.readline()  # both start together
+for i in range(50):
+    result = conv.send(f"{sys.argv[1]} turn {i}")
+    assert result.text == f"You said: {sys.argv[1]} turn {i}", result
+sessions.finish(conv)
+"""
+
+
+def test_two_surfaces_taking_fifty_turns_each_at_once_lose_nothing_on_the_sealed_store(openai_env):
+    import sys
+
+    openai_env["CHATCLI_ENCRYPTION_KEY"] = key()
+    settings = Settings.load(openai_env)
+    writers = [subprocess.Popen([sys.executable, "-c", _SURFACE, who], env=openai_env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for who in ("left", "right")]
+    for writer in writers:
+        assert writer.stdout.readline() == b"ready\n"
+    for writer in writers:
+        writer.stdin.write(b"go\n")
+        writer.stdin.flush()
+    for writer in writers:
+        assert writer.wait(timeout=120) == 0, writer.stderr.read().decode()
+    data, _ = SessionStore(settings.sessions_dir, settings.encryption_key).load("shared")
+    contents = [m.content for m in data.history]
+    assert len(contents) == 200 and len(set(contents)) == 200
+    for who in ("left", "right"):
+        mine = [c for c in contents if c.startswith(f"{who} ")]
+        assert mine == [f"{who} turn {i}" for i in range(50)]  # every turn, in its order
+        for i in range(50):  # each answer right after its question
+            at = contents.index(f"{who} turn {i}")
+            assert contents[at + 1] == f"You said: {who} turn {i}"
+    journals = list((settings.home / "transcripts").glob("*.jsonl"))
+    assert [p.stem for p in journals] == [data.transcript_id]  # one journal, shared
+    reading = Journal(journals[0].parent, data.transcript_id, settings.encryption_key).read()
+    assert reading.skipped == 0
+    recorded = [e["message"]["content"] for e in reading.events if e["type"] == "message"]
+    assert sorted(recorded) == sorted(contents)  # each message recorded once
