@@ -23,7 +23,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 
-from chatcli.core.messages import Message
+from chatcli.core.messages import Message, field_problem
 
 VERSION = 1
 MESSAGE = "message"
@@ -121,10 +121,7 @@ def check_event(value: object) -> dict | None:
         ok = value.get("hash").__class__ is str and message.__class__ is dict \
             and message.get("role").__class__ is str
         if ok and (len(message) != 2 or message.get("content").__class__ is not str):  # beyond {role, content}:
-            try:  # the same checks as a session file's messages (a wrong-typed field makes it foreign)
-                Message.from_dict(message)
-            except Exception:  # noqa: BLE001 - anything a foreign line holds makes it foreign, not fatal
-                ok = False
+            ok = field_problem(message) is None  # a session file's checks: a wrong-typed field makes it foreign
     elif kind == REWRITE:
         ok = isinstance(value.get("hashes"), list) and all(isinstance(h, str) for h in value["hashes"])
     elif kind == FORK:

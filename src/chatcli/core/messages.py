@@ -71,16 +71,10 @@ class Message:
         content = data.get("content", "")
         if content.__class__ is str and len(data) == 2:  # the common case: {"role", "content"}
             return cls(role, content)
+        problem = field_problem(data)
+        if problem:
+            raise ValueError(problem)
         tool_calls, tool_call_id = data.get("tool_calls"), data.get("tool_call_id")
-        # Fields chatcli acts on must have the types it acts on: a file saying `"tool_calls": 5`
-        # is refused when read, not turned into a failure of every later turn.
-        if tool_calls is not None and (tool_calls.__class__ is not list
-                                       or any(call.__class__ is not dict for call in tool_calls)):
-            raise ValueError(f"'tool_calls' must be a list of objects, not {_shape(tool_calls)}")
-        if tool_call_id is not None and tool_call_id.__class__ is not str:
-            raise ValueError(f"'tool_call_id' must be a string, not {_shape(tool_call_id)}")
-        if content is not None and content.__class__ is not str and content.__class__ is not list:
-            raise ValueError(f"'content' must be a string or a list of parts, not {_shape(content)}")
         extra = {k: v for k, v in data.items() if k not in _KNOWN}
         if content.__class__ is not str:
             # Multi-part content (a list of parts) or null: keep the original to write back,
@@ -155,6 +149,20 @@ def shared_prefix(left: list[Message], right: list[Message]) -> int:
     return count
 
 
+def field_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of a message dict that chatcli acts on, or None. A file saying
+    `"tool_calls": 5` is refused when read, not turned into a failure of every later turn."""
+    content, tool_calls, tool_call_id = data.get("content"), data.get("tool_calls"), data.get("tool_call_id")
+    if tool_calls is not None and (tool_calls.__class__ is not list
+                                   or any(call.__class__ is not dict for call in tool_calls)):
+        return f"'tool_calls' must be a list of objects, not {_shape(tool_calls)}"
+    if tool_call_id is not None and tool_call_id.__class__ is not str:
+        return f"'tool_call_id' must be a string, not {_shape(tool_call_id)}"
+    if content is not None and content.__class__ is not str and content.__class__ is not list:
+        return f"'content' must be a string or a list of parts, not {_shape(content)}"
+    return None
+
+
 def _shape(value: Any) -> str:
     """How a JSON value of the wrong type is named in an error: 'a number (5)'."""
     names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
@@ -193,6 +201,15 @@ def holds_inexact_number(value: Any) -> bool:
         elif kind is list:
             extend(item)
         elif kind is float and (item >= _BIG or item <= -_BIG) and item.is_integer():
+            return True
+    return False
+
+
+def dict_holds_inexact_number(message: dict[str, Any]) -> bool:
+    """`holds_inexact_number` over a message dict, its text fields skipped without a walk."""
+    for value in message.values():
+        kind = value.__class__
+        if kind is not str and kind is not int and value is not None and holds_inexact_number(value):
             return True
     return False
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
 from chatcli.core.journal import FORK, MESSAGE, check_event, fork_line
-from chatcli.core.messages import holds_inexact_number
+from chatcli.core.messages import dict_holds_inexact_number
 from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir, os_cause
 from chatcli.store.bulk import gc_paused
 from chatcli.store.seal import LINE_PREFIX, SealError, sealer_for
@@ -172,7 +172,20 @@ def _parse(data: bytes, offset: int, journal: Journal | None, careful: bool) -> 
         elif careful:
             entries.append((None, event, line))
             continue
-        _add(reading, seen, event, line)
+        if event["type"] != MESSAGE:  # the one pass adds events here; `_add` is the same, for the careful one
+            reading.events.append(event)
+            continue
+        digest = event["hash"]
+        if digest in seen:  # recorded once per journal: a second copy does not belong
+            reading.stray += 1
+            continue
+        seen.add(digest)
+        message = event["message"]
+        if len(message) > 2 and dict_holds_inexact_number(message):
+            import json  # an integer past 64 bits: parse this line exactly
+
+            event = check_event(json.loads(line)) or event
+        reading.events.append(event)
     if failure is not None and not opened and offset == 0:
         raise JournalError(str(failure))  # a whole journal the key opens nothing of: the wrong key
     if careful:
@@ -191,7 +204,7 @@ def _add(reading: Reading, seen: set[str], event: dict, line: bytes) -> None:
             reading.stray += 1
             return
         seen.add(digest)
-        if len(event["message"]) > 2 and holds_inexact_number(event["message"]):
+        if len(event["message"]) > 2 and dict_holds_inexact_number(event["message"]):
             import json  # an integer past 64 bits: parse this line exactly
 
             event = check_event(json.loads(line)) or event
