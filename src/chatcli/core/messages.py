@@ -71,10 +71,11 @@ class Message:
         content = data.get("content", "")
         if content.__class__ is str and len(data) == 2:  # the common case: {"role", "content"}
             return cls(role, content)
-        problem = field_problem(data)
-        if problem:
-            raise ValueError(problem)
         tool_calls, tool_call_id = data.get("tool_calls"), data.get("tool_call_id")
+        if (tool_calls is not None or (tool_call_id is not None and tool_call_id.__class__ is not str)
+                or (content is not None and content.__class__ is not str)) \
+                and field_problem(data):  # the checks, only where a field is not the plain shape
+            raise ValueError(field_problem(data))
         extra = {k: v for k, v in data.items() if k not in _KNOWN}
         if content.__class__ is not str:
             # Multi-part content (a list of parts) or null: keep the original to write back,
@@ -217,6 +218,6 @@ def dict_holds_inexact_number(message: dict[str, Any]) -> bool:
 def message_holds_inexact_number(message: Message) -> bool:
     """`holds_inexact_number` over what a message keeps besides its text (meta, tool calls, extra
     fields): the common message ({role, content}) costs two attribute reads."""
-    return bool((message._meta and holds_inexact_number(message._meta))
-                or (message._extra and holds_inexact_number(message._extra))
-                or (message.tool_calls and holds_inexact_number(message.tool_calls)))
+    meta, extra, calls = message._meta, message._extra, message.tool_calls
+    return bool((meta and dict_holds_inexact_number(meta)) or (extra and dict_holds_inexact_number(extra))
+                or (calls and any(call.__class__ is not dict or dict_holds_inexact_number(call) for call in calls)))
