@@ -40,7 +40,7 @@ LLAMA_STAMP   := $(VENV)/.llama-$(LLAMA_VERSION)-$(LLAMA_KEY)
 # Every install names the version built above, so pip never builds another one natively.
 LLAMA_PIN     := llama-cpp-python==$(LLAMA_VERSION)
 
-.PHONY: run test bench clean
+.PHONY: run test bench faults clean
 
 run: $(VENV)/.run-installed
 	@$(PY) -m compileall -q src
@@ -60,6 +60,12 @@ bench: $(VENV)/.test-installed
 	$(PY) bench/encryption.py
 	$(PY) bench/servers.py
 	$(PY) bench/local.py
+	$(PY) bench/safety.py
+
+# The fault campaign behind docs/reliability.md (FAULT_SCALE=4 runs four times as many).
+faults: $(VENV)/.test-installed
+	@$(PY) -m compileall -q src
+	$(PY) tools/faults.py
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

@@ -442,3 +442,19 @@ def test_two_surfaces_taking_fifty_turns_each_at_once_lose_nothing_on_the_sealed
     assert reading.skipped == 0
     recorded = [e["message"]["content"] for e in reading.events if e["type"] == "message"]
     assert sorted(recorded) == sorted(contents)  # each message recorded once
+
+
+def test_rekey_keeps_a_read_only_session_read_only(env, workdir):
+    env["CHATCLI_ENCRYPTION_KEY"] = key()
+    settings = Settings.load(env)
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name="frozen")
+    turn(conv, "keep me")
+    path = settings.sessions_dir / "frozen.json"
+    path.chmod(0o400)
+    new_key = key()
+    result = run_chatcli("storage", "rekey", env=dict(env, CHATCLI_NEW_ENCRYPTION_KEY=new_key), cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert oct(path.stat().st_mode & 0o777) == "0o400"
+    data, _ = SessionStore(settings.sessions_dir, base64.b64decode(new_key)).load("frozen")
+    assert data.history[0].content == "keep me"
