@@ -42,6 +42,15 @@ def turn(conv: Conversation, text: str) -> None:
     conv.write_through()
 
 
+def started(settings: Settings, name: str, *texts: str) -> Conversation:
+    """A conversation bound to session `name` (created), with a turn for each of `texts`."""
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name=name)
+    for text in texts:
+        turn(conv, text)
+    return conv
+
+
 def journal_path(home: Path, session: str) -> Path:
     transcript = json.loads((home / "sessions" / f"{session}.json").read_text())["transcript_id"]
     return home / "transcripts" / f"{transcript}.jsonl"
@@ -90,10 +99,7 @@ def flip_byte_in_line(path: Path, line_index: int) -> None:
 def test_a_flipped_byte_in_a_sealed_journal_skips_that_line_and_journaling_goes_on(env):
     env["CHATCLI_ENCRYPTION_KEY"] = key()
     settings = Settings.load(env)
-    conv = Conversation(settings, journal=True)
-    sessions.start(conv, name="sealed")
-    for i in range(3):
-        turn(conv, f"q{i}")
+    conv = started(settings, "sealed", "q0", "q1", "q2")
     path = settings.home / "transcripts" / f"{conv.transcript.id}.jsonl"
     flip_byte_in_line(path, 2)  # the second turn's question
 
@@ -126,6 +132,11 @@ def test_a_flipped_byte_in_a_sealed_journal_skips_that_line_and_journaling_goes_
         assert "cannot be opened with CHATCLI_ENCRYPTION_KEY" in str(exc)
     else:
         pytest.fail("a journal read with the wrong key must fail")
+    env["CHATCLI_ENCRYPTION_KEY"] = new_key
+    again = Conversation(Settings.load(env), journal=True)  # a later process says nothing: the record is whole
+    sessions.start(again, name="sealed")
+    again.history += [Message("user", "q5")]
+    assert again.sync_transcript() == []
 
 
 # -- 3. fields of the wrong type in a session file -------------------------------------------
@@ -152,9 +163,7 @@ def test_a_message_field_of_the_wrong_type_is_refused_on_load_naming_file_and_po
 
 def test_a_journal_line_with_a_field_of_the_wrong_type_is_skipped_not_fatal(env, workdir):
     settings = Settings.load(env)
-    conv = Conversation(settings, journal=True)
-    sessions.start(conv, name="typed")
-    turn(conv, "fine")
+    started(settings, "typed", "fine")
     path = journal_path(settings.home, "typed")
     odd = {"v": 1, "type": "message", "hash": "e" * 32, "time": "2026-12-03T00:00:00+00:00",
            "message": {"role": "tool", "content": "x", "tool_call_id": 5}}
@@ -219,6 +228,21 @@ def test_a_read_only_home_still_chats_with_one_warning(repl_env, home, sealed):
     assert "The conversation was not kept (read-only file system)." in said
 
 
+def test_a_one_shot_on_a_read_only_home_answers_and_says_the_turn_was_not_written(openai_env, home):
+    needs_mount_namespace()
+    sessions_dir = home / ".chatcli" / "sessions"
+    script = (f"mount -t tmpfs -o size=1m tmpfs {home} && mkdir -p {sessions_dir} && "
+              f"printf '%s' '{{\"version\": 2, \"chat_history\": [{{\"role\": \"user\", \"content\": \"x\"}}]}}' "
+              f"> {sessions_dir}/ex.json && mount -o remount,ro {home} && {CHATCLI} --session ex -p two; "
+              f"echo rc=$?")
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script], env=openai_env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.stdout == "You said: two\nrc=1\n", result.stderr
+    assert result.stderr.count("warning:") == 1 and "cannot be written (read-only file system)" in result.stderr
+    assert "this turn could not be written to session 'ex'" in result.stderr
+    assert "transcript journal" not in result.stderr and "internal error" not in result.stderr
+
+
 def test_a_full_home_reports_a_failing_journal_once(openai_env, openai_server):
     settings = Settings.load(openai_env)
     conv = Conversation(settings, journal=True)
@@ -246,13 +270,8 @@ def test_a_full_home_reports_a_failing_journal_once(openai_env, openai_server):
 # -- 6. a damaged plain journal --------------------------------------------------------------
 def test_lines_that_do_not_belong_in_a_plain_journal_are_skipped_and_counted(env, workdir):
     settings = Settings.load(env)
-    conv = Conversation(settings, journal=True)
-    sessions.start(conv, name="mine")
-    for i in range(3):
-        turn(conv, f"mine {i}")
-    other = Conversation(settings, journal=True)
-    sessions.start(other, name="other")
-    turn(other, "foreign words")
+    started(settings, "mine", "mine 0", "mine 1", "mine 2")
+    started(settings, "other", "foreign words")
     path, foreign = journal_path(settings.home, "mine"), journal_path(settings.home, "other")
     lines = path.read_bytes().splitlines(keepends=True)
     damaged = (lines[:1] + [lines[4]]  # a later line copied before the ones it follows
@@ -299,9 +318,7 @@ def test_big_integers_in_unknown_fields_round_trip_exactly(env, sessions_dir, wo
            ' "meta": {"n": -9223372036854775809}}], "big": 18446744073709551616, "small": 1.5}')
     (sessions_dir / "ids.json").write_text(raw)
     settings = Settings.load(env)
-    conv = Conversation(settings, journal=True)
-    sessions.start(conv, name="ids")
-    turn(conv, "more")
+    started(settings, "ids", "more")
     document = json.loads((sessions_dir / "ids.json").read_text())
     assert document["big"] == 18446744073709551616 and document["small"] == 1.5
     assert document["chat_history"][0]["x_id"] == 123456789012345678901234567890
@@ -313,9 +330,7 @@ def test_big_integers_in_unknown_fields_round_trip_exactly(env, sessions_dir, wo
 # -- 9. smaller ones ----------------------------------------------------------------------------
 def test_deleting_a_session_removes_its_journal_and_its_indexed_text(env, workdir):
     settings = Settings.load(env)
-    conv = Conversation(settings, journal=True)
-    sessions.start(conv, name="gone")
-    turn(conv, "zanzibar plans")
+    started(settings, "gone", "zanzibar plans")
     path = journal_path(settings.home, "gone")
     records.warm_index(settings, path.stem)
     result = run_chatcli("session", "delete", "gone", env=env, cwd=workdir)
@@ -327,21 +342,25 @@ def test_deleting_a_session_removes_its_journal_and_its_indexed_text(env, workdi
         assert db.execute("SELECT count(*) FROM journal_entries WHERE source=?", (path.stem,)).fetchone() == (0,)
 
 
-def test_a_session_file_linking_outside_the_home_is_not_followed(env, sessions_dir, tmp_path, workdir):
+def test_a_session_file_that_is_a_symbolic_link_is_never_followed_nor_replaced(openai_env, sessions_dir, tmp_path,
+                                                                                workdir):
     outside = tmp_path / "elsewhere.json"
     outside.write_text('{"version": 2, "chat_history": [{"role": "user", "content": "not yours"}]}')
     sessions_dir.mkdir(parents=True)
     (sessions_dir / "link.json").symlink_to(outside)
-    inside = sessions_dir.parent / "kept" / "real.json"
-    inside.parent.mkdir()
-    inside.write_text('{"version": 2, "chat_history": [{"role": "user", "content": "inside the home"}]}')
-    (sessions_dir / "inner.json").symlink_to(inside)
-    shown = run_chatcli("session", "show", "link", env=env, cwd=workdir)
+    (sessions_dir / "real.json").write_text('{"version": 2, "chat_history": [{"role": "user", "content": "mine"}]}')
+    (sessions_dir / "alias.json").symlink_to("real.json")  # another session under a second name
+    (sessions_dir / "dangling.json").symlink_to(tmp_path / "nowhere.json")
+    shown = run_chatcli("session", "show", "link", env=openai_env, cwd=workdir)
     assert shown.returncode == 1 and "not yours" not in shown.stdout
-    assert f"a symbolic link to {outside}, outside {sessions_dir.parent}; not followed" in shown.stderr
-    assert "inside the home" in run_chatcli("session", "show", "inner", env=env, cwd=workdir).stdout
-    listing = run_chatcli("session", "list", env=env, cwd=workdir).stdout
-    assert "not yours" not in listing
+    assert (f"a symbolic link (to {outside}); chatcli does not follow links in the sessions directory"
+            in shown.stderr)
+    for name in ("alias", "dangling"):
+        turn_ = run_chatcli("--session", name, "-p", "hi", env=openai_env, cwd=workdir)
+        assert turn_.returncode == 1 and "a symbolic link" in turn_.stderr
+        assert (sessions_dir / f"{name}.json").is_symlink()  # not replaced by a file of its own
+    assert not (tmp_path / "nowhere.json").exists()
+    assert "not yours" not in run_chatcli("session", "list", env=openai_env, cwd=workdir).stdout
 
 
 def test_a_read_only_session_file_is_not_replaced(openai_env, sessions_dir, workdir):
@@ -351,8 +370,23 @@ def test_a_read_only_session_file_is_not_replaced(openai_env, sessions_dir, work
     path.chmod(0o400)
     before = path.read_bytes()
     result = run_chatcli("--session", "frozen", "-p", "more", env=openai_env, cwd=workdir)
-    assert f"{path} is read-only (mode 0400); not overwriting it" in result.stderr
+    assert result.returncode == 0 and result.stdout == "You said: more\n"
+    assert (f"It is not bound: {path} is read-only (mode 0400; chmod u+w allows writing it), so new turns are "
+            "not written to it") in result.stderr
     assert path.read_bytes() == before and oct(path.stat().st_mode & 0o777) == "0o400"
+    settings = Settings.load(openai_env)
+    conv = Conversation(settings, journal=True)  # made read-only while bound: refused, then kept elsewhere
+    sessions.start(conv, name="later")
+    conv.send("first")
+    settings.sessions_dir.joinpath("later.json").chmod(0o400)
+    kept = settings.sessions_dir.joinpath("later.json").read_bytes()
+    assert any("is read-only" in note for note in conv.send("second").notes)
+    [*_, line] = sessions.finish(conv)
+    autosave = re.search(r"Session 'later' could not be written; the conversation was kept as '(autosave-[\d-]+)'",
+                         line).group(1)
+    data, _ = SessionStore(settings.sessions_dir).load(autosave)
+    assert [m.content for m in data.history][-2:] == ["second", "You said: second"]
+    assert settings.sessions_dir.joinpath("later.json").read_bytes() == kept
 
 
 def test_two_writers_starting_a_session_share_one_journal(openai_env):
@@ -447,9 +481,7 @@ def test_two_surfaces_taking_fifty_turns_each_at_once_lose_nothing_on_the_sealed
 def test_rekey_keeps_a_read_only_session_read_only(env, workdir):
     env["CHATCLI_ENCRYPTION_KEY"] = key()
     settings = Settings.load(env)
-    conv = Conversation(settings, journal=True)
-    sessions.start(conv, name="frozen")
-    turn(conv, "keep me")
+    started(settings, "frozen", "keep me")
     path = settings.sessions_dir / "frozen.json"
     path.chmod(0o400)
     new_key = key()

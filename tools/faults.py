@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +58,15 @@ def scratch_env(sealed: bool = False) -> dict[str, str]:
     if sealed:
         env["CHATCLI_ENCRYPTION_KEY"] = base64.b64encode(os.urandom(32)).decode()
     return env
+
+
+def journal_of(settings: Settings, name: str, turns: int) -> tuple[Conversation, Path]:
+    """A conversation bound to session `name` (created) after `turns` turns, and its journal."""
+    conv = Conversation(settings, journal=True)
+    sessions.start(conv, name=name)
+    for t in range(turns):
+        turn(conv, f"{name} q{t}")
+    return conv, settings.home / "transcripts" / f"{conv.transcript.id}.jsonl"
 
 
 def turn(conv: Conversation, text: str) -> None:
@@ -174,11 +182,7 @@ def sealed_journal_flips(times: int) -> None:
     wrong = 0
     healed = 0
     for i in range(times):
-        conv = Conversation(settings, journal=True)
-        sessions.start(conv, name=f"s{i}")
-        for t in range(4):
-            turn(conv, f"s{i} q{t}")
-        path = settings.home / "transcripts" / f"{conv.transcript.id}.jsonl"
+        conv, path = journal_of(settings, f"s{i}", 4)
         lines = path.read_bytes().split(b"\n")
         at = rng.randrange(len(lines) - 1)
         line = bytearray(lines[at])
@@ -255,11 +259,7 @@ def plain_journal_damage(times: int) -> None:
     turn(other, "foreign words")
     foreign_line = (settings.home / "transcripts" / f"{other.transcript.id}.jsonl").read_bytes().splitlines(True)[0]
     for i in range(times):
-        conv = Conversation(settings, journal=True)
-        sessions.start(conv, name=f"p{i}")
-        for t in range(4):
-            turn(conv, f"p{i} q{t}")
-        path = settings.home / "transcripts" / f"{conv.transcript.id}.jsonl"
+        conv, path = journal_of(settings, f"p{i}", 4)
         lines = path.read_bytes().splitlines(True)
         for _ in range(rng.randint(1, 3)):
             kind = rng.randrange(3)

@@ -26,6 +26,10 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
     for warning in warnings:
         sys.stderr.write(f"chatcli: warning: {warning}\n")
     conversation = Conversation(settings, system_prompt=system_prompt)
+    if start and (start.get("name") or start.get("resume")):  # a turn to record: can it be?
+        warning, _ = sessions.read_only_warning(conversation)
+        if warning:
+            sys.stderr.write(f"chatcli: warning: {warning}\n")
     for note in sessions.start(conversation, **(start or {})):
         sys.stderr.write(note + "\n")
     result = stream_turn(conversation, prompt, sys.stdout)

@@ -51,11 +51,11 @@ def session_command(conv: Conversation, args: str) -> Result:
 def _current(conv: Conversation) -> records.Record:
     """The live conversation's complete record, its journal brought up to date first (a journal
     that could not be written is read as far as it goes, and the record says so)."""
-    notes = conv.sync_transcript()
-    transcript_id = conv.transcript.id if conv.transcript is not None else None
-    rec = records.record(conv.settings, conv.snapshot(), transcript_id)
-    if notes and rec.journal is not None:
-        rec.caveat = f"its latest messages could not be recorded: {notes[0]}"
+    conv.sync_transcript()
+    transcript = conv.transcript
+    rec = records.record(conv.settings, conv.snapshot(), transcript.id if transcript is not None else None)
+    if transcript is not None and transcript.problem and rec.journal is not None:
+        rec.caveat = f"its latest messages could not be recorded: {transcript.problem}"
     return rec
 
 

@@ -249,6 +249,8 @@ class Conversation:
         if self.transcript is None:
             self.transcript = TranscriptSync(self.settings)
             self.transcript.attach(self.session.transcript_id)
+            if self.read_only:
+                self.transcript.enabled = False
 
     @property
     def unsynced(self) -> int:

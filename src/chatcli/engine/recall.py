@@ -36,13 +36,15 @@ def originals(settings: Settings, key: str, history: Sequence[Message] = ()) -> 
         kept = kept_originals(list(history), parse_key(key))
         if kept is None:
             raise
-        return kept, {}
+        return kept, {"kept": "session"}
 
 
 def recall_text(settings: Settings, key: str, history: Sequence[Message] = ()) -> str:
     """The messages of recall entry `key`, numbered. Raises ChatcliError (unknown, expired, damaged)."""
     messages, origin = originals(settings, key, history)
     where = f" from session '{origin['session']}'" if origin.get("session") else ""
+    if origin.get("kept"):
+        where = " (kept in this session's summary: the recall store no longer has it)"
     blocks = [f"Recall entry {parse_key(key)}{where}: {len(messages)} messages."]
     blocks += [f"#{i} {m.role}\n{m.content}" for i, m in enumerate(messages, 1)]
     return "\n\n".join(blocks)

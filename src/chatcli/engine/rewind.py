@@ -208,11 +208,12 @@ def _from_recall(conv: Conversation, at: int) -> tuple[list[Message] | None, str
     if not keys:
         return None, "the summary names no recall entry and the journal does not have the originals"
     try:
-        originals, _origin = recall.originals(conv.settings, keys[-1], conv.history)
+        originals, origin = recall.originals(conv.settings, keys[-1], conv.history)
     except ChatcliError as exc:
         return None, str(exc)
     history = conv.history
-    return list(history[:at]) + originals + list(history[at + 1:]), "originals from the recall store"
+    source = "originals kept in the session" if origin.get("kept") else "originals from the recall store"
+    return list(history[:at]) + originals + list(history[at + 1:]), source
 
 
 def _replace(conv: Conversation, messages: list[Message], hashes: Sequence[str] | None, label: str,

@@ -64,12 +64,24 @@ def load(conv: Conversation, name: str) -> Outcome:
     validate_name(name)
     data, stamp = conv.store.load(name)  # fails before anything in memory changes
     notes = _keep_unsaved(conv, f"'{name}'")
-    conv.bind(name, data, stamp)
-    text = f"Session '{name}' loaded ({len(data.history)} messages)."
+    return Outcome(_bind_loaded(conv, name, data, stamp, f"Session '{name}' loaded ({len(data.history)} messages)."),
+                   notes)
+
+
+def _bind_loaded(conv: Conversation, name: str, data: SessionData, stamp, text: str) -> str:
+    """Bind to a session just loaded, unless it is chatcli's own or must not be replaced (made
+    read-only, a link): then it is continued unbound, in a copy of its journal, and `text` says
+    why. Returns `text`."""
+    protected = conv.store.protected(name)
+    conv.bind(None if protected else name, data, stamp)
     if conv.session_name is None:
-        conv.leave_transcript()  # continuing a machine session unbound: not in its journal
-        text += " It is made by chatcli, so it is not bound: save it under a name of yours to keep working in it."
-    return Outcome(text, notes)
+        conv.leave_transcript()  # continued unbound: not in its journal
+        if protected:
+            text += (f" It is not bound: {protected}, so new turns are not written to it (save it under another "
+                     "name to keep them).")
+        else:
+            text += " It is made by chatcli, so it is not bound: save it under a name of yours to keep working in it."
+    return text
 
 
 def attach(conv: Conversation, name: str) -> Outcome:
@@ -79,7 +91,8 @@ def attach(conv: Conversation, name: str) -> Outcome:
         return Outcome(f"Already attached to session '{name}' ({len(conv.history)} messages).",
                        tuple(conv.adopt()))
     store = conv.store
-    with store.lock(name):
+    # On a home that cannot be written, not even a lock file can be made: a session is read as it is.
+    with (contextlib.nullcontext() if conv.read_only else store.lock(name)):
         if store.stamp(name) is None:
             with _document_for(conv, copy=conv.session_name is not None) as data:
                 stamp = store.write(name, data)
@@ -87,8 +100,8 @@ def attach(conv: Conversation, name: str) -> Outcome:
             return Outcome(f"Attached to session '{name}' ({len(data.history)} messages; created).")
         data, stamp = store.load(name)
     notes = _keep_unsaved(conv, f"'{name}'")
-    conv.bind(name, data, stamp)
-    return Outcome(f"Attached to session '{name}' ({len(data.history)} messages).", notes)
+    return Outcome(_bind_loaded(conv, name, data, stamp, f"Attached to session '{name}' ({len(data.history)} "
+                                "messages)."), notes)
 
 
 def detach(conv: Conversation) -> Outcome:
@@ -259,15 +272,21 @@ def finish(conv: Conversation) -> list[str]:
     Returns the line that says where the conversation went."""
     name = conv.session_name
     journal_notes = conv.sync_transcript()
+    if conv.read_only and (name is None or conv.unsynced) and not is_trivial(conv.history):
+        return [*journal_notes, f"The conversation was not kept ({conv.read_only})."]
     if name is not None:
         notes = journal_notes + (conv.write_through(force=True) if conv.unsynced else [])
-        if conv.unsynced:
-            return [*notes, f"Session '{name}' could not be written; the last turns are lost."]
-        return [*notes, f"Conversation saved in session '{name}'."]
+        if not conv.unsynced:
+            return [*notes, f"Conversation saved in session '{name}'."]
+        try:  # nothing is lost by accident: what the session could not take goes to an autosave
+            with _document_for(conv, copy=True) as data:  # with a journal of its own
+                kept = _autosave(conv, data, None)
+        except SessionError as exc:
+            return [*notes, f"Session '{name}' could not be written, nor an autosave ({exc}); the last turns are lost."]
+        return [*notes, f"Session '{name}' could not be written; the conversation was kept as '{kept}' instead "
+                        "(chatcli --continue resumes it)."]
     if is_trivial(conv.history):
         return journal_notes
-    if conv.read_only:
-        return [*journal_notes, f"The conversation was not kept ({conv.read_only})."]
     if not conv.settings.session_autosave:
         return [*journal_notes, "The conversation was not kept (CHATCLI_SESSION_AUTOSAVE is off)."]
     try:

@@ -129,13 +129,20 @@ class TranscriptSync:
         self._problem = problem
         return [problem]
 
+    @property
+    def problem(self) -> str | None:
+        """Why the last sync could not record what it should have (None when it did)."""
+        return self._problem
+
     def _damage_note(self, reading) -> list[str]:
-        """The first full read of a journal that skipped lines says so, once per journal."""
+        """A journal whose skipped lines cost its record something (messages recorded again
+        from the live history) says so, once: later syncs and later processes find the record
+        whole and say nothing."""
         if self._damage_said or not (reading.damaged or reading.stray):
             return []
         self._damage_said = True
         return [f"transcript journal {self.id}: skipped {reading.describe_skipped()} that cannot be read or do "
-                "not belong there; the rest is intact and recording goes on"]
+                "not belong there; what they held was recorded again from this conversation, and recording goes on"]
 
     def _sync(self, history: Sequence[Message], reason: str | None, known: Sequence[str] | None) -> list[str]:
         journal = Journal(self.root, self.id, self.key)
@@ -156,7 +163,7 @@ class TranscriptSync:
             if tail is not None:
                 fresh, rewrite, hashes = range(n, n + len(tail)), False, None
             else:
-                notes = [] if self._loaded else self._damage_note(append.new)
+                damage = None if self._loaded else append.new
                 self._absorb(append.new)
                 self._offset = append.new.end
                 if known is not None and len(known) == len(history):
@@ -167,6 +174,8 @@ class TranscriptSync:
                     hashes = rules.history_hashes(history, counts)
                 fresh, rewrite = rules.plan_sync(self._live, self._known, hashes)
                 tail = None
+                if rewrite and damage is not None:  # the damage cost the record something: said once
+                    notes = self._damage_note(damage)
             time = now_text()
             digest = (lambda i: tail[i - n]) if hashes is None else hashes.__getitem__
             events = [rules.message_line(digest(i), history[i], time) for i in fresh]

@@ -81,21 +81,20 @@ def _json():
     return orjson
 
 
-def read_regular(path: Path, within: Path | None = None) -> tuple[bytes, os.stat_result]:
+def read_regular(path: Path) -> tuple[bytes, os.stat_result]:
     """The bytes of a regular file and its stat. Anything else (a FIFO, a device, a directory)
     raises OSError without blocking: a FIFO opened for reading would wait for a writer forever.
 
-    A symbolic link is followed only to a file inside `within` (CHATCLI_HOME): a session file
-    that is a link to elsewhere (another user's files, /etc) is refused, not read through."""
+    A session file that is a symbolic link is refused, wherever it leads: read through, it would
+    show another file's contents (another user's, /etc); written, the atomic rename would replace
+    the link by a file of its own, so a link to another session would fork it silently."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise
-        target = os.path.realpath(path)
-        if within is not None and not target.startswith(os.path.realpath(within) + os.sep):
-            raise OSError(errno.ELOOP, f"a symbolic link to {target}, outside {within}; not followed") from None
-        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
+        raise OSError(errno.ELOOP, f"a symbolic link (to {os.readlink(path)}); chatcli does not follow links in "
+                                   "the sessions directory (copy the file there instead)") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -129,12 +128,6 @@ class SessionStore:
         self.locked_out = False
 
     @property
-    def home(self) -> Path:
-        """CHATCLI_HOME, the directory above the sessions directory: the only place a session
-        file that is a symbolic link may lead to."""
-        return self.root.parent
-
-    @property
     def private(self) -> bool:
         """Encryption is on: nothing derived from a session's content goes into a cache."""
         return self.key is not None
@@ -158,8 +151,8 @@ class SessionStore:
         return self.root / (validate_name(name) + SUFFIX)
 
     def stamp(self, name: str) -> Stamp | None:
-        try:
-            return Stamp.of(os.stat(self.path(name)))
+        try:  # the entry itself: a symbolic link (even a dangling one) is there, and refused when read
+            return Stamp.of(os.lstat(self.path(name)))
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -172,7 +165,7 @@ class SessionStore:
     def load(self, name: str) -> tuple[SessionData, Stamp]:
         path = self.path(name)
         try:
-            raw, st = read_regular(path, self.home)
+            raw, st = read_regular(path)
         except FileNotFoundError:
             raise SessionNotFound(f"session '{name}' does not exist") from None
         except OSError as exc:
@@ -252,16 +245,25 @@ class SessionStore:
         self.note_latest(name, stamp.mtime_ns, None if self.private else len(data.history))
         return stamp
 
-    def _refuse_protected(self, name: str, path: Path) -> None:
-        """A session file its owner made read-only (chmod a-w) is not replaced: the rename that
-        makes a write atomic would otherwise ignore the mode. One stat per write."""
+    def protected(self, name: str) -> str | None:
+        """Why session `name` must not be replaced, or None: its owner made it read-only (chmod
+        a-w; the rename that makes a write atomic would ignore the mode), or it is a symbolic
+        link (the rename would replace the link, not what it leads to). One lstat."""
+        path = self.path(name)
         try:
             st = os.lstat(path)
         except FileNotFoundError:
-            return
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return f"{path} is a symbolic link"
         if stat.S_ISREG(st.st_mode) and not st.st_mode & stat.S_IWUSR:
-            raise SessionError(f"session '{name}': {path} is read-only (mode {stat.S_IMODE(st.st_mode):04o}); not "
-                               "overwriting it (chmod u+w to allow it); nothing was written")
+            return f"{path} is read-only (mode {stat.S_IMODE(st.st_mode):04o}; chmod u+w allows writing it)"
+        return None
+
+    def _refuse_protected(self, name: str, path: Path) -> None:
+        why = self.protected(name)
+        if why:
+            raise SessionError(f"session '{name}': {why}; not overwriting it; nothing was written")
 
     def _loose_dir(self) -> bool:
         """A sessions directory made by someone else with group/other access (checked once)."""
@@ -441,7 +443,7 @@ class SessionStore:
         if self.private and not reveal:  # encryption on: names, times and sizes; nothing from inside
             return [st.st_mtime_ns, st.st_size, None, "", "", ""]
         try:
-            data = self.decode(name, read_regular(path, self.home)[0])
+            data = self.decode(name, read_regular(path)[0])
         except (SessionError, OSError) as exc:
             problem = str(exc) if isinstance(exc, SessionError) else (exc.strerror or str(exc))
             return [st.st_mtime_ns, st.st_size, None, "", problem, ""]
