@@ -135,8 +135,21 @@ def test_a_flipped_byte_in_a_sealed_journal_skips_that_line_and_journaling_goes_
     env["CHATCLI_ENCRYPTION_KEY"] = new_key
     again = Conversation(Settings.load(env), journal=True)  # a later process says nothing: the record is whole
     sessions.start(again, name="sealed")
+    assert again.sync_transcript() == []  # the first sync after a load, as every turn's checkpoint makes it
     again.history += [Message("user", "q5")]
     assert again.sync_transcript() == []
+
+
+def test_damage_to_the_last_line_of_a_sealed_journal_is_said_too(env):
+    env["CHATCLI_ENCRYPTION_KEY"] = key()
+    settings = Settings.load(env)
+    conv = started(settings, "tail", "q0", "q1")
+    path = settings.home / "transcripts" / f"{conv.transcript.id}.jsonl"
+    flip_byte_in_line(path, 3)  # the last answer
+    later = Conversation(Settings.load(env), journal=True)
+    sessions.start(later, name="tail")
+    [note] = later.sync_transcript()  # the message goes back at the end, with no rewrite: still said
+    assert "skipped 1 damaged line(s)" in note
 
 
 # -- 3. fields of the wrong type in a session file -------------------------------------------
@@ -370,11 +383,17 @@ def test_a_read_only_session_file_is_not_replaced(openai_env, sessions_dir, work
     path.chmod(0o400)
     before = path.read_bytes()
     result = run_chatcli("--session", "frozen", "-p", "more", env=openai_env, cwd=workdir)
-    assert result.returncode == 0 and result.stdout == "You said: more\n"
+    assert result.returncode == 1 and result.stdout == "You said: more\n"
+    assert "error: this turn was not written to a session" in result.stderr
     assert (f"It is not bound: {path} is read-only (mode 0400; chmod u+w allows writing it), so new turns are "
             "not written to it") in result.stderr
     assert path.read_bytes() == before and oct(path.stat().st_mode & 0o777) == "0o400"
     settings = Settings.load(openai_env)
+    for _ in range(2):  # opened and left as it was: no copy of it is made
+        looked = Conversation(settings, journal=True)
+        sessions.load(looked, "frozen")
+        assert sessions.finish(looked) == []
+    assert not list(settings.sessions_dir.glob("autosave-*"))
     conv = Conversation(settings, journal=True)  # made read-only while bound: refused, then kept elsewhere
     sessions.start(conv, name="later")
     conv.send("first")

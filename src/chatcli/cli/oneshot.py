@@ -32,10 +32,15 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
             sys.stderr.write(f"chatcli: warning: {warning}\n")
     for note in sessions.start(conversation, **(start or {})):
         sys.stderr.write(note + "\n")
+    loaded_unbound = bool(conversation.history) and conversation.session_name is None
     result = stream_turn(conversation, prompt, sys.stdout)
     if result.interrupted:
         return 130
     if conversation.unsynced:  # a one-shot has no next turn to try again
         sys.stderr.write(f"chatcli: error: this turn could not be written to session '{conversation.session_name}'\n")
+        return 1
+    if loaded_unbound:
+        # Asked to record the turn in a session that could not be bound (read-only, a link, chatcli's own).
+        sys.stderr.write("chatcli: error: this turn was not written to a session (see the note above)\n")
         return 1
     return 0

@@ -101,6 +101,7 @@ class Conversation:
         # Why nothing can be saved this run (CHATCLI_HOME read-only, say), once a front end found
         # it at start-up and said so: no journal, no autosave, no write-through attempts.
         self.read_only: str | None = None
+        self._loaded_mark: tuple | None = None  # see mark_loaded
         self._write_problem: str | None = None  # the last write-through failure said (said once)
         self._auto_compact_after = 0  # after a failed automatic compaction: not before this length
         self._store: SessionStore | None = None
@@ -279,11 +280,22 @@ class Conversation:
         self.sync_stamp = stamp
         return [note]
 
+    def mark_loaded(self) -> None:
+        """The history is a session's as it is on disk (just loaded, or just kept elsewhere)."""
+        self._loaded_mark = (self.history, self.history.version, len(self.history))
+
+    def unchanged_since_load(self) -> bool:
+        """Nothing was added to or changed in the history since `mark_loaded`: keeping it again
+        (an autosave on exit, before a load) would only copy a file that is already there."""
+        mark = self._loaded_mark
+        return mark is not None and mark[0] is self.history and mark[1:] == (self.history.version, len(self.history))
+
     def go_read_only(self, cause: str) -> None:
         """Nothing can be written this run (`cause`: "read-only file system"): chat on, in memory."""
         self.read_only = cause
         if self.transcript is not None:
             self.transcript.enabled = False
+            self.transcript.forget_problem()
 
     def write_through(self, force: bool = False) -> list[str]:
         """After a turn (or on /session save): write the bound session at once.
@@ -309,7 +321,8 @@ class Conversation:
                     notes.append(self._merge(name, data, "was also written by another surface"))
                 stamp = store.write(name, self.snapshot())
         except SessionError as exc:
-            problem = f"{exc} (the conversation is still in memory; the next turn tries again)"
+            # An explicit save (or the last write on exit) has no next turn to try again.
+            problem = str(exc) if force else f"{exc} (the conversation is still in memory; the next turn tries again)"
             if problem == self._write_problem and not force:  # a full disk: said at the first turn
                 return []
             self._write_problem = problem

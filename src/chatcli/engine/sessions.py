@@ -74,6 +74,7 @@ def _bind_loaded(conv: Conversation, name: str, data: SessionData, stamp, text: 
     why. Returns `text`."""
     protected = conv.store.protected(name)
     conv.bind(None if protected else name, data, stamp)
+    conv.mark_loaded()
     if conv.session_name is None:
         conv.leave_transcript()  # continued unbound: not in its journal
         if protected:
@@ -94,6 +95,9 @@ def attach(conv: Conversation, name: str) -> Outcome:
     # On a home that cannot be written, not even a lock file can be made: a session is read as it is.
     with (contextlib.nullcontext() if conv.read_only else store.lock(name)):
         if store.stamp(name) is None:
+            if conv.read_only:
+                raise SessionError(f"session '{name}' does not exist, and cannot be created: CHATCLI_HOME cannot be "
+                                   f"written ({conv.read_only})")
             with _document_for(conv, copy=conv.session_name is not None) as data:
                 stamp = store.write(name, data)
             conv.bind(name, data, stamp)
@@ -251,7 +255,8 @@ def start(conv: Conversation, *, resume: bool = False, name: str | None = None) 
     """Bind at start-up: `--session NAME` attaches (creating it), `--continue` loads the newest session."""
     if name:
         outcome = attach(conv, name)
-        conv.journaling()  # a bound conversation keeps its journal, one-shot or not
+        if conv.session_name:
+            conv.journaling()  # a bound conversation keeps its journal, one-shot or not
         return [outcome.text, *outcome.notes]
     if resume:
         newest, skipped = most_recent(conv)
@@ -260,33 +265,41 @@ def start(conv: Conversation, *, resume: bool = False, name: str | None = None) 
         outcome = load(conv, newest)
         if conv.session_name:
             conv.journaling()
-        bound = "" if conv.session_name else ("; made by chatcli, so it is not bound: new turns are not written "
-                                              "to it (save it under a name of yours to keep them)")
-        return [*skipped, f"Resumed session '{newest}' ({len(conv.history)} messages{bound}).", *outcome.notes]
+        # load's own words, and why it is not bound if it is not (chatcli's own, read-only, a link)
+        return [*skipped, outcome.text.replace(f"Session '{newest}' loaded", f"Resumed session '{newest}'", 1),
+                *outcome.notes]
     return []
 
 
 def finish(conv: Conversation) -> list[str]:
     """When an interactive conversation ends (exit, Ctrl-D, SIGTERM, SIGHUP): a bound one is
-    written one last time; an unbound, non-trivial one is kept as an autosave (SPEC §6.2).
-    Returns the line that says where the conversation went."""
+    written one last time; an unbound, non-trivial one is kept as an autosave (SPEC §6.2), unless
+    it is a loaded session as it is on disk. Returns the line that says where the conversation went."""
     name = conv.session_name
     journal_notes = conv.sync_transcript()
-    if conv.read_only and (name is None or conv.unsynced) and not is_trivial(conv.history):
-        return [*journal_notes, f"The conversation was not kept ({conv.read_only})."]
     if name is not None:
+        if conv.read_only and conv.unsynced:
+            return [*journal_notes, f"The last {conv.unsynced} message(s) were not written to session '{name}' "
+                                    f"({conv.read_only})."]
         notes = journal_notes + (conv.write_through(force=True) if conv.unsynced else [])
         if not conv.unsynced:
             return [*notes, f"Conversation saved in session '{name}'."]
+        if not conv.settings.session_autosave:
+            return [*notes, f"Session '{name}' could not be written; the last turns are lost "
+                            "(CHATCLI_SESSION_AUTOSAVE is off)."]
         try:  # nothing is lost by accident: what the session could not take goes to an autosave
             with _document_for(conv, copy=True) as data:  # with a journal of its own
                 kept = _autosave(conv, data, None)
         except SessionError as exc:
             return [*notes, f"Session '{name}' could not be written, nor an autosave ({exc}); the last turns are lost."]
+        conv.unbind()
+        conv.mark_loaded()  # what it holds now is in the autosave
         return [*notes, f"Session '{name}' could not be written; the conversation was kept as '{kept}' instead "
                         "(chatcli --continue resumes it)."]
-    if is_trivial(conv.history):
+    if is_trivial(conv.history) or conv.unchanged_since_load():
         return journal_notes
+    if conv.read_only:
+        return [*journal_notes, f"The conversation was not kept ({conv.read_only})."]
     if not conv.settings.session_autosave:
         return [*journal_notes, "The conversation was not kept (CHATCLI_SESSION_AUTOSAVE is off)."]
     try:
@@ -322,8 +335,8 @@ def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
         notes = conv.write_through(force=not conv.settings.session_writethrough)
         if not conv.unsynced:
             return tuple(notes)
-    elif is_trivial(conv.history) or not conv.settings.session_autosave:
-        return ()
+    elif is_trivial(conv.history) or not conv.settings.session_autosave or conv.unchanged_since_load():
+        return ()  # nothing of its own: a loaded session as it is on disk is no loss
     notes = conv.sync_transcript()
     kept = _autosave(conv, conv.snapshot(), f"not switching to {replacing}")
     return (*notes, f"The unsaved conversation was kept as '{kept}'.")

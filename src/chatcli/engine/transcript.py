@@ -129,6 +129,9 @@ class TranscriptSync:
         self._problem = problem
         return [problem]
 
+    def forget_problem(self) -> None:
+        self._problem = None
+
     @property
     def problem(self) -> str | None:
         """Why the last sync could not record what it should have (None when it did)."""
@@ -174,7 +177,9 @@ class TranscriptSync:
                     hashes = rules.history_hashes(history, counts)
                 fresh, rewrite = rules.plan_sync(self._live, self._known, hashes)
                 tail = None
-                if rewrite and damage is not None:  # the damage cost the record something: said once
+                # The first sync after a load comes before the next turn's messages: whatever it
+                # records then, the damage had cost the record (said once: later ones find it whole).
+                if damage is not None and (rewrite or fresh):
                     notes = self._damage_note(damage)
             time = now_text()
             digest = (lambda i: tail[i - n]) if hashes is None else hashes.__getitem__
