@@ -318,10 +318,11 @@ def _search(path: str, barrier) -> str:
 
 def test_thirty_processes_creating_the_search_index_at_once_all_succeed(tmp_path):
     context = multiprocessing.get_context("fork")
-    barrier = context.Manager().Barrier(30)
-    with context.Pool(30) as pool:
-        results = pool.starmap(_search, [(str(tmp_path / "index" / "search.sqlite"), barrier)] * 30)
-    assert results == ["ok"] * 30
+    for round_ in range(3):  # a lost race is rare (switching to WAL failed in about 1 of 200 starts): 90 starts
+        barrier = context.Manager().Barrier(30)
+        with context.Pool(30) as pool:
+            results = pool.starmap(_search, [(str(tmp_path / f"index{round_}" / "search.sqlite"), barrier)] * 30)
+        assert results == ["ok"] * 30
 
 
 # -- 8. big integers in fields chatcli does not know ------------------------------------------

@@ -427,7 +427,7 @@ def main() -> None:
         fuzzed_names(n(10_000))
         keys(n(20))
         read_only_home(n(8), server)
-        index_race(n(5))
+        index_race(n(20))
         big_numbers(n(50))
 
 

@@ -53,6 +53,24 @@ def discard_index(path: Path) -> None:
             os.unlink(f"{path}{suffix}")
 
 
+def _wal(db) -> None:
+    """Put the index in WAL mode (it stays so). Switching takes an exclusive lock for which
+    SQLite does not wait (its busy timeout does not apply): several processes opening a new
+    index at once retry, briefly, instead of failing with "database is locked"."""
+    import sqlite3
+    import time
+
+    for attempt in range(200):
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 199:
+                raise
+            time.sleep(0.01)
+
+
 def _create_schema(db) -> None:
     """(Re)create the tables, once, whoever else starts at the same moment: the background
     indexer and a search of a new index both get here. `BEGIN IMMEDIATE` takes the write lock
@@ -113,7 +131,7 @@ class SearchIndex:
             if fresh:
                 os.chmod(self.path, 0o600)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            _wal(db)
             db.execute("PRAGMA synchronous=OFF")  # a cache: rebuilt when lost
             if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 _create_schema(db)
