@@ -220,10 +220,9 @@ def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:
 
 def read_only_warning(conv: Conversation, also: Path | None = None) -> tuple[str | None, bool]:
     """At the start of an interactive run: if CHATCLI_HOME cannot be written (a read-only file
-    system, no permission), the conversation goes on in memory and this is the one warning that
-    says so; otherwise None. `also` names another file the front end writes (the prompt history)
-    that the same warning covers when its directory cannot be written either: (the warning,
-    whether it covers `also`)."""
+    system, no permission), the conversation goes on in memory and this returns the one warning
+    that says so (else None), and whether it also covers `also`: another file the front end
+    writes (the prompt history) whose directory cannot be written either."""
     home = conv.settings.home
     cause = unwritable(home)
     if cause is None:
