@@ -8,9 +8,7 @@ The checks talk to the real provider: one answer of one token.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
 from chatcli.core.messages import Message
 from chatcli.providers.base import Delta, Done, ProviderRegistry, Request, default_registry, streaming
+from chatcli.store.atomic import unwritable
 
 PROBE = "Say hello."
 # What a crashed llama.cpp most often means, and what to do about it (both steps: `make clean`
@@ -66,17 +65,11 @@ def _provider_check(settings: Settings) -> Check:
 def _home_check(settings: Settings) -> Check:
     home = settings.home
     sealed = "encrypted (CHATCLI_ENCRYPTION_KEY)" if settings.encryption_key else "not encrypted"
-    existing = home
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".doctor-", dir=existing)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        return Check("home", False, f"{home}: cannot write there ({exc.strerror or exc}); chatting works, "
-                                    "but nothing is saved", needed=False)
-    if existing != home:
+    cause = unwritable(home, create=False)
+    if cause is not None:
+        return Check("home", False, f"{home}: cannot write there ({cause}); chatting works, but nothing is saved",
+                     needed=False)
+    if not home.exists():
         return Check("home", True, f"{home}: not created yet (it will be on the first save), {sealed}")
     sessions = settings.sessions_dir
     count = sum(1 for p in sessions.glob("*.json") if not p.name.startswith(".")) if sessions.is_dir() else 0

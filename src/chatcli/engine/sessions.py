@@ -148,7 +148,8 @@ def delete(conv: Conversation, name: str) -> Outcome:
     validate_name(name)
     store = conv.store
     journal_id, stamp = None, store.stamp(name)
-    row = store.entries().get(name) if stamp is not None else None
+    rows = store.entries() if stamp is not None else {}
+    row = rows.get(name)
     if row and (row[0], row[1]) == (stamp.mtime_ns, stamp.size) and row[5]:
         journal_id = row[5]  # the listing catalog knows it (a 100,000-message file is not read)
     elif stamp is not None:  # sealed (the catalog keeps no contents), or not catalogued yet: read it
@@ -157,8 +158,11 @@ def delete(conv: Conversation, name: str) -> Outcome:
         except SessionError:  # unreadable: it goes all the same; its journal, unknown, is left to the sweeps
             journal_id = None
     store.delete(name)
+    # No other session names it, as far as the catalog read above knows (with encryption on it
+    # knows no contents: journals are one per session, chatcli never shares one).
+    unshared = all(other[5] != journal_id for other_name, other in rows.items() if other_name != name)
     also = ""
-    if journal_id and _journal_unshared(store, journal_id) and records.remove_journal(conv.settings, journal_id):
+    if journal_id and unshared and records.remove_journal(conv.settings, journal_id):
         also = f" Its transcript journal {journal_id} was removed too."
     if name == conv.session_name:
         conv.bind(None, SessionData(), None)  # what was deleted on purpose is not autosaved
@@ -166,11 +170,6 @@ def delete(conv: Conversation, name: str) -> Outcome:
                        f"started.{also}")
     return Outcome(f"Session '{name}' deleted.{also}")
 
-
-def _journal_unshared(store, journal_id: str) -> bool:
-    """No other session names this journal, as far as the listing catalog knows (with encryption
-    on it knows no contents: journals are one per session, chatcli never shares one)."""
-    return all(row[5] != journal_id for row in store.entries().values())
 
 
 def fork(conv: Conversation, name: str) -> Outcome:

@@ -41,13 +41,19 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
-def unwritable(directory: Path) -> str | None:
-    """Why nothing can be created in `directory` (made if missing), in a few words, or None when
-    something can: a read-only file system, no permission. A probe file is created and removed;
-    a full disk may still accept it (its writes then fail, and say so, once)."""
+def unwritable(directory: Path, create: bool = True) -> str | None:
+    """Why nothing can be created in `directory`, in a few words, or None when something can: a
+    read-only file system, no permission. A probe file is created and removed; a full disk may
+    still accept it (its writes then fail, and say so, once). A missing `directory` is made, or
+    with `create=False` (a check that writes nothing that stays) its nearest existing parent is
+    probed instead."""
+    if not create:
+        while not directory.exists() and directory != directory.parent:
+            directory = directory.parent
     probe = directory / temp_name("write-probe")
     try:
-        ensure_private_dir(directory)
+        if create:
+            ensure_private_dir(directory)
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
         os.unlink(probe)
     except OSError as exc:

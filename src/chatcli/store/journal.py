@@ -172,20 +172,7 @@ def _parse(data: bytes, offset: int, journal: Journal | None, careful: bool) -> 
         elif careful:
             entries.append((None, event, line))
             continue
-        if event["type"] != MESSAGE:  # the one pass adds events here; `_add` is the same, for the careful one
-            reading.events.append(event)
-            continue
-        digest = event["hash"]
-        if digest in seen:  # recorded once per journal: a second copy does not belong
-            reading.stray += 1
-            continue
-        seen.add(digest)
-        message = event["message"]
-        if len(message) > 2 and dict_holds_inexact_number(message):
-            import json  # an integer past 64 bits: parse this line exactly
-
-            event = check_event(json.loads(line)) or event
-        reading.events.append(event)
+        _add(reading, seen, event, line)
     if failure is not None and not opened and offset == 0:
         raise JournalError(str(failure))  # a whole journal the key opens nothing of: the wrong key
     if careful:
@@ -198,6 +185,7 @@ def _parse(data: bytes, offset: int, journal: Journal | None, careful: bool) -> 
 
 
 def _add(reading: Reading, seen: set[str], event: dict, line: bytes) -> None:
+    """Add an event that belongs where it is, unless it records a message already recorded."""
     if event["type"] == MESSAGE:
         digest = event["hash"]
         if digest in seen:  # recorded once per journal: a second copy does not belong
