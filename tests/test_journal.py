@@ -48,7 +48,8 @@ def conversation(settings, *contents: str) -> Conversation:
 
 
 def events(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The journal's events but its `synced` lines (a sync's bookkeeping, not the history)."""
+    return [e for e in map(json.loads, filter(str.strip, path.read_text().splitlines())) if e["type"] != "synced"]
 
 
 def messages_of(path: Path) -> list[str]:
@@ -111,14 +112,15 @@ def test_a_torn_line_and_a_foreign_line_are_skipped_counted_and_appends_start_fr
         handle.write(b"not json at all\n")
         handle.write(b'{"v": 1, "type": "message", "hash": "abc", "mess')  # a crash mid-append
     reading = Journal(transcripts, conv.transcript.id).read()
-    assert (len(reading.events), reading.foreign, reading.torn) == (2, 1, 1)
+    assert ([e["type"] for e in reading.events], reading.foreign, reading.torn) == (["message", "message", "synced"],
+                                                                                   1, 1)
     fresh = Conversation(settings, journal=True)
     fresh.bind(None, conv.snapshot(), None)
     fresh.history.append(Message("user", "u2"))
     assert fresh.sync_transcript() == []
     reading = Journal(transcripts, conv.transcript.id).read()
     assert (reading.foreign, reading.torn) == (2, 0)  # the torn line was ended, not continued
-    assert [e["message"]["content"] for e in reading.events] == ["u1", "a1", "u2"]
+    assert [e["message"]["content"] for e in reading.events if e["type"] == "message"] == ["u1", "a1", "u2"]
 
 
 def test_two_writers_of_one_journal_never_duplicate(settings, transcripts):
@@ -200,7 +202,8 @@ def test_kill_9_mid_turn_loses_at_most_the_turn_in_flight(repl_env, workdir, tra
     transcript_id = session_doc(repl_env, "crash")["transcript_id"]
     reading = Journal(transcripts, transcript_id).read()
     assert reading.torn == 0 and reading.foreign == 0
-    assert [e["message"]["content"] for e in reading.events] == ["kept turn", "You said: kept turn"]
+    assert [e["message"]["content"] for e in reading.events if e["type"] == "message"] == ["kept turn",
+                                                                                           "You said: kept turn"]
     SessionStore(Path(repl_env["CHATCLI_HOME"]) / "sessions").load("crash")
 
 

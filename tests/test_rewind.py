@@ -9,6 +9,9 @@ from pathlib import Path
 
 from repl_driver import Repl, plain
 
+from chatcli.core.journal import checkpoints_line
+from chatcli.store.journal import Journal
+
 
 def sent(server, index: int = -1) -> list[str]:
     return [m["content"] for m in server.requests[index].body["messages"]]
@@ -31,6 +34,11 @@ def turns(repl: Repl, *numbers: int) -> None:
 
 def session_file(env, name: str) -> dict:
     return json.loads((Path(env["CHATCLI_HOME"]) / "sessions" / f"{name}.json").read_text())
+
+
+def journal_checkpoints(env, name: str) -> list[dict]:
+    """The checkpoints a session's journal records, oldest first (they are not in the session file)."""
+    return [e for e in journal_events(env, session_file(env, name)) if e["type"] == "checkpoint"]
 
 
 def journal_events(env, document: dict) -> list[dict]:
@@ -88,9 +96,11 @@ def test_checkpoints_survive_save_exit_and_load(repl_env, workdir, openai_server
     repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "kept"))
     turns(repl, 1, 2, 3)
     repl.close()
-    stored = session_file(repl_env, "kept")["checkpoints"]
-    assert [c["label"] for c in stored] == ["turn 1 question", "turn 2 question", "turn 3 question"]
-    assert [c["keep"] + len(c["hashes"]) for c in stored] == [0, 2, 4]
+    assert session_file(repl_env, "kept")["checkpoints"] == []  # a turn does not rewrite the session file for them
+    events = journal_events(repl_env, session_file(repl_env, "kept"))
+    marks = [(e["label"], sum(1 for x in events[:i] if x["type"] == "message"))
+             for i, e in enumerate(events) if e["type"] == "checkpoint"]
+    assert marks == [("turn 1 question", 0), ("turn 2 question", 2), ("turn 3 question", 4)]
 
     again = Repl(repl_env, "m", cwd=workdir)
     try:
@@ -109,12 +119,17 @@ def test_a_checkpoint_the_journal_no_longer_has_is_dropped_with_a_note(repl_env,
     turns(repl, 1, 2)
     repl.close()
     document = session_file(repl_env, "lost")
-    (Path(repl_env["CHATCLI_HOME"]) / "transcripts" / f"{document['transcript_id']}.jsonl").unlink()
+    # A checkpoint list (as a /rewind leaves it) naming a message the journal never recorded.
+    journal = Journal(Path(repl_env["CHATCLI_HOME"]) / "transcripts", document["transcript_id"])
+    items = [{"time": "2026-12-03T10:00:00.000+00:00", "label": "turn 1 question", "keep": 0, "hashes": []},
+             {"time": "2026-12-03T10:00:01.000+00:00", "label": "turn 2 question", "keep": 0, "hashes": ["0" * 32]}]
+    with journal.appending(journal.size()) as append:
+        append.write([checkpoints_line(items, "2026-12-03T10:00:02.000+00:00")])
     again = Repl(repl_env, "m", cwd=workdir, args=("--session", "lost"))
     try:
         shown = listing(again)
         assert "Dropped 1 checkpoint(s) whose messages the journal no longer has" in shown
-        assert "before “turn 1 question”  (0 messages)" in shown  # an empty history needs no journal
+        assert "before “turn 1 question”  (0 messages)" in shown  # an empty history needs no messages
         assert "turn 2 question" not in shown
     finally:
         again.close()
@@ -212,8 +227,9 @@ def test_a_journal_that_is_off_for_a_while_does_not_cost_the_stored_checkpoints(
         again.send("turn 4 question")
     finally:
         again.close()
-    labels = [c["label"] for c in session_file(repl_env, "paused")["checkpoints"]]
+    labels = [c["label"] for c in journal_checkpoints(repl_env, "paused")]
     assert labels == ["turn 1 question", "turn 2 question", "turn 3 question"]  # the process-only one is not saved
+    assert session_file(repl_env, "paused")["checkpoints"] == []
     back = Repl(repl_env, "m", cwd=workdir, args=("--session", "paused"))
     try:
         assert "before “turn 3 question”  (4 messages)" in listing(back)
@@ -275,10 +291,14 @@ def test_a_rewind_not_yet_written_and_another_window_s_turn_are_both_kept(openai
 def test_checkpoints_taken_in_two_windows_are_merged(openai_env, openai_server):
     first, second = two_windows(openai_env)
     second.send("second window turn")
-    first.send("first window turn")  # adopts the other turn first, then writes both windows' checkpoints
-    labels = [c["label"] for c in session_file(openai_env, "shared")["checkpoints"]]
+    first.send("first window turn")  # adopts the other turn first; both windows' checkpoints are in the journal
+    labels = [c["label"] for c in journal_checkpoints(openai_env, "shared")]
     assert labels == ["turn 1 question", "turn 2 question", "turn 3 question", "turn 4 question",
                       "second window turn", "first window turn"]
+    from chatcli.engine import rewind
+
+    listed = rewind.listing(first).text
+    assert listed.index("first window turn") < listed.index("second window turn") < listed.index("turn 4 question")
 
 
 def test_two_compactions_are_undone_one_after_the_other(repl_env, workdir, openai_server):

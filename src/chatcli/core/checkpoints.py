@@ -18,7 +18,7 @@ about the size of one hash list. Items in any other shape (another tool's) are k
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,5 +173,45 @@ def decode(items: Sequence[Any]) -> tuple[list[Checkpoint], list[Any], int]:
     return checkpoints, foreign, broken
 
 
-__all__ = ["LABEL_CHARS", "MAX_CHECKPOINTS", "Checkpoint", "capped", "common_prefix", "decode", "encode",
+def from_journal(events: Iterable[dict], initial: Sequence[Checkpoint] = ()) -> list[Checkpoint]:
+    """The checkpoints a journal's events leave, after `initial` (those of the session file, from
+    before checkpoints moved to the journal): each `checkpoint` event adds the live history as
+    of that line, each `checkpoints` event replaces the list. The newest MAX_CHECKPOINTS are
+    built, each as a delta on the one before it while the history only grew in between."""
+    from chatcli.core.journal import CHECKPOINT, CHECKPOINTS, MESSAGE, REWRITE
+
+    # A record: (time, label, command, live list, its length), or a Checkpoint already built.
+    # The live list object changes only at a rewrite: records on one list are prefixes of it.
+    records: list = list(initial)
+    live: list[str] = []
+    for event in events:
+        kind = event["type"]
+        if kind == MESSAGE:
+            live.append(event["hash"])
+        elif kind == REWRITE:
+            live = list(event["hashes"])
+        elif kind == CHECKPOINT:
+            records.append((event["time"], event["label"], event.get("command") is True, live, len(live)))
+        elif kind == CHECKPOINTS:
+            records = list(decode(event["items"])[0])
+    out: list[Checkpoint] = []
+    previous = None
+    for record in records[-MAX_CHECKPOINTS:]:
+        if isinstance(record, Checkpoint):
+            point = record
+        else:
+            time, label, command, hashes, size = record
+            if previous is not None and previous[0] is hashes and previous[1] <= size:
+                point = Checkpoint(time, label, None, out[-1], previous[1], tuple(hashes[previous[1]:size]),
+                                   command=command)
+            else:
+                point = Checkpoint(time, label, None, None, 0, tuple(hashes[:size]), command=command)
+            previous = (hashes, size)
+        if isinstance(record, Checkpoint):
+            previous = None
+        out.append(point)
+    return capped(out)
+
+
+__all__ = ["LABEL_CHARS", "MAX_CHECKPOINTS", "Checkpoint", "capped", "common_prefix", "decode", "encode", "from_journal",
            "label_of", "take"]

@@ -81,6 +81,23 @@ def estimate_tokens(system: str, history: Sequence[Message], text: str = "") -> 
     return chars // 4 + 4 * (len(history) + 2)
 
 
+def recent_window(history: Sequence[Message], tokens: int) -> int:
+    """Where the latest part of `history` that fits in about `tokens` begins: a place a cut is
+    allowed (no tool call split from its result), on a user message when there is one, so the
+    model never gets an answer without its question. len(history) when not even the last fits."""
+    allowed = safe_cuts(history)
+    used, start = 0, len(history)
+    while start > 0:
+        cost = len(history[start - 1].content) // 4 + 4
+        if used + cost > tokens:
+            break
+        used += cost
+        start -= 1
+    while start < len(history) and not (allowed[start] and history[start].role == "user"):
+        start += 1
+    return start
+
+
 def summary_message(text: str, cut: Cut) -> Message:
     return Message("assistant", text, meta={"is_summary": True, "summary_of": len(cut.summarised)})
 
@@ -117,5 +134,5 @@ def kept_originals(history: list[Message], key: str) -> list[Message] | None:
     return None
 
 
-__all__ = ["MIN_SUMMARISED", "ORIGINALS", "RECALL_KEY", "Cut", "compacted", "estimate_tokens", "keep_originals",
+__all__ = ["recent_window", "MIN_SUMMARISED", "ORIGINALS", "RECALL_KEY", "Cut", "compacted", "estimate_tokens", "keep_originals",
            "kept_originals", "plan_cut", "safe_cuts", "summary_message"]

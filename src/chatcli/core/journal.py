@@ -10,6 +10,17 @@ A journal is a JSON-lines file, one event per line, each with `"v": 1` and a `"t
       says what did it ("compact", "rewind"), when chatcli knows
   {"v":1,"type":"fork","from":ID,"time":…}
       first line of a fork's journal; the parent's events follow, copied, then the fork's own
+  {"v":1,"type":"checkpoint","time":…,"label":"first words…"[,"command":true]}
+      a /rewind checkpoint (SPEC §8) taken before a turn (or a command): the live history as
+      of this line is the checkpoint's (core.checkpoints.from_journal)
+  {"v":1,"type":"synced","count":N,"last":H,"dead":D}
+      written with every sync: the live history then had N messages, the last one hashed H,
+      and the journal held D hashes besides the live ones. While it is the journal's last
+      line, nothing changed since, so the next process trusts it instead of reading the
+      whole journal (engine.transcript)
+  {"v":1,"type":"checkpoints","items":[…],"time":…}
+      the checkpoint list as a /rewind or /compact left it, replacing the one before, in the
+      session file's item shape (core.checkpoints.encode)
 
 Replaying the events gives the live history as of any line: a message event appends its hash,
 a rewrite event replaces the list. A hash names a message by what it says (role, content, tool
@@ -29,6 +40,9 @@ VERSION = 1
 MESSAGE = "message"
 REWRITE = "rewrite"
 FORK = "fork"
+CHECKPOINT = "checkpoint"
+CHECKPOINTS = "checkpoints"
+SYNCED = "synced"
 
 
 _quote = json.encoder.encode_basestring  # a str as a JSON string, non-ASCII kept (ensure_ascii=False)
@@ -111,6 +125,21 @@ def fork_line(parent: str, time: str) -> dict:
     return {"v": VERSION, "type": FORK, "from": parent, "time": time}
 
 
+def checkpoint_line(time: str, label: str, command: bool = False) -> dict:
+    line = {"v": VERSION, "type": CHECKPOINT, "time": time, "label": label}
+    if command:
+        line["command"] = True
+    return line
+
+
+def synced_line(count: int, last: str, dead: int) -> dict:
+    return {"v": VERSION, "type": SYNCED, "count": count, "last": last, "dead": dead}
+
+
+def checkpoints_line(items: list, time: str) -> dict:
+    return {"v": VERSION, "type": CHECKPOINTS, "items": items, "time": time}
+
+
 def check_event(value: object) -> dict | None:
     """A parsed line → the event, if it is one this version reads; None for a foreign line."""
     if not isinstance(value, dict) or value.get("v") != VERSION:
@@ -126,6 +155,13 @@ def check_event(value: object) -> dict | None:
         ok = isinstance(value.get("hashes"), list) and all(isinstance(h, str) for h in value["hashes"])
     elif kind == FORK:
         ok = isinstance(value.get("from"), str)
+    elif kind == CHECKPOINT:
+        ok = isinstance(value.get("time"), str) and isinstance(value.get("label"), str)
+    elif kind == CHECKPOINTS:
+        ok = isinstance(value.get("items"), list)
+    elif kind == SYNCED:
+        ok = (value.get("count").__class__ is int and value.get("dead").__class__ is int
+              and value.get("last").__class__ is str)
     else:
         ok = False
     return value if ok else None
@@ -205,5 +241,6 @@ def replay(events: Iterable[dict], upto: int | None = None) -> Replay:
     return state
 
 
-__all__ = ["FORK", "MESSAGE", "REWRITE", "VERSION", "Replay", "before_introducing", "check_event", "content_digest", "fork_line",
+__all__ = ["CHECKPOINT", "CHECKPOINTS", "FORK", "MESSAGE", "REWRITE", "SYNCED", "VERSION", "checkpoint_line",
+           "checkpoints_line", "synced_line", "Replay", "before_introducing", "check_event", "content_digest", "fork_line",
            "history_hashes", "message_line", "occurrence_counts", "plan_sync", "replay", "rewrite_line"]

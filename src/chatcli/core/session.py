@@ -31,6 +31,9 @@ class SessionData:
     extra: dict[str, Any] = field(default_factory=dict)
     # What the file was: "v2", "v1" or "legacy" (a bare array); new documents are "v2".
     source: str = "v2"
+    # Set by the store when it read this from a file: the file ends with its `chat_history`, so
+    # messages can be added to it in place (store.sessions.append). Not copied.
+    appendable: bool = False
 
     def copy(self) -> "SessionData":
         return SessionData(list(self.history), self.title, self.transcript_id, list(self.attachments),
@@ -69,11 +72,10 @@ def decode_session(document: Any) -> SessionData:
     )
 
 
-def encode_session(data: SessionData) -> dict[str, Any]:
-    """SessionData → the v2 document, unknown fields carried over."""
+def encode_head(data: SessionData) -> dict[str, Any]:
+    """The v2 document without its `chat_history`: every field a turn leaves as it is."""
     document: dict[str, Any] = {"version": VERSION}
     document["title"] = data.title or make_title(data.history) or ""
-    document["chat_history"] = [m.to_dict() for m in data.history]
     document["agent_history"] = []
     document["coder_history"] = []
     document["shared_memory"] = data.shared_memory
@@ -82,6 +84,16 @@ def encode_session(data: SessionData) -> dict[str, Any]:
     document["checkpoints"] = data.checkpoints
     for key, value in data.extra.items():
         document.setdefault(key, value)
+    return document
+
+
+def encode_session(data: SessionData) -> dict[str, Any]:
+    """SessionData → the v2 document, unknown fields carried over. `chat_history` comes last
+    (JSON readers do not care about the order of keys): the file then ends with the end of the
+    history, and a turn is added by writing its messages there (store.sessions.append), not by
+    rewriting the file."""
+    document = encode_head(data)
+    document["chat_history"] = [m.to_dict() for m in data.history]
     return document
 
 

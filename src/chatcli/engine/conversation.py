@@ -10,8 +10,9 @@ from pathlib import Path
 
 from chatcli.config.settings import Settings
 from chatcli.core import checkpoints as rewind_points
+from chatcli.core import journal as journal_rules
 from chatcli.core.bootstrap import compose_system_prompt
-from chatcli.core.compaction import estimate_tokens, plan_cut
+from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
 from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import History, Message, shared_prefix
 from chatcli.core.names import is_machine_name
@@ -89,14 +90,20 @@ class Conversation:
         # The bound file as of our last read or write, and how many messages it then held.
         self.sync_stamp: Stamp | None = None
         self.synced_count = 0
-        # The /rewind checkpoints, oldest first (SPEC §8), and checkpoint items of the session
-        # file in a shape this version does not read (kept as they are).
-        self.checkpoints: list[rewind_points.Checkpoint] = []
+        # The /rewind checkpoints, oldest first (SPEC §8): read when first needed (see
+        # `checkpoints`). `_file_checkpoints` are those the session file holds (older versions
+        # kept them there), written back as they are until the list is rewritten;
+        # `foreign_checkpoints` are items in a shape this version does not read.
+        self._checkpoints: list[rewind_points.Checkpoint] | None = []
+        self._checkpoints_rewritten = False
+        self._file_checkpoints: list = []
         self.foreign_checkpoints: list = []
         self.unreadable_checkpoints = 0
         # Set while a rewrite of the history (compaction, rewind) is not yet in the bound file:
         # how many messages the file held at our last write.
         self._rewrite_base: int | None = None
+        # What the bound file holds, when a turn can be appended to it in place (see _note_file).
+        self._file: tuple | None = None
         self._full_window_said = False  # the "compacting would not help" note is given once
         # Why nothing can be saved this run (CHATCLI_HOME read-only, say), once a front end found
         # it at start-up and said so: no journal, no autosave, no write-through attempts.
@@ -104,6 +111,7 @@ class Conversation:
         self._loaded_mark: tuple | None = None  # see mark_loaded
         self._write_problem: str | None = None  # the last write-through failure said (said once)
         self._auto_compact_after = 0  # after a failed automatic compaction: not before this length
+        self._window_from = 0  # this turn sends the history from here on (see _auto_compact)
         self._store: SessionStore | None = None
         self._provider: Provider | None = None
         self._provider_lock = threading.Lock()  # warm() may create it from a background thread
@@ -153,12 +161,69 @@ class Conversation:
         self.synced_count = len(self.history)
         self._rewrite_base = None
         self._read_checkpoints(data)
+        self._note_file(data, len(self.history), self.sync_stamp)
         if self.transcript is not None:
             self.transcript.attach(data.transcript_id)
 
+    def _note_file(self, data: SessionData | None, count: int, stamp: Stamp | None) -> None:
+        """The bound file, as of `stamp`, is `data`: the first `count` messages of the live history
+        and `data`'s other fields. While only the history grows after that, a write-through
+        appends the new messages to the file instead of rewriting it (`_append`)."""
+        if data is None or stamp is None or not data.appendable or self.session_name is None:
+            self._file = None
+            return
+        head = self.store.head(data)
+        self._file = None if head is None else (stamp, self.history, self.history.version, count, head)
+
+    def _append(self, data: SessionData, stamp: Stamp | None) -> Stamp | None:
+        """Write a turn by appending its messages to the file, when the file is still the one
+        `_note_file` saw (`stamp`), the history has only grown since, and nothing else changed.
+        None when it cannot be done that way (the caller writes the file whole)."""
+        mark = self._file
+        if mark is None or stamp != mark[0]:
+            return None
+        _, history, version, count, head = mark
+        if history is not self.history or version != history.version or len(history) < count:
+            return None
+        if self.store.head(data) != head:
+            return None
+        if len(history) == count:
+            return stamp  # nothing new: the file already is this conversation
+        return self.store.append(self.session_name, history[count:], count, stamp)
+
     def _read_checkpoints(self, data: SessionData) -> None:
-        self.checkpoints, self.foreign_checkpoints, self.unreadable_checkpoints = \
-            rewind_points.decode(data.checkpoints)
+        """The session's checkpoints are the file's (an older version's) and the journal's: read
+        when /rewind needs them, never at a turn (a turn's checkpoint is one journal line)."""
+        self._file_checkpoints = [item for item in data.checkpoints
+                                  if isinstance(item, dict) and "hashes" in item and "keep" in item]
+        self.foreign_checkpoints = [item for item in data.checkpoints if not (
+            isinstance(item, dict) and "hashes" in item and "keep" in item)]
+        self._checkpoints = None
+        self._checkpoints_rewritten = False
+
+    @property
+    def checkpoints(self) -> list[rewind_points.Checkpoint]:
+        """The /rewind checkpoints, oldest first: the session file's, then those its journal
+        records, then any this process took that no journal holds."""
+        if self._checkpoints is None:
+            stored, _foreign, self.unreadable_checkpoints = rewind_points.decode(self._file_checkpoints)
+            events = []
+            if self.transcript is not None:
+                from chatcli.store.journal import JournalError
+
+                try:
+                    events = self.transcript.recorded()
+                except JournalError:
+                    events = []  # rewind says why the journal cannot be read, and keeps what it can
+            self._checkpoints = rewind_points.from_journal(events, stored)
+        return self._checkpoints
+
+    @checkpoints.setter
+    def checkpoints(self, value: list[rewind_points.Checkpoint]) -> None:
+        """A rewritten list (a /rewind dropped some, a compaction added one): the journal records
+        it whole at the next sync."""
+        self._checkpoints = value
+        self._checkpoints_rewritten = True
 
     def unbind(self) -> None:
         self.session_name = None
@@ -170,28 +235,47 @@ class Conversation:
         data.history = list(self.history)
         if self.transcript is not None and self.transcript.id:
             data.transcript_id = self.transcript.id
-        data.checkpoints = self.foreign_checkpoints + rewind_points.encode(self.checkpoints)
+        # A rewritten list the journal could not take stays in the file until it can.
+        mine = rewind_points.encode(self._checkpoints) if self._checkpoints_rewritten else self._file_checkpoints
+        data.checkpoints = self.foreign_checkpoints + mine
         return data
 
     def checkpoint(self, label: str, command: bool = False) -> list[str]:
-        """Remember the history as it is now, to come back to with /rewind. Its hash list comes
-        from the journal, synced first, so that another process can rebuild it from there."""
-        notes = self.sync_transcript()
-        hashes = self.transcript.live_hashes(self.history) if self.transcript is not None else None
-        point = rewind_points.take(now_text(), label, self.history, hashes, self.checkpoints, command)
-        self.checkpoints = rewind_points.capped([*self.checkpoints, point])
+        """Remember the history as it is now, to come back to with /rewind: one journal line,
+        written with the sync that precedes it, whose place in the journal says which history
+        it is (another process rebuilds it from there). Without a journal (off, or failing),
+        this process keeps the messages themselves."""
+        time = now_text()
+        line = journal_rules.checkpoint_line(time, label, command)
+        notes = self.sync_transcript(extra=(line,))
+        journaled = self.transcript is not None and self.transcript.enabled and self.transcript.problem is None
+        if self._checkpoints is None and journaled:
+            return notes  # read with the rest when /rewind needs them
+        hashes = self.transcript.live_hashes(self.history) if journaled else None
+        points = self.checkpoints
+        point = rewind_points.take(time, label, self.history, hashes, points, command)
+        self._checkpoints = rewind_points.capped([*points, point])
         return notes
 
     def sync_transcript(self, reason: str | None = None, hashes: Sequence[str] | None = None,
-                        claim: bool = True) -> list[str]:
+                        claim: bool = True, extra: Sequence[dict] = ()) -> list[str]:
         """Record in the journal whatever of the live history it lacks (a sync point); `reason`
         names what rewrote the history, if it was rewritten; `hashes` are the history's, if known.
-        `claim=False` when the caller holds another session's lock (the claim takes this one's)."""
+        `claim=False` when the caller holds another session's lock (the claim takes this one's).
+        `extra` events follow in the same write (a checkpoint), as does a rewritten checkpoint
+        list not yet recorded."""
         if self.transcript is None:
             return []
-        if claim and self.transcript.id is None and self.transcript.enabled and self.session_name and self.history:
+        if claim and self.transcript.id is None and self.transcript.enabled and self.session_name \
+                and (self.history or extra):
             self._claim_journal()
-        notes = self.transcript.sync(self.history, reason, hashes)
+        rewritten = self._checkpoints_rewritten and self._checkpoints is not None and self.transcript.enabled
+        if rewritten:
+            extra = (journal_rules.checkpoints_line(rewind_points.encode(self._checkpoints), now_text()), *extra)
+        notes = self.transcript.sync(self.history, reason, hashes, extra)
+        if rewritten and self.transcript.problem is None:
+            self._checkpoints_rewritten = False
+            self._file_checkpoints = []  # the journal's list holds them now
         if self.transcript.id:
             self.session.transcript_id = self.transcript.id
         return notes
@@ -219,6 +303,8 @@ class Conversation:
         self.session.transcript_id = data.transcript_id
         if stamp == self.sync_stamp:  # the file was ours: this write changed nothing else
             self.sync_stamp = written
+            mark = self._file
+            self._note_file(data, mark[3], written) if mark is not None and mark[0] == stamp else None
 
     @contextlib.contextmanager
     def transcript_copy(self) -> Iterator[str | None]:
@@ -276,7 +362,7 @@ class Conversation:
         except SessionError as exc:
             self.unbind()
             return [f"{exc}; unbound so that it is not overwritten."]
-        note = self._merge(name, data, "was updated elsewhere")
+        note = self._merge(name, data, "was updated elsewhere", stamp)
         self.sync_stamp = stamp
         return [note]
 
@@ -317,9 +403,16 @@ class Conversation:
                     return [f"Session '{name}' was deleted elsewhere; unbound and not recreated "
                             "(the conversation stays in memory)."]
                 if stamp is not None and stamp != self.sync_stamp:
-                    data, _ = store.load(name)
-                    notes.append(self._merge(name, data, "was also written by another surface"))
-                stamp = store.write(name, self.snapshot())
+                    data, stamp = store.load(name)
+                    notes.append(self._merge(name, data, "was also written by another surface", stamp))
+                data = self.snapshot()
+                written = self._append(data, stamp)
+                if written is None:
+                    written = store.write(name, data)
+                    self._note_file(data, len(self.history), written)
+                else:
+                    self._file = (written, *self._file[1:3], len(self.history), self._file[4])
+                stamp = written
         except SessionError as exc:
             # An explicit save (or the last write on exit) has no next turn to try again.
             problem = str(exc) if force else f"{exc} (the conversation is still in memory; the next turn tries again)"
@@ -337,11 +430,11 @@ class Conversation:
         self._rewrite_base = None
         return notes + self.size_notes(name, stamp)
 
-    def _merge(self, name: str, data: SessionData, what: str) -> str:
+    def _merge(self, name: str, data: SessionData, what: str, stamp: Stamp) -> str:
         """Make the history the file's, followed by our messages the file does not have yet.
         After a rewrite of ours not yet written (/compact, /rewind), ours comes first instead:
         the rewritten history, then what the file gained since our last write."""
-        mine = self.checkpoints
+        mine = self._checkpoints
         self.session = data
         if self._rewrite_base is not None:
             theirs = list(data.history[self._rewrite_base:])
@@ -361,12 +454,19 @@ class Conversation:
                 text = (f"Session '{name}' {what} and rewritten there: took its version "
                         f"({len(data.history)} messages)")
             text += f", then this conversation's {len(ours)}." if ours else "."
+        # The file holds its history, which the live one now starts with (after a rewrite of
+        # ours it does not: that is written whole).
+        self._note_file(data if self._rewrite_base is None else None, len(data.history), stamp)
+        rewritten = self._checkpoints_rewritten
         self._read_checkpoints(data)
-        stored = {(c.time, c.label, c.size) for c in self.checkpoints}
-        self.checkpoints = sorted([*self.checkpoints, *(c for c in mine if (c.time, c.label, c.size) not in stored)],
-                                  key=lambda c: c.time)  # ours not yet in the file are kept
         if self.transcript is not None and data.transcript_id != self.transcript.id:
             self.transcript.attach(data.transcript_id)  # the session now names another journal
+        if mine is not None and (rewritten or not (self.transcript is not None and self.transcript.enabled)):
+            # Checkpoints no journal holds (it is off, or our rewrite of the list is not in it yet):
+            # ours are kept, with those of the file we have not got.
+            stored = {(c.time, c.label, c.size) for c in self.checkpoints}
+            self.checkpoints = sorted([*self.checkpoints, *(c for c in mine if (c.time, c.label, c.size) not in stored)],
+                                      key=lambda c: c.time)
         return text
 
     def replace_history(self, messages: list[Message], reason: str, hashes: Sequence[str] | None = None) -> list[str]:
@@ -418,6 +518,8 @@ class Conversation:
             for note in self.sync_transcript() + self.write_through():
                 notice(note)
             raise
+        finally:
+            self._window_from = 0
         return replace(result, notes=tuple(self.sync_transcript() + self.write_through()))
 
     def _auto_compact(self, text: str) -> list[str]:
@@ -436,6 +538,16 @@ class Conversation:
         if cut is None:
             return []  # nothing old enough to summarise
         percent = min(used * 100 // window, 999)
+        if self.unchanged_since_load():
+            # A session just resumed is not rewritten before the user has said a word in it:
+            # this turn sends the latest messages that fit, and says so.
+            budget = int(share * window) - estimate_tokens(self.system_prompt, (), text)
+            self._window_from = recent_window(self.history, budget)
+            sent = len(self.history) - self._window_from
+            return [f"This session holds about {used:,} tokens, {percent}% of the {window:,}-token context window. "
+                    f"Nothing was compacted: this first turn since it was loaded sends its latest {sent:,} of "
+                    f"{len(self.history):,} messages (/compact summarises the older ones; later turns compact "
+                    "automatically)."]
         left = estimate_tokens(self.system_prompt, [*(self.history[i] for i in cut.kept_system),
                                                     *self.history[cut.index:]], text)
         if used - left < used / 4:
@@ -471,7 +583,7 @@ class Conversation:
                 choice = "auto" if summary and rounds < MAX_TOOL_ROUNDS else "none"
                 request = Request(
                     model=self.settings.model,
-                    messages=list(self.history),
+                    messages=self.history[self._window_from:],
                     system=self.system_prompt,
                     timeout=self.settings.timeout,
                     max_tokens=self.settings.max_tokens,

@@ -24,6 +24,11 @@ from chatcli.core.messages import History, Message
 from chatcli.store.journal import ID_RE, Journal, JournalError
 
 
+# The size from which a journal's last `synced` line is trusted at the first sync after a load
+# rather than the journal read whole (see TranscriptSync._trust): ~1,000 messages of 1 KB.
+TRUST_FROM = 1 << 20
+
+
 def now_text() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
@@ -58,6 +63,14 @@ class TranscriptSync:
         self._version = -1
         self._hashes: list[str] = []
         self._counts: dict[str, int] = {}
+        # Trusted from the journal's last line (`_trust`) rather than read: the first `_base`
+        # messages of the history are the journal's live ones, not hashed (`_hashes` holds the
+        # hashes of those after them); `_dead` hashes of the journal are not live; `_last` is
+        # the live history's last hash.
+        self._base = 0
+        self._dead = 0
+        self._last = ""
+        self._by_length: dict[int, list[int]] | None = None
 
     @property
     def journal(self) -> Journal | None:
@@ -96,18 +109,18 @@ class TranscriptSync:
         self._reset()
 
     def sync(self, history: Sequence[Message], reason: str | None = None,
-             hashes: Sequence[str] | None = None) -> list[str]:
+             hashes: Sequence[str] | None = None, extra: Sequence[dict] = ()) -> list[str]:
         """Record what the journal lacks. Never raises: a journal problem is a note (one line),
         and the session file is written all the same. `reason` goes on a rewrite event;
         `hashes`, when the caller knows them, are `history`'s (they spare hashing it)."""
         if not self.enabled:
             return []
         if self.id is None:
-            if not history:
+            if not history and not extra:
                 return []
             self.id = new_id()
         try:
-            notes = self._sync(history, reason, hashes)
+            notes = self._sync(history, reason, hashes, extra)
             self._problem = None
             return notes
         except JournalError as exc:
@@ -147,24 +160,96 @@ class TranscriptSync:
         return [f"transcript journal {self.id}: skipped {reading.describe_skipped()} that cannot be read or do "
                 "not belong there; what they held was recorded again from this conversation, and recording goes on"]
 
-    def _sync(self, history: Sequence[Message], reason: str | None, known: Sequence[str] | None) -> list[str]:
+    def _trust(self, journal: Journal, history: Sequence[Message]) -> None:
+        """Before the first sync after a load: when the journal's last line is the `synced` line
+        a sync left, nothing was written since, and it describes the live history the journal
+        records. If that is the start of `history` (same length, same last message) and the
+        journal holds nothing besides, it is taken as recorded without reading or hashing it:
+        a turn then costs the same on a 100,000-message session as on a new one. Anything else
+        reads the journal as before.
+
+        Reading a journal whole checks every line (SPEC §7: damage is found, said once, and what
+        it cost is recorded again). Below TRUST_FROM bytes that costs little and is still done
+        at the first sync; above, damage is found when the journal is next read whole (/rewind,
+        export, /storage, the search index)."""
+        found = journal.last_event()
+        if found is None or not isinstance(history, History) or found[1] < TRUST_FROM:
+            return
+        event, size, identity = found
+        count, last = event.get("count"), event.get("last")
+        if event["type"] != rules.SYNCED or event["dead"] != 0 or not 0 < count <= len(history):
+            return
+        self._base = count
+        if self._hash_in_prefix(history, count - 1) != last:
+            self._base = 0
+            return
+        self._loaded, self._offset, self._identity = True, size, identity
+        self._hashes = self._live = []
+        self._known, self._counts, self._dead, self._last = set(), {}, 0, last
+        self._list, self._version = history, history.version
+
+    def _hash_in_prefix(self, history: Sequence[Message], index: int) -> str:
+        """The journal hash of `history[index]`, within the trusted prefix, without hashing the
+        others: only messages of the same length of content can be the same message."""
+        message = history[index]
+        digest = rules.content_digest(message)
+        seen = self._occurrences(history, message, digest, index)
+        return digest if seen == 0 else f"{digest}.{seen}"
+
+    def _occurrences(self, history: Sequence[Message], message: Message, digest: str, end: int) -> int:
+        """How many of the trusted prefix's first `end` messages are `message` (by `digest`)."""
+        if self._by_length is None:
+            index: dict[int, list[int]] = {}
+            for position, other in enumerate(history[: self._base]):
+                index.setdefault(len(other.content), []).append(position)
+            self._by_length = index
+        content, role = message.content, message.role
+        return sum(1 for position in self._by_length.get(len(content), ()) if position < end
+                   and history[position].content == content and history[position].role == role
+                   and rules.content_digest(history[position]) == digest)
+
+    def _prime(self, history: Sequence[Message], start: int) -> None:
+        """Occurrence counts, in the trusted prefix, of the messages after `start`."""
+        for message in history[start:]:
+            digest = rules.content_digest(message)
+            if digest not in self._counts:
+                self._counts[digest] = self._occurrences(history, message, digest, self._base)
+
+    def _materialise(self, history: Sequence[Message]) -> None:
+        """Hash the trusted prefix after all (a checkpoint's hash list needs it)."""
+        prefix = rules.history_hashes(history[: self._base])
+        self._hashes = self._live = prefix + self._hashes
+        self._known.update(prefix)
+        self._counts = rules.occurrence_counts(self._hashes)
+        self._base, self._by_length = 0, None
+
+    def _sync(self, history: Sequence[Message], reason: str | None, known: Sequence[str] | None,
+              extra: Sequence[dict] = ()) -> list[str]:
         journal = Journal(self.root, self.id, self.key)
         notes: list[str] = []
+        if not self._loaded:
+            self._trust(journal, history)
         with journal.appending(self._offset if self._loaded else 0) as append:
             if self._loaded and (append.identity != self._identity or append.replaced):
                 # Deleted, replaced or truncated under us: record the whole live history again.
                 self._reset()
                 append.reread()
-            # Occurrence counts change only if the write succeeds: new counts go to the front map.
-            counts = collections.ChainMap({}, self._counts)
             tail = None
             if self._only_grew(history, append.new):
-                n = len(self._hashes)
+                n = self._base + len(self._hashes)
+                if self._base:
+                    self._prime(history, n)
+                # Occurrence counts change only if the write succeeds: new counts go to the front map.
+                counts = collections.ChainMap({}, self._counts)
                 tail = rules.history_hashes(history[n:], counts)
                 if any(digest in self._known for digest in tail):  # messages it holds, back again
-                    tail, counts = None, collections.ChainMap({}, self._counts)
+                    tail = None
+            if tail is None and self._base:  # trusted, not read: this sync needs the journal's whole state
+                self._reset()
+                append.reread()
             if tail is not None:
                 fresh, rewrite, hashes = range(n, n + len(tail)), False, None
+                count, last, dead = n + len(tail), tail[-1] if tail else self._last, self._dead
             else:
                 damage = None if self._loaded else append.new
                 self._absorb(append.new)
@@ -177,6 +262,8 @@ class TranscriptSync:
                     hashes = rules.history_hashes(history, counts)
                 fresh, rewrite = rules.plan_sync(self._live, self._known, hashes)
                 tail = None
+                count, last = len(hashes), hashes[-1] if hashes else ""
+                dead = len(self._known) + len(fresh) - count
                 # The first sync after a load comes before the next turn's messages: whatever it
                 # records then, the damage had cost the record (said once: later ones find it whole).
                 if damage is not None and (rewrite or fresh):
@@ -186,9 +273,13 @@ class TranscriptSync:
             events = [rules.message_line(digest(i), history[i], time) for i in fresh]
             if rewrite:
                 events.append(rules.rewrite_line(hashes, time, reason))
-            append.write(events)
+            events.extend(extra)
+            if events:
+                events.append(rules.synced_line(count, last, dead))
+                append.write(events)
             self._offset = append.size
             self._identity = append.identity
+        self._dead, self._last = dead, last
         if hashes is None:
             self._counts.update(counts.maps[0])
         else:
@@ -209,7 +300,9 @@ class TranscriptSync:
         if self.enabled and not history:
             return ()
         if (self.enabled and self._loaded and history is self._list and isinstance(history, History)
-                and history.version == self._version and len(history) == len(self._hashes)):
+                and history.version == self._version and len(history) == self._base + len(self._hashes)):
+            if self._base:
+                self._materialise(history)
             return tuple(self._hashes)
         return None
 
@@ -225,6 +318,13 @@ class TranscriptSync:
             self._offset, self._identity = reading.end, reading.identity
         return reading.events
 
+    def recorded(self) -> list[dict]:
+        """Every event of the journal, even while journaling is off (its checkpoints are still
+        there to restore). Raises JournalError."""
+        if self.enabled:
+            return self.events()
+        return Journal(self.root, self.id, self.key).read().events if self.id else []
+
     def _only_grew(self, history: Sequence[Message], new) -> bool:
         """Nothing but appends since our last sync, on both sides: the history list is the one
         we hashed, unmodified but for appends, and no one else wrote the journal. Then only the
@@ -232,7 +332,7 @@ class TranscriptSync:
         return (self._loaded and not new.events and not (new.foreign or new.stray or new.damaged)
                 and isinstance(history, History)
                 and history is self._list and history.version == self._version
-                and len(history) >= len(self._hashes) and self._live is self._hashes)
+                and len(history) >= self._base + len(self._hashes) and self._live is self._hashes)
 
     def _absorb(self, new) -> None:
         """Bring the journal's state up to date with events read (all of them, the first time)."""

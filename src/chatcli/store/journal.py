@@ -271,6 +271,30 @@ class Journal:
         reading.identity = (st.st_dev, st.st_ino)
         return reading
 
+    def last_event(self, reach: int = 8192) -> tuple[dict, int, tuple[int, int]] | None:
+        """The journal's last event, the journal's size and its (device, inode), reading only its
+        last `reach` bytes: None when that line is not a whole event of this journal."""
+        try:
+            with open(self.path, "rb") as handle:
+                st = os.fstat(handle.fileno())
+                start = max(0, st.st_size - reach)
+                handle.seek(start)
+                data = handle.read(st.st_size - start)
+        except OSError:
+            return None
+        if not data.endswith(b"\n"):
+            return None
+        cut = data.rfind(b"\n", 0, len(data) - 1) + 1
+        if cut == 0 and start > 0:
+            return None  # a line longer than `reach`
+        try:
+            reading = parse(data[cut:], start + cut, self)
+        except (JournalError, SealError):
+            return None
+        if len(reading.events) != 1 or reading.skipped:
+            return None
+        return reading.events[0], st.st_size, (st.st_dev, st.st_ino)
+
     @contextlib.contextmanager
     def appending(self, offset: int) -> Iterator[_Append]:
         """Lock the journal, read what others appended since `offset`, then let the caller append.

@@ -15,7 +15,7 @@ import os
 import stat
 import time
 from collections import namedtuple
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
 from pathlib import Path
 
@@ -29,15 +29,18 @@ from chatcli.store.seal import SealError, is_sealed, sealer_for
 # the session document (dataclasses, typing) is imported where a document is read or written.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from chatcli.core.messages import Message
     from chatcli.core.session import SessionData
 
 SUFFIX = ".json"
 CATALOG_SUFFIX = ".catalog.json"
+APPENDS_SUFFIX = ".catalog.log"
 RENDERED_SUFFIX = ".listing.txt"
 LATEST_SUFFIX = ".latest.json"
 LOCK_SUFFIX = ".lock"
 CATALOG_VERSION = 4
 SETTLE_NS = 2_000_000_000
+APPENDS_FOLD = 64 * 1024  # bytes of the appends log a listing applies before folding them into the catalog
 
 
 class SessionError(ChatcliError):
@@ -113,6 +116,41 @@ def _inexact(data: SessionData) -> bool:
             or any(map(message_holds_inexact_number, data.history)))
 
 
+def _straddles(offset: int) -> bool:
+    """Two bytes written at `offset` would cross a 512-byte sector boundary (a write within
+    one sector is all or nothing on the storage chatcli runs on; across two, it may tear)."""
+    return offset % 512 == 511
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def _before_torn_append(raw: bytes, exc) -> tuple[object | None, int]:
+    """The document of a file whose in-place append (`SessionStore.append`) stopped between its
+    two steps (a whole document, then the new messages and a closing `]}` after it), and where
+    it ends. Anything else that fails to parse is not ours to guess at (None)."""
+    position = getattr(exc, "pos", None)
+    if isinstance(position, int) and not raw.isascii():  # orjson counts characters, not bytes
+        try:
+            position = len(raw.decode("utf-8")[:position].encode("utf-8"))
+        except UnicodeError:
+            return None, 0
+    if (not isinstance(position, int) or not 0 < position < len(raw) or raw[position:position + 1] != b"{"
+            or not raw.endswith(b"]}") or not raw[:position].endswith(b"]}")):
+        return None, 0
+    try:
+        document = _json().loads(raw[:position])
+    except ValueError:
+        return None, 0
+    if document.__class__ is not dict or not document or next(reversed(document)) != "chat_history":
+        return None, 0
+    return document, position
+
+
 class SessionStore:
     """Session files in `root`. With a master key (CHATCLI_ENCRYPTION_KEY) every file written is
     sealed (store.seal), sealed files are opened, and the listing caches beside the directory
@@ -178,19 +216,28 @@ class SessionStore:
 
     def _decode(self, name: str, raw: bytes) -> SessionData:
         orjson = _json()
+        plain = not is_sealed(raw)
         raw = self._opened(name, raw)
+        torn, cut = False, len(raw)
         try:
             document = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            where = f" (line {exc.lineno}, column {exc.colno})" if getattr(exc, "lineno", None) else ""
-            kind = "is empty" if not raw.strip() else f"is not valid JSON{where}"
-            raise SessionError(f"session '{name}' ({self.root / (name + SUFFIX)}) {kind}; the file was left "
-                               "untouched") from None
+            document, cut = _before_torn_append(raw, exc)
+            if document is None:
+                where = f" (line {exc.lineno}, column {exc.colno})" if getattr(exc, "lineno", None) else ""
+                kind = "is empty" if not raw.strip() else f"is not valid JSON{where}"
+                raise SessionError(f"session '{name}' ({self.root / (name + SUFFIX)}) {kind}; the file was left "
+                                   "untouched") from None
+            torn = True
         session = _document()
         try:
             data = session.decode_session(document)
             if _inexact(data):  # an integer past 64 bits came back as a float: parse exactly
-                data = session.decode_session(json.loads(raw))
+                data = session.decode_session(json.loads(raw[:cut]))
+            # Written by this version (history last, nothing after it): a turn can be appended in
+            # place. A file with an append cut short is rewritten whole at the next write.
+            data.appendable = (plain and not torn and document.__class__ is dict and bool(document)
+                               and next(reversed(document)) == "chat_history" and raw.endswith(b"]}"))
             return data
         except session.SessionFormatError as exc:
             raise SessionError(f"session '{name}' ({self.root / (name + SUFFIX)}): {exc}; the file was left "
@@ -228,11 +275,11 @@ class SessionStore:
         try:
             payload = _json().dumps(document)
         except TypeError:  # a value orjson refuses (an integer past 64 bits in a foreign field)
-            import json
-
-            payload = json.dumps(document, ensure_ascii=False).encode("utf-8")
+            payload = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         if self.key is not None:
             payload = sealer_for(self.key).seal(payload, "session", name)
+        elif _straddles(len(payload) - 2):  # keep the closing "]}" within one disk sector (see append)
+            payload = payload[:-2] + b" ]}"
         try:
             self._refuse_protected(name, path)
             ensure_private_dir(self.root)
@@ -243,6 +290,74 @@ class SessionStore:
         except OSError as exc:
             raise self._error(name, exc, writing=True) from None
         self.note_latest(name, stamp.mtime_ns, None if self.private else len(data.history))
+        data.appendable = self.key is None
+        return stamp
+
+    def head(self, data: SessionData) -> bytes | None:
+        """Every field of `data`'s document but its history, as written: two documents with the
+        same head differ only in their histories (what `append` may add). None when it cannot
+        be told (a sealed store does not append)."""
+        if self.key is not None:
+            return None
+        try:
+            return _json().dumps(_document().encode_head(data))
+        except TypeError:
+            return json.dumps(_document().encode_head(data), ensure_ascii=False).encode("utf-8")
+
+    def append(self, name: str, messages: Sequence[Message], count: int, expect: Stamp) -> Stamp | None:
+        """Add `messages` to the end of session `name`'s history, in place, without rewriting the
+        file: a turn costs the same at 100 messages as at 100,000. The caller holds `lock(name)`,
+        and knows that the file is still `expect` (its own last read or write), that it was
+        `appendable`, that it holds `count` messages, and that nothing else in it changed.
+
+        Two steps, each fsync'd, so that a crash at any point leaves a file that reads as
+        either the old document or the new one:
+          1. the messages and a new closing `]}` are written after the end of the file: readers
+             parse the old document and ignore what follows it (`_before_torn_append`);
+          2. the old closing `]}` (two bytes, never across a 512-byte sector: `_straddles`)
+             becomes `, ` (or two spaces for an empty history): the document now runs on to
+             the new end.
+        Returns the new stamp, or None when this is not the file expected or it is sealed (the
+        caller writes it whole)."""
+        if self.key is not None or not messages:
+            return None
+        orjson = _json()
+        try:
+            body = b",".join([orjson.dumps(m.to_dict()) for m in messages])
+        except TypeError:
+            return None
+        path = self.path(name)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._error(name, exc, writing=True) from None
+        try:
+            st = os.fstat(fd)
+            if (not stat.S_ISREG(st.st_mode) or Stamp.of(st) != expect or not st.st_mode & stat.S_IWUSR
+                    or st.st_size < 2 or os.pread(fd, 2, st.st_size - 2) != b"]}"):
+                return None
+            end = st.st_size + len(body)
+            tail = body + (b" ]}" if _straddles(end) else b"]}")
+            try:
+                _pwrite_all(fd, tail, st.st_size)
+                os.fsync(fd)
+                os.pwrite(fd, b", " if count else b"  ", st.st_size - 2)
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):  # a full disk: leave the file as it was
+                    os.ftruncate(fd, st.st_size)
+                    os.fsync(fd)
+                raise
+            stamp = Stamp.of(os.fstat(fd))
+        except OSError as exc:
+            raise self._error(name, exc, writing=True) from None
+        finally:
+            os.close(fd)
+        total = None if self.private else count + len(messages)
+        self._note_appended(name, stamp, total)
+        self.note_latest(name, stamp.mtime_ns, total)
         return stamp
 
     def protected(self, name: str) -> str | None:
@@ -401,14 +516,17 @@ class SessionStore:
             return {}
         except OSError as exc:
             raise SessionError(f"cannot list sessions in {self.root}: {exc.strerror or exc}") from None
-        recorded, catalog = self._read_catalog()
+        recorded, catalog, seen = self._read_catalog()
+        appended, end = self._read_appends(seen, catalog)
         if not fresh and recorded is not None and recorded == directory.st_mtime_ns:
+            if record and end - seen > APPENDS_FOLD and not self.locked_out:
+                self._write_catalog(recorded, catalog, end)
             return catalog
         rows = self._scan(catalog)
         settled = time.time_ns() - directory.st_mtime_ns > SETTLE_NS
         mark = directory.st_mtime_ns if settled else None
-        if record and (rows != catalog or mark != recorded) and not self.locked_out:
-            self._write_catalog(mark, rows)
+        if record and (rows != catalog or mark != recorded or appended) and not self.locked_out:
+            self._write_catalog(mark, rows, end)
         return rows
 
     def _scan(self, catalog: dict[str, list], reveal: bool = False) -> dict[str, list]:
@@ -455,26 +573,70 @@ class SessionStore:
         # Beside the sessions directory: writing it must not change the directory's mtime.
         return self.root.with_name(self.root.name + CATALOG_SUFFIX)
 
-    def _read_catalog(self) -> tuple[int | None, dict[str, list]]:
+    def _read_catalog(self) -> tuple[int | None, dict[str, list], int]:
+        """(the directory mtime it was made at, its rows, how much of the appends log it holds)."""
         # The standard json module here: importing orjson costs more (~30 ms) than it would
         # save on a catalog, and a listing of unchanged sessions needs nothing else from it.
         try:
             value = json.loads(self.catalog_path.read_bytes())
         except (OSError, ValueError):
-            return None, {}
+            return None, {}, 0
         if not isinstance(value, dict) or value.get("version") != CATALOG_VERSION \
                 or value.get("private", False) != self.private:  # made with encryption on (or off): start again
-            return None, {}
+            return None, {}, 0
         entries = value.get("entries")
         recorded = value.get("directory_mtime_ns")
+        seen = value.get("appends_end", 0)
         if not isinstance(entries, dict) or not all(
                 isinstance(row, list) and len(row) == 6 for row in entries.values()):
-            return None, {}
-        return (recorded if isinstance(recorded, int) else None), entries
+            return None, {}, 0
+        return (recorded if isinstance(recorded, int) else None), entries, seen if isinstance(seen, int) else 0
 
-    def _write_catalog(self, directory_mtime_ns: int | None, entries: dict[str, list]) -> None:
+    # -- turns appended in place ------------------------------------------------------------
+    # An append (`append`) changes a file but not the directory, so the catalog cannot see it by
+    # the directory's mtime. The appender says what it wrote in one line of a log beside the
+    # catalog: [name, mtime_ns, size, messages]; listings apply the lines the catalog does not
+    # hold yet, and fold them into it once they pass APPENDS_FOLD bytes. The log is a cache
+    # like the catalog: a line lost leaves the row to the next scan, which re-reads that file.
+    @property
+    def appends_path(self) -> Path:
+        return self.root.with_name(self.root.name + APPENDS_SUFFIX)
+
+    def _note_appended(self, name: str, stamp: Stamp, messages: int | None) -> None:
+        line = json.dumps([name, stamp.mtime_ns, stamp.size, messages], ensure_ascii=False) + "\n"
+        with contextlib.suppress(OSError):
+            fd = os.open(self.appends_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line.encode("utf-8"))
+            finally:
+                os.close(fd)
+
+    def _read_appends(self, seen: int, catalog: dict[str, list]) -> tuple[bool, int]:
+        """Apply the appends log past byte `seen` to `catalog`'s rows; (any applied, the log's end)."""
+        try:
+            with open(self.appends_path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if seen > size:  # the log was replaced: read it all
+                    seen = 0
+                handle.seek(seen)
+                data = handle.read(size - seen)
+        except OSError:
+            return False, 0
+        applied = False
+        for line in data.split(b"\n"):
+            try:
+                name, mtime_ns, size_now, messages = json.loads(line)
+            except (ValueError, TypeError):
+                continue
+            row = catalog.get(name) if isinstance(name, str) else None
+            if row is not None and isinstance(mtime_ns, int) and mtime_ns >= row[0]:
+                catalog[name] = [mtime_ns, size_now, None if self.private else messages, row[3], "", row[5]]
+                applied = True
+        return applied, seen + len(data)
+
+    def _write_catalog(self, directory_mtime_ns: int | None, entries: dict[str, list], appends_end: int = 0) -> None:
         document = {"version": CATALOG_VERSION, "directory_mtime_ns": directory_mtime_ns, "entries": entries,
-                    "private": self.private}
+                    "private": self.private, "appends_end": appends_end}
         try:  # a cache: failing to write it only costs the next listing some work
             atomic_write(self.catalog_path, json.dumps(document, separators=(",", ":")).encode("utf-8"),
                          durable=False)
@@ -521,7 +683,11 @@ class SessionStore:
             return None
         if time.time_ns() - directory.st_mtime_ns <= SETTLE_NS:
             return None
-        return f"{CATALOG_VERSION}:{directory.st_mtime_ns}:{directory.st_ino}"
+        try:  # a turn appended in place changes the appends log, not the directory
+            appends = os.stat(self.appends_path).st_size
+        except OSError:
+            appends = 0
+        return f"{CATALOG_VERSION}:{directory.st_mtime_ns}:{directory.st_ino}:{appends}"
 
     def read_rendered(self, key: str) -> str | None:
         """Text saved by `save_rendered` under `key`, if the directory has not changed since."""

@@ -327,7 +327,8 @@ class Storage:
             yield "history", self.settings.history_file, os.stat(self.settings.history_file)
         except OSError:
             pass
-        caches = [self.sessions.catalog_path, self.sessions.rendered_path, self.sessions.latest_path]
+        caches = [self.sessions.catalog_path, self.sessions.appends_path, self.sessions.rendered_path,
+                  self.sessions.latest_path]
         caches += [Path(entry.path) for entry in _scandir(self.index_dir)
                    if entry.is_file(follow_symlinks=False) and not TEMP_RE.fullmatch(entry.name)]
         for path in caches:

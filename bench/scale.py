@@ -1,0 +1,210 @@
+"""Cost against size (issue 15): every persistence and search path at 100, 10,000 and 100,000
+messages, each figure beside a floor measured in the same run, and a plot of the growth.
+
+Rows (whole processes where the figure is what a user waits for):
+  per-turn persistence   one turn of a bound session in-process (checkpoint, two messages, journal
+                         sync, write-through) on a session loaded from disk; floor: a bare fsync'd
+                         append of the same bytes; goal: at 100,000 ≤ 2× the cost at 100
+  resume + one turn      `chatcli --session big -p hi` against a fake OpenAI-compatible server on
+                         127.0.0.1, whole process; floor: a bare process that reads and parses the
+                         session file with orjson (the parse floor); goal: < 1 s, ≤ 2× the floor,
+                         peak RSS ≤ 3× the file
+  session list           `chatcli session list` over 10,000 sessions after one of them took a turn,
+                         with the page cache dropped first (cold) when this machine lets us; floor:
+                         a bare interpreter start, as cold; goal: < 100 ms
+
+BENCH_RUNS sets the runs per figure (default 15; 5 at 100,000 messages). The plot goes to
+bench/scale.png (skipped when matplotlib is missing).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from common import bare_fsynced_write, print_floor_table  # noqa: E402
+from fakes import FakeModelServer  # noqa: E402
+
+from chatcli.config.settings import Settings  # noqa: E402
+from chatcli.core.messages import Message  # noqa: E402
+from chatcli.engine import sessions  # noqa: E402
+from chatcli.engine.conversation import Conversation  # noqa: E402
+
+SIZES = (100, 10_000, 100_000)
+RUNS = int(os.environ.get("BENCH_RUNS", "15"))
+PYTHON = ROOT / ".venv" / "bin" / "python"
+CHATCLI = ROOT / ".venv" / "bin" / "chatcli"
+BODY = "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 17  # ≈1 KB
+
+
+def runs_for(count: int) -> int:
+    return RUNS if count < 100_000 else max(3, RUNS // 3)
+
+
+def build_session(env: dict, name: str, count: int) -> Path:
+    """A bound session of `count` messages written the way chatcli writes one: journal and file."""
+    conv = Conversation(Settings.load(env), journal=True)
+    sessions.start(conv, name=name)
+    conv.history += [Message("user" if i % 2 == 0 else "assistant", f"{i}: {BODY}") for i in range(count)]
+    conv.sync_transcript()
+    conv.write_through()
+    return Settings.load(env).sessions_dir / f"{name}.json"
+
+
+def per_turn(env: dict, name: str, count: int) -> tuple[float, float]:
+    """Median of one turn's persistence on a session freshly loaded from disk, and its floor."""
+    conv = Conversation(Settings.load(env), journal=True)
+    sessions.load(conv, name)
+    samples, floors = [], []
+    scratch = Path(env["CHATCLI_HOME"]) / "floor.bin"
+    for run in range(runs_for(count) + 1):
+        question, answer = Message("user", f"question {run} {BODY}"), Message("assistant", f"answer {run}")
+        start = time.perf_counter()
+        conv.checkpoint(f"question {run}")
+        conv.history += [question, answer]
+        conv.sync_transcript()
+        notes = conv.write_through()
+        elapsed = (time.perf_counter() - start) * 1000
+        assert conv.unsynced == 0, notes
+        data = orjson.dumps(question.to_dict()) + orjson.dumps(answer.to_dict())
+        begin = time.perf_counter()
+        bare_fsynced_write(scratch, data, append=True)
+        floor = (time.perf_counter() - begin) * 1000
+        if run:  # the first turn after the load is the next row's business
+            samples.append(elapsed)
+            floors.append(floor)
+    return statistics.median(samples), statistics.median(floors)
+
+
+def whole(command: list[str], env: dict) -> tuple[float, int]:
+    """Wall time (ms) of a whole process and its peak RSS (bytes)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = (time.perf_counter() - start) * 1000
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {proc.stderr.read().decode()}")
+    return elapsed, usage.ru_maxrss * 1024
+
+
+def resume_one_turn(env: dict, name: str, path: Path, count: int) -> tuple[float, float, int, int]:
+    parse = [PYTHON, "-c", "import orjson, sys; orjson.loads(open(sys.argv[1], 'rb').read())", str(path)]
+    runs = runs_for(count)
+    turn = [whole([str(CHATCLI), "--session", name, "-p", "hi"], env) for _ in range(runs)]
+    floor = [whole(parse, env)[0] for _ in range(runs)]
+    return (statistics.median(t for t, _ in turn), statistics.median(floor), max(r for _, r in turn),
+            path.stat().st_size)
+
+
+def drop_caches() -> bool:
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as handle:
+            handle.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def listing(env: dict) -> tuple[float, float, bool]:
+    """`chatcli session list` over 10,000 sessions, each run after a turn appended to one of
+    them (the catalog must take it in), cold when the page cache can be dropped."""
+    home = Path(env["CHATCLI_HOME"])
+    sessions_dir = home / "sessions"
+    sessions_dir.mkdir(parents=True, exist_ok=True)
+    small = orjson.dumps({"version": 2, "title": "", "transcript_id": "", "chat_history": [
+        {"role": "user", "content": "a question about the listing"}, {"role": "assistant", "content": "an answer"}]})
+    for i in range(10_000):
+        (sessions_dir / f"s{i:05d}.json").write_bytes(small)
+    os.chmod(sessions_dir, 0o700)
+    whole([str(CHATCLI), "session", "list"], env)  # the catalog, as every later listing finds it
+    conv = Conversation(Settings.load(env), journal=False)
+    sessions.load(conv, "s00042")
+    times, floors, cold = [], [], False
+    for run in range(RUNS):
+        conv.history += [Message("user", f"turn {run}"), Message("assistant", "ok")]
+        conv.write_through()
+        cold = drop_caches()
+        times.append(whole([str(CHATCLI), "session", "list"], env)[0])
+        drop_caches()
+        floors.append(whole([str(PYTHON), "-c", "pass"], env)[0])
+    return statistics.median(times), statistics.median(floors), cold
+
+
+def plot(points: dict[str, list[tuple[int, float]]]) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no plot"
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for label, series in points.items():
+        axis.plot([x for x, _ in series], [y for _, y in series], marker="o", label=label)
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("messages in the session")
+    axis.set_ylabel("ms")
+    axis.set_title("chatcli: cost against session size")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend()
+    target = ROOT / "bench" / "scale.png"
+    figure.tight_layout()
+    figure.savefig(target, dpi=100)
+    return f"plot written to {target.relative_to(ROOT)}"
+
+
+def main() -> int:
+    scratch = Path(tempfile.mkdtemp(prefix="chatcli-bench-scale-"))
+    rows, points = [], {"per-turn persistence": [], "floor: fsync'd append": [], "resume + one turn (-p hi)": [],
+                        "floor: parse the file": []}
+    try:
+        with FakeModelServer("openai") as server:
+            base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "CHATCLI_"))}
+            env = dict(base, HOME=str(scratch), CHATCLI_HOME=str(scratch / "home"), LLM_PROVIDER="openai",
+                       OPENAI_API_KEY="x", OPENAI_BASE_URL=server.base_url, OPENAI_MODEL="m")
+            turns = {}
+            for count in SIZES:
+                name = f"big{count}"
+                path = build_session(env, name, count)
+                turn, floor = per_turn(env, name, count)
+                turns[count] = turn
+                rows.append((f"per-turn persistence, {count:,} msgs", turn, "fsync'd append", floor,
+                             "≤ 2× the 100-message cost at 100k"))
+                points["per-turn persistence"].append((count, turn))
+                points["floor: fsync'd append"].append((count, floor))
+                took, parse, rss, size = resume_one_turn(env, name, path, count)
+                rows.append((f"`chatcli --session big -p hi`, {count:,} msgs ({size / 1e6:.1f} MB; peak RSS "
+                             f"{rss / 1e6:.0f} MB = {rss / size:.1f}× the file)", took, "parse floor", parse,
+                             "< 1 s, ≤ 2× floor, RSS ≤ 3× file" if count == 100_000 else ""))
+                points["resume + one turn (-p hi)"].append((count, took))
+                points["floor: parse the file"].append((count, parse))
+            rows.append(("per-turn persistence, 100,000 vs 100 msgs", turns[100_000], "same at 100", turns[100],
+                         "≤ 2×"))
+            listed, start, cold = listing(dict(env, CHATCLI_HOME=str(scratch / "listing")))
+            rows.append((f"`chatcli session list`, 10,000 sessions, after a turn ({'cold' if cold else 'warm'} cache)",
+                         listed, "bare start", start, "< 100 ms"))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print_floor_table("Scale (`bench/scale.py`)", rows)
+    print(f"\n{plot(points)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
