@@ -51,6 +51,16 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["--version"]:  # the common case, answered without loading argparse
         print(f"chatcli {__version__}")
         return 0
+    if argv == ["session", "list"]:  # the common case, answered from its saved rendering when it holds
+        from chatcli.cli.quick_list import run as quick_list
+
+        try:
+            code = quick_list()
+        except BrokenPipeError:
+            _silence_stdout()
+            return 141
+        if code is not None:
+            return code
     if argv and argv[0] == "session":
         from chatcli.cli.session_cli import build_parser as session_parser
 

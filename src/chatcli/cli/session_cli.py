@@ -6,10 +6,9 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 
-from chatcli.commands.listing import format_listing
+from chatcli.commands.listing import format_listing, rendered_key, updated_listing
 from chatcli.config import paths
 from chatcli.store.sessions import SessionStore
 
@@ -58,9 +57,16 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
         # The plain listing is kept as rendered text while the sessions directory is unchanged
         # (the catalog's own rule): a repeated `chatcli session list` only prints it. The
         # rendering depends on the local time zone, which is part of the key.
-        key = ("private:" if store.private else "plain:") + ",".join(
-            map(str, (time.timezone, time.altzone, time.daylight, *time.tzname)))
-        text = store.read_rendered(key)
+        key = rendered_key(store.private)
+        saved = store.read_rendered(key)
+        text = None
+        if saved is not None:
+            text, appended = saved
+            if appended:  # turns appended in place since: their rows, updated
+                text = updated_listing(text.removesuffix("\n"), appended)
+                if text is not None:
+                    text += "\n"
+                    store.save_rendered(key, text)
         if text is None:
             text = format_listing(store.list(), None) + "\n"
             store.save_rendered(key, text)

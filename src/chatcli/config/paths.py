@@ -5,20 +5,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+
+def expanded(path: str, env: Mapping[str, str]) -> str:
+    """expanduser against the HOME of `env` (not necessarily this process's), as a string."""
+    if path == "~" or path.startswith("~/"):
+        home = env.get("HOME") or os.path.expanduser("~")
+        path = home + path[1:]
+    return os.path.expanduser(path)
 
 
 def expand(path: str, env: Mapping[str, str]) -> Path:
-    """expanduser against the HOME of `env` (not necessarily this process's)."""
-    if path == "~" or path.startswith("~/"):
-        home = env.get("HOME") or str(Path.home())
-        path = home + path[1:]
-    return Path(path).expanduser()
+    from pathlib import Path  # not at import: `session list`'s fast path does without it
+
+    return Path(expanded(path, env))
+
+
+def chatcli_home_text(env: Mapping[str, str]) -> str:
+    """CHATCLI_HOME as a string (for `session list`'s fast path, which does not load pathlib)."""
+    return expanded(env.get("CHATCLI_HOME") or "~/.chatcli", env)
 
 
 def chatcli_home(env: Mapping[str, str]) -> Path:
-    return expand(env.get("CHATCLI_HOME") or "~/.chatcli", env)
+    return expand(chatcli_home_text(env), env)
 
 
 def sessions_dir(env: Mapping[str, str]) -> Path:

@@ -229,10 +229,12 @@ class Conversation:
         self.session_name = None
         self.sync_stamp = None
 
-    def snapshot(self) -> SessionData:
-        """The live conversation as a session document: carried fields plus the current history."""
-        data = self.session.copy()
-        data.history = list(self.history)
+    def snapshot(self, share: bool = False) -> SessionData:
+        """The live conversation as a session document: carried fields plus the current history
+        (the live list itself with `share`, for a document written at once: no copy per turn)."""
+        s = self.session
+        data = SessionData(self.history if share else list(self.history), s.title, s.transcript_id,
+                           list(s.attachments), list(s.checkpoints), list(s.shared_memory), dict(s.extra), s.source)
         if self.transcript is not None and self.transcript.id:
             data.transcript_id = self.transcript.id
         # A rewritten list the journal could not take stays in the file until it can.
@@ -405,7 +407,7 @@ class Conversation:
                 if stamp is not None and stamp != self.sync_stamp:
                     data, stamp = store.load(name)
                     notes.append(self._merge(name, data, "was also written by another surface", stamp))
-                data = self.snapshot()
+                data = self.snapshot(share=True)
                 written = self._append(data, stamp)
                 if written is None:
                     written = store.write(name, data)

@@ -22,7 +22,9 @@ from pathlib import Path
 from chatcli.core.errors import ChatcliError
 from chatcli.core.names import NAME_RE, validate_name
 from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir, os_cause
+from chatcli.store import listing_cache
 from chatcli.store.bulk import gc_paused
+from chatcli.store.listing_cache import APPENDS_SUFFIX, CATALOG_VERSION, RENDERED_SUFFIX, SETTLE_NS
 from chatcli.store.seal import SealError, is_sealed, sealer_for
 
 # `chatcli session list` imports this module and should load nothing it does not use:
@@ -34,12 +36,8 @@ if TYPE_CHECKING:
 
 SUFFIX = ".json"
 CATALOG_SUFFIX = ".catalog.json"
-APPENDS_SUFFIX = ".catalog.log"
-RENDERED_SUFFIX = ".listing.txt"
 LATEST_SUFFIX = ".latest.json"
 LOCK_SUFFIX = ".lock"
-CATALOG_VERSION = 4
-SETTLE_NS = 2_000_000_000
 APPENDS_FOLD = 64 * 1024  # bytes of the appends log a listing applies before folding them into the catalog
 
 
@@ -603,36 +601,23 @@ class SessionStore:
         return self.root.with_name(self.root.name + APPENDS_SUFFIX)
 
     def _note_appended(self, name: str, stamp: Stamp, messages: int | None) -> None:
-        line = json.dumps([name, stamp.mtime_ns, stamp.size, messages], ensure_ascii=False) + "\n"
-        with contextlib.suppress(OSError):
-            fd = os.open(self.appends_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line.encode("utf-8"))
-            finally:
-                os.close(fd)
+        listing_cache.note_appended(str(self.root), name, stamp.mtime_ns, stamp.size, messages)
 
     def _read_appends(self, seen: int, catalog: dict[str, list]) -> tuple[bool, int]:
         """Apply the appends log past byte `seen` to `catalog`'s rows; (any applied, the log's end)."""
         try:
-            with open(self.appends_path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if seen > size:  # the log was replaced: read it all
-                    seen = 0
-                handle.seek(seen)
-                data = handle.read(size - seen)
+            size = os.stat(self.appends_path).st_size
         except OSError:
             return False, 0
+        if seen > size:  # the log was replaced: read it all
+            seen = 0
         applied = False
-        for line in data.split(b"\n"):
-            try:
-                name, mtime_ns, size_now, messages = json.loads(line)
-            except (ValueError, TypeError):
-                continue
-            row = catalog.get(name) if isinstance(name, str) else None
-            if row is not None and isinstance(mtime_ns, int) and mtime_ns >= row[0]:
+        for name, mtime_ns, size_now, messages in listing_cache.appended_rows(str(self.root), seen, size):
+            row = catalog.get(name)
+            if row is not None and mtime_ns >= row[0]:
                 catalog[name] = [mtime_ns, size_now, None if self.private else messages, row[3], "", row[5]]
                 applied = True
-        return applied, seen + len(data)
+        return applied, size
 
     def _write_catalog(self, directory_mtime_ns: int | None, entries: dict[str, list], appends_end: int = 0) -> None:
         document = {"version": CATALOG_VERSION, "directory_mtime_ns": directory_mtime_ns, "entries": entries,
@@ -675,43 +660,18 @@ class SessionStore:
     def rendered_path(self) -> Path:
         return self.root.with_name(self.root.name + RENDERED_SUFFIX)
 
-    def settled_token(self) -> str | None:
-        """Identifies the directory's current contents when it is settled (see `list`), else None."""
-        try:
-            directory = os.stat(self.root)
-        except OSError:
-            return None
-        if time.time_ns() - directory.st_mtime_ns <= SETTLE_NS:
-            return None
-        try:  # a turn appended in place changes the appends log, not the directory
-            appends = os.stat(self.appends_path).st_size
-        except OSError:
-            appends = 0
-        return f"{CATALOG_VERSION}:{directory.st_mtime_ns}:{directory.st_ino}:{appends}"
-
-    def read_rendered(self, key: str) -> str | None:
-        """Text saved by `save_rendered` under `key`, if the directory has not changed since."""
-        token = self.settled_token()
-        if token is None:
-            return None
-        try:
-            with open(self.rendered_path, encoding="utf-8") as handle:
-                header = handle.readline()
-                if header != f"{token} {key}\n":
-                    return None
-                return handle.read()
-        except (OSError, ValueError):
-            return None
+    def read_rendered(self, key: str) -> tuple[str, list[tuple]] | None:
+        """See listing_cache.read_rendered."""
+        return listing_cache.read_rendered(str(self.root), key)
 
     def save_rendered(self, key: str, text: str) -> None:
         """Keep `text` (a formatted listing) for as long as the directory stays unchanged."""
         if self.locked_out:
             return
-        token = self.settled_token()
-        if token is None:
-            return
-        with contextlib.suppress(OSError):
-            atomic_write(self.rendered_path, f"{token} {key}\n{text}".encode("utf-8"), durable=False)
+        header = listing_cache.rendered_header(str(self.root), key)
+        if header is not None:
+            with contextlib.suppress(OSError):
+                atomic_write(self.rendered_path, (header + text).encode("utf-8"), durable=False)
 
     # -- errors --------------------------------------------------------------------------
     def _error(self, name: str, exc: OSError, writing: bool = False) -> SessionError:

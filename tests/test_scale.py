@@ -1,0 +1,177 @@
+"""Costs that do not grow with the session (issue 15): a turn is appended to the session file in
+place, a crash mid-append leaves a file that reads, listings see appended turns, the first sync
+after a load trusts the journal's own record of itself, and a freshly resumed session that no
+longer fits the context window is not compacted behind the user's back."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from conftest import run_chatcli
+
+from chatcli.config.settings import Settings
+from chatcli.core import journal as rules
+from chatcli.core.messages import Message
+from chatcli.engine import sessions, transcript
+from chatcli.engine.conversation import Conversation
+from chatcli.store import journal as journal_store
+from chatcli.store.journal import Journal
+from chatcli.store.sessions import SessionStore
+
+
+def turn(conv: Conversation, question: str, answer: str = "ok") -> None:
+    conv.checkpoint(question)
+    conv.history += [Message("user", question), Message("assistant", answer)]
+    conv.sync_transcript()
+    assert conv.write_through() == [] and conv.unsynced == 0
+
+
+def bound(env, name: str) -> Conversation:
+    conv = Conversation(Settings.load(env), journal=True)
+    sessions.start(conv, name=name)
+    return conv
+
+
+def test_a_turn_is_appended_to_the_session_file_in_place(env):
+    conv = bound(env, "grow")
+    turn(conv, "first question")
+    path = conv.store.path("grow")
+    before, inode = path.read_bytes(), os.stat(path).st_ino
+    turn(conv, "second question", "second answer")
+    after = path.read_bytes()
+    assert os.stat(path).st_ino == inode  # not a new file renamed over it: the same one, grown
+    assert after[: len(before) - 2] == before[:-2]  # nothing before the old end was rewritten
+    document = json.loads(after)  # a plain v2 document to any JSON reader
+    assert list(document)[-1] == "chat_history" and document["checkpoints"] == []
+    assert [m["content"] for m in document["chat_history"]] == ["first question", "ok", "second question",
+                                                               "second answer"]
+
+
+def test_a_change_beyond_the_history_writes_the_file_whole(env):
+    conv = bound(env, "titled")
+    turn(conv, "first question")
+    inode = os.stat(conv.store.path("titled")).st_ino
+    conv.session.title = "A title of my own"
+    turn(conv, "second question")
+    assert os.stat(conv.store.path("titled")).st_ino != inode
+    assert json.loads(conv.store.path("titled").read_bytes())["title"] == "A title of my own"
+
+
+def test_an_append_cut_short_by_a_crash_reads_as_the_file_before_it(env):
+    conv = bound(env, "torn")
+    turn(conv, "kept question", "kept answer")
+    path = conv.store.path("torn")
+    # Step 1 of an append reached the disk, step 2 did not: new messages after the old end.
+    with open(path, "ab") as handle:
+        handle.write(b'{"role":"user","content":"half a turn"},{"role":"assistant","content":"l\xc3\xa9"}]}')
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(path.read_bytes())
+    later = bound(env, "torn")
+    assert [m.content for m in later.history] == ["kept question", "kept answer"]
+    turn(later, "next question")  # the next write makes the file whole again
+    assert [m["content"] for m in json.loads(path.read_bytes())["chat_history"]] == [
+        "kept question", "kept answer", "next question", "ok"]
+
+
+def test_a_file_that_merely_ends_in_garbage_is_still_refused(env):
+    store = SessionStore(Settings.load(env).sessions_dir)
+    store.root.mkdir(parents=True)
+    (store.root / "odd.json").write_bytes(b'{"chat_history":[],"title":"x"}{"role":"user"}]}')
+    with pytest.raises(Exception, match="not valid JSON"):
+        store.load("odd")
+
+
+def test_listings_see_turns_appended_in_place(env):
+    conv = bound(env, "listed")
+    turn(conv, "first question")
+    store = SessionStore(Settings.load(env).sessions_dir)
+    assert [(i.name, i.messages) for i in store.list()] == [("listed", 2)]
+    os.utime(store.root, ns=(1, 1))  # a directory that looks settled: the catalog is trusted as it is
+    store.list()
+    turn(conv, "second question")  # in place: the directory does not change
+    [info] = store.list()
+    assert info.messages == 4 and info.size == os.stat(store.path("listed")).st_size
+    listed = run_chatcli("session", "list", env=env)
+    assert "4" in listed.stdout.split("listed", 1)[1].splitlines()[0], listed.stdout
+
+
+def test_the_first_sync_after_a_load_trusts_a_big_journal_and_numbers_repeats_right(env, monkeypatch):
+    monkeypatch.setattr(transcript, "TRUST_FROM", 0)
+    conv = bound(env, "long")
+    for i in range(30):
+        turn(conv, f"question {i}", "ok")  # "ok" thirty times: each has its own hash
+    journal_path = conv.transcript.journal.path
+    size = journal_path.stat().st_size
+
+    parsed: list[int] = []
+    real_parse = journal_store.parse
+    monkeypatch.setattr(journal_store, "parse", lambda data, *a, **k: parsed.append(len(data)) or real_parse(data, *a, **k))
+    later = bound(env, "long")
+    turn(later, "question 30", "ok")
+    assert sum(parsed) < size / 10  # the last line, and what this turn added: not the journal
+    reading = Journal(journal_path.parent, journal_path.stem).read()
+    assert reading.skipped == 0
+    live, missing = rules.replay(reading.events).history()
+    assert missing == [] and [m.content for m in live] == [m.content for m in later.history]
+    oks = [e["hash"] for e in reading.events if e["type"] == "message" and e["message"]["content"] == "ok"]
+    assert len(oks) == len(set(oks)) == 31
+
+
+def test_a_journal_written_after_its_last_sync_is_read_whole(env, monkeypatch):
+    monkeypatch.setattr(transcript, "TRUST_FROM", 0)
+    conv = bound(env, "shared")
+    turn(conv, "question 1")
+    path = conv.transcript.journal.path
+    other = Conversation(Settings.load(env), journal=True)
+    other.history = [Message("user", "from a tool that writes no synced line")]
+    with Journal(path.parent, path.stem).appending(path.stat().st_size) as append:
+        append.write([rules.message_line("0" * 32, other.history[0], transcript.now_text())])
+    later = bound(env, "shared")
+    turn(later, "question 2")
+    assert later.transcript._base == 0  # the last line was not a synced one: read, not trusted
+    assert later.transcript.live_hashes(later.history) is not None
+
+
+LONG = "word " * 400  # about 500 tokens
+
+
+def test_a_resumed_session_too_big_for_the_window_is_not_compacted_on_its_first_turn(openai_env, openai_server):
+    openai_env.update(CHATCLI_CONTEXT_WINDOW="4000", CHATCLI_AUTO_COMPACT="50%")
+    conv = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(conv, name="big")
+    conv.history += [Message("user" if i % 2 == 0 else "assistant", f"{i} {LONG}") for i in range(40)]
+    conv.sync_transcript()
+    conv.write_through()
+
+    later = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(later, name="big")
+    said: list[str] = []
+    later.send("and now?", on_notice=said.append)
+    [note] = [n for n in said if "context window" in n]
+    assert "Nothing was compacted" in note and "of 40 messages" in note, note
+    sent = openai_server.requests[-1].body["messages"]
+    assert 1 < len(sent) < 10 and sent[-1]["content"] == "and now?" and sent[0]["role"] == "user"
+    assert len(SessionStore(later.settings.sessions_dir).load("big")[0].history) == 42  # all kept
+
+    openai_server.reply("A summary.")
+    said.clear()
+    later.send("and then?", on_notice=said.append)  # a later turn compacts, and says so
+    assert any("Automatic compaction" in n for n in said), said
+
+
+def test_session_list_updates_its_saved_rendering_with_appended_turns(env):
+    conv = bound(env, "alpha")
+    turn(conv, "alpha question")
+    other = bound(env, "beta")
+    turn(other, "beta question")
+    store = SessionStore(Settings.load(env).sessions_dir)
+    os.utime(store.root, ns=(1, 1))  # settled: the rendering is saved and kept
+    first = run_chatcli("session", "list", env=env).stdout
+    assert first.splitlines()[1].split()[0] == "beta"
+    turn(conv, "alpha again")  # appended in place: the directory does not change
+    rows = run_chatcli("session", "list", env=env).stdout.splitlines()
+    assert rows[1].split()[:3] == ["alpha", "4", "msgs"] and rows[2].split()[:3] == ["beta", "2", "msgs"], rows
+    (store.root.parent / "sessions.listing.txt").unlink()  # made again from the catalog: the same text
+    assert run_chatcli("session", "list", env=env).stdout.splitlines() == rows
