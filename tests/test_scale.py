@@ -175,3 +175,51 @@ def test_session_list_updates_its_saved_rendering_with_appended_turns(env):
     assert rows[1].split()[:3] == ["alpha", "4", "msgs"] and rows[2].split()[:3] == ["beta", "2", "msgs"], rows
     (store.root.parent / "sessions.listing.txt").unlink()  # made again from the catalog: the same text
     assert run_chatcli("session", "list", env=env).stdout.splitlines() == rows
+
+
+# -- search: kept up to date as turns are written; sealed stores keep an index of their own ------
+def test_a_journal_is_searchable_as_soon_as_it_is_written(env):
+    import sqlite3
+
+    conv = bound(env, "indexed")
+    turn(conv, "the quokka question", "a marsupial answer")
+    turn(conv, "another question")
+    index = Settings.load(env).home / "index" / "search.sqlite"
+    with sqlite3.connect(index) as db:  # no search has run: each sync put its messages there
+        [(offset, count)] = db.execute("SELECT offset, count FROM sources WHERE kind='j'").fetchall()
+    assert offset == conv.transcript.journal.path.stat().st_size and count == 4
+
+
+def test_session_search_indexes_only_the_turns_appended_since(env, monkeypatch):
+    from chatcli.engine import records
+
+    conv = bound(env, "notes")
+    turn(conv, "the first platypus question")
+    settings = Settings.load(env)
+    store = SessionStore(settings.sessions_dir)
+    assert [g.name for g in records.search_sessions(settings, store, "platypus")] == ["notes"]
+    turn(conv, "a wombat comes later")
+    monkeypatch.setattr(SessionStore, "load", lambda *_a: pytest.fail("the whole session was read again"))
+    [group] = records.search_sessions(settings, store, "wombat")
+    assert group.name == "notes" and group.hits[0][0] == 3  # the third message of the session
+
+
+def test_a_sealed_store_keeps_a_search_index_with_no_word_of_the_conversations(env):
+    import base64
+
+    from chatcli.engine import records
+
+    env["CHATCLI_ENCRYPTION_KEY"] = base64.b64encode(os.urandom(32)).decode()
+    conv = bound(env, "secret")
+    turn(conv, "the zanzibar rendezvous is at noon", "noted: zanzibar")
+    settings = Settings.load(env)
+    index = settings.home / "index" / "sealed.sqlite"
+    assert index.exists() and not (settings.home / "index" / "search.sqlite").exists()
+    raw = b"".join(p.read_bytes() for p in index.parent.glob("sealed.sqlite*"))
+    assert b"zanzibar" not in raw.lower() and b"rendezvous" not in raw.lower()
+    [group] = records.search_sessions(settings, SessionStore(settings.sessions_dir, settings.encryption_key),
+                                      "Zanzibar")
+    assert group.name == "secret" and any("zanzibar" in snippet for _pos, _role, snippet in group.hits)
+    rec = records.record(settings, conv.snapshot(), conv.transcript.id)
+    [(pos, role, text)] = records.search(settings, rec, "rendezvous")
+    assert (pos, role) == (1, "user") and "rendezvous is at noon" in text

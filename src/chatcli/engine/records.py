@@ -22,22 +22,26 @@ from chatcli.core.messages import Message
 from chatcli.core.session import SessionData
 from chatcli.store.atomic import atomic_write
 from chatcli.store.journal import ID_RE, Journal, JournalError
-from chatcli.store.search import SearchIndex, discard_index, forget_journal_text
+from chatcli.store.search import SearchIndex, Terms, discard_index, forget_journal_text
+from chatcli.store.seal import sealer_for
 from chatcli.store.sessions import SessionStore
 
 FORMATS = ("md", "jsonl")
 SessionHits = namedtuple("SessionHits", "name mtime score hits")
 
 
+PLAIN_INDEX, SEALED_INDEX = "search.sqlite", "sealed.sqlite"
+
+
 def search_index(settings: Settings) -> SearchIndex:
-    """The search index: on disk, or with encryption on in memory, built for each search
-    (an index of sealed conversations would hold their words in plaintext; one left from
-    before the key is removed)."""
-    path = settings.home / "index" / "search.sqlite"
+    """The search index on disk: with encryption on, the sealed one (keyed hashes of words, the
+    text sealed: store.search.Terms), and a plaintext one left from before the key is removed."""
+    index = settings.home / "index"
     if settings.encryption_key:
-        discard_index(path)
-        return SearchIndex(None)
-    return SearchIndex(path)
+        discard_index(index / PLAIN_INDEX)
+        hash_key, cipher = sealer_for(settings.encryption_key).index_keys()
+        return SearchIndex(index / SEALED_INDEX, Terms(hash_key, cipher))
+    return SearchIndex(index / PLAIN_INDEX)
 
 
 class Record:
@@ -139,15 +143,32 @@ def search(settings: Settings, rec: Record, query: str, limit: int = 10) -> list
     return [(hit.pos, hit.role, hit.snippet) for hit in hits]
 
 
-def warm_index(settings: Settings, transcript_id: str | None) -> None:
-    """Index a journal ahead of its first search (the REPL does this in the background: a
-    100,000-message journal takes seconds to index, a search of an indexed one milliseconds)."""
-    if not settings.session_transcript or not transcript_id or not ID_RE.fullmatch(transcript_id) \
-            or settings.encryption_key:  # no index on disk to warm
+def warm_index(settings: Settings, transcript_id: str | None, store: SessionStore | None = None) -> None:
+    """Bring the index up to date ahead of the first search (the REPL does this in the
+    background: a 100,000-message journal takes seconds to index, a search of an indexed one
+    milliseconds): the journal of `transcript_id`, and with `store` every saved session."""
+    if settings.session_transcript and transcript_id and ID_RE.fullmatch(transcript_id):
+        journal = Journal(settings.home / "transcripts", transcript_id, settings.encryption_key)
+        if journal.exists():
+            search_index(settings).update_journal(journal.id, _stamp(journal), _reader(journal))
+    if store is not None:
+        current, read = _sessions_to_index(store)
+        search_index(settings).update_sessions(current, read)
+
+
+def index_recorded(settings: Settings, journal: Journal, recorded: int, end: int, events: list[dict]) -> None:
+    """A sync wrote `events` to `journal`, after `recorded` message lines, ending at byte `end`:
+    their messages go into the search index now, if it holds the journal's first `recorded`
+    (see SearchIndex.append_journal), so a journal written by chatcli is searchable at once.
+    A cache: any failure is left to the next search, which reads what the index lacks."""
+    messages = [(e["message"].get("role", ""), Message.from_dict(e["message"]).content)
+                for e in events if e["type"] == rules.MESSAGE]
+    if not messages or not settings.session_transcript:
         return
-    journal = Journal(settings.home / "transcripts", transcript_id, settings.encryption_key)
-    if journal.exists():
-        search_index(settings).update_journal(journal.id, _stamp(journal), _reader(journal))
+    try:
+        search_index(settings).append_journal(journal.id, _stamp(journal), recorded, end, messages)
+    except Exception:  # noqa: BLE001, S110 - the index is a cache; a search catches up
+        pass
 
 
 def remove_journal(settings: Settings, transcript_id: str) -> bool:
@@ -159,7 +180,8 @@ def remove_journal(settings: Settings, transcript_id: str) -> bool:
         os.unlink(Journal(settings.home / "transcripts", transcript_id).path)
     except OSError:
         return False
-    forget_journal_text(settings.home / "index" / "search.sqlite", [transcript_id])
+    for name in (PLAIN_INDEX, SEALED_INDEX):
+        forget_journal_text(settings.home / "index" / name, [transcript_id])
     return True
 
 
@@ -227,20 +249,36 @@ def format_hits(hits: Sequence[tuple[int, str, str]]) -> str:
 
 
 # -- every saved session ----------------------------------------------------------------------
+def _sessions_to_index(store: SessionStore):
+    """What the session index needs (SearchIndex._update_sessions): the readable sessions'
+    stamps, and how to read one: only the turns appended in place since it was indexed when the
+    file grew that way, else all of it."""
+    current = {name: f"{row[0]}:{row[1]}" for name, row in store.entries().items() if row[4] == ""}
+
+    def read(name: str, since: tuple[int, int, int] | None):
+        if since is not None and since[0]:
+            inode, size, count = since
+            added = store.appended_since(name, inode, size)
+            if added is not None:
+                messages, inode, size = added
+                rows = [(pos, m.role, m.content) for pos, m in enumerate(messages, count + 1) if m.role != "system"]
+                return rows, inode, size, count + len(messages), False
+        try:
+            data, stamp = store.load(name)
+        except Exception:  # noqa: BLE001 - a session that cannot be read is not searched
+            return [], 0, 0, 0, True
+        rows = [(pos, m.role, m.content) for pos, m in enumerate(data.history, 1) if m.role != "system"]
+        return rows, stamp.inode if data.appendable else 0, stamp.size, len(data.history), True
+
+    return current, read
+
+
 def search_sessions(settings: Settings, store: SessionStore, query: str, sessions: int = 10,
                     per_session: int = 3) -> list[SessionHits]:
     """Ranked search across all saved sessions (not their system prompts): BM25 over messages,
     accent- and case-folded; grouped by session, best first, recent sessions breaking ties."""
-    rows = {name: row for name, row in store.entries().items() if row[4] == ""}
-    current = {name: f"{row[0]}:{row[1]}" for name, row in rows.items()}
-
-    def read(name: str):
-        try:
-            data, _ = store.load(name)
-        except Exception:  # noqa: BLE001 - a session that cannot be read is not searched
-            return []
-        return [(pos, m.role, m.content) for pos, m in enumerate(data.history, 1) if m.role != "system"]
-
+    current, read = _sessions_to_index(store)
+    rows = store.entries()
     hits = search_index(settings).search_sessions(current, read, query, sessions, per_session)
     grouped: dict[str, SessionHits] = {}
     for hit in hits:
@@ -255,4 +293,4 @@ def search_sessions(settings: Settings, store: SessionStore, query: str, session
 
 
 __all__ = ["FORMATS", "Record", "SessionHits", "export", "exported", "format_hits", "messages", "record", "remove_journal", "search",
-           "search_index", "search_sessions", "show", "stats", "warm_index"]
+           "index_recorded", "search_index", "search_sessions", "show", "stats", "warm_index"]

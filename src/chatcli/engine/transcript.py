@@ -44,6 +44,7 @@ class TranscriptSync:
     to a new journal seeded with the old one's events (`seed_fork` then `switch`)."""
 
     def __init__(self, settings: Settings) -> None:
+        self.settings = settings
         self.root = settings.home / "transcripts"
         self.enabled = settings.session_transcript
         self.key = settings.encryption_key
@@ -274,11 +275,16 @@ class TranscriptSync:
             if rewrite:
                 events.append(rules.rewrite_line(hashes, time, reason))
             events.extend(extra)
+            recorded = self._base + len(self._known)  # message lines in the journal before these
             if events:
                 events.append(rules.synced_line(count, last, dead))
                 append.write(events)
             self._offset = append.size
             self._identity = append.identity
+        if fresh:  # searchable at once: the index takes this sync's messages (when it is up to date)
+            from chatcli.engine.records import index_recorded
+
+            index_recorded(self.settings, journal, recorded, self._offset, events)
         self._dead, self._last = dead, last
         if hashes is None:
             self._counts.update(counts.maps[0])

@@ -226,11 +226,11 @@ def _after_first_draw(session: PromptSession, conversation: Conversation, *, mar
             conversation.warm()
         except Exception:  # noqa: BLE001 - the first turn reports the same failure properly
             pass
-        if conversation.transcript is not None and conversation.transcript.id:  # a resumed session
-            try:
-                records.warm_index(conversation.settings, conversation.transcript.id)
-            except Exception:  # noqa: BLE001 - a search reports the same failure properly
-                pass
+        try:  # a resumed session's journal, and every saved session: a first search finds them indexed
+            transcript = conversation.transcript.id if conversation.transcript is not None else None
+            records.warm_index(conversation.settings, transcript, conversation.store)
+        except Exception:  # noqa: BLE001 - a search reports the same failure properly
+            pass
 
     def start(_app) -> None:
         session.app.after_render -= start

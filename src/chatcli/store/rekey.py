@@ -67,6 +67,7 @@ def rekey(home: Path, old: bytes | None, new: bytes, *, sessions_dir: Path) -> R
         except OSError as exc:
             done.failed.append(f"{path}: {os_cause(exc)}")
     discard_index(home / "index" / "search.sqlite")  # a plaintext index from before any key
+    discard_index(home / "index" / "sealed.sqlite")  # its hashes and seals are the old key's
     if not done.failed:  # last: while it opens with the old key, the rekey is not finished
         atomic_write(check, sealer_for(new).seal(CHECK_TEXT, "check", CHECK_FILE))
     return done

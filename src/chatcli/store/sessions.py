@@ -358,6 +358,36 @@ class SessionStore:
         self.note_latest(name, stamp.mtime_ns, total)
         return stamp
 
+    def appended_since(self, name: str, inode: int, size: int) -> tuple[list[Message], int, int] | None:
+        """The messages appended in place to session `name` since it was `size` bytes long as
+        inode `inode` (a search index catching up), with the file's inode and size now; None
+        when the file was rewritten since (another inode, shorter, sealed) or does not read that
+        way. Reads only what was added."""
+        if self.key is not None:
+            return None
+        try:
+            fd = os.open(self.path(name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_ino != inode or st.st_size < size or size < 2:
+                return None
+            data = os.pread(fd, st.st_size - size + 2, size - 2)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if data.startswith(b"]}"):  # nothing added (or an append cut short before its second step)
+            return [], st.st_ino, size
+        if not (data.startswith(b", ") or data.startswith(b"  ")) or not data.endswith(b"]}"):
+            return None
+        try:
+            items = _json().loads(b"[" + data[2:-2] + b"]")
+            return list(map(_document().Message.from_dict, items)), st.st_ino, st.st_size
+        except (ValueError, TypeError):
+            return None
+
     def protected(self, name: str) -> str | None:
         """Why session `name` must not be replaced, or None: its owner made it read-only (chmod
         a-w; the rename that makes a write atomic would ignore the mode), or it is a symbolic

@@ -372,7 +372,8 @@ class Storage:
         """Drop removed journals' text from the search index (nothing of them stays behind)."""
         from chatcli.store.search import forget_journal_text
 
-        forget_journal_text(self.index_dir / "search.sqlite", journal_ids)
+        for name in ("search.sqlite", "sealed.sqlite"):
+            forget_journal_text(self.index_dir / name, journal_ids)
 
     def _remove(self, removal: Removal, applied: Applied) -> None:
         try:
