@@ -19,6 +19,7 @@ bench/scale.png (skipped when matplotlib is missing).
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import statistics
@@ -57,7 +58,9 @@ def build_session(env: dict, name: str, count: int) -> Path:
     """A bound session of `count` messages written the way chatcli writes one: journal and file."""
     conv = Conversation(Settings.load(env), journal=True)
     sessions.start(conv, name=name)
-    conv.history += [Message("user" if i % 2 == 0 else "assistant", f"{i}: {BODY}") for i in range(count)]
+    from journal import text  # ≈1 KB of words drawn with a Zipf-like law, as real text is
+
+    conv.history += [Message("user" if i % 2 == 0 else "assistant", text(i, 150)) for i in range(count)]
     conv.sync_transcript()
     conv.write_through()
     return Settings.load(env).sessions_dir / f"{name}.json"
@@ -116,6 +119,70 @@ def resume_one_turn(env: dict, name: str, path: Path, count: int) -> tuple[float
     turn = [whole(command, env)[0] for _ in range(runs)]
     floor = [whole(parse, env)[0] for _ in range(runs)]
     return statistics.median(turn), statistics.median(floor), peak_rss(command, env), path.stat().st_size
+
+
+FIRST_SEARCH = """
+import sys, time
+start = time.perf_counter()
+from chatcli.config.settings import Settings
+from chatcli.engine import records, sessions
+from chatcli.engine.conversation import Conversation
+settings = Settings.load()
+conv = Conversation(settings, journal=True)
+sessions.load(conv, sys.argv[1])
+begin = time.perf_counter()
+hits = records.search(settings, records.record(settings, conv.snapshot(), conv.transcript.id), sys.argv[2])
+assert hits, "nothing found"
+print((time.perf_counter() - begin) * 1000)
+"""
+
+
+def transcript_search(env: dict, name: str, count: int) -> float:
+    """The first transcript search in a new process (what /transcript search costs the first
+    time after resuming), on a journal chatcli wrote turn by turn: median of runs, each a new
+    process (the session load before it is not counted)."""
+    from journal import QUERIES
+
+    runs = runs_for(count)
+    return statistics.median(float(subprocess.run(
+        [str(PYTHON), "-c", FIRST_SEARCH, name, QUERIES[run]], env=env, check=True,
+        capture_output=True, text=True).stdout) for run in range(runs))
+
+
+def session_corpus(env: dict, sessions_count: int, per_session: int) -> None:
+    """`sessions_count` saved sessions of `per_session` messages (synthetic text of a 5,000-word
+    vocabulary drawn with a Zipf-like law, bench/journal.py), written as chatcli writes them."""
+    from journal import text
+
+    from chatcli.core.session import SessionData
+    from chatcli.store.sessions import SessionStore
+
+    settings = Settings.load(env)
+    store = SessionStore(settings.sessions_dir, settings.encryption_key)
+    for k in range(sessions_count):
+        store.write(f"project-{k:04d}", SessionData(history=[
+            Message("user" if i % 2 == 0 else "assistant", text(k * per_session + i, 30)) for i in range(per_session)]))
+
+
+def session_search(env: dict) -> tuple[float, float]:
+    """(the first search, building the index in this process; the median search after it)."""
+    from journal import QUERIES
+
+    from chatcli.engine import records
+    from chatcli.store.sessions import SessionStore
+
+    settings = Settings.load(env)
+    store = SessionStore(settings.sessions_dir, settings.encryption_key)
+    start = time.perf_counter()
+    records.search_sessions(settings, store, QUERIES[0])
+    build = (time.perf_counter() - start) * 1000
+    samples = []
+    for run in range(RUNS):
+        start = time.perf_counter()
+        found = records.search_sessions(settings, store, QUERIES[1 + run])
+        samples.append((time.perf_counter() - start) * 1000)
+        assert found
+    return build, statistics.median(samples)
 
 
 def drop_caches() -> bool:
@@ -180,7 +247,7 @@ def plot(points: dict[str, list[tuple[int, float]]]) -> str:
 def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="chatcli-bench-scale-"))
     rows, points = [], {"per-turn persistence": [], "floor: fsync'd append": [], "resume + one turn (-p hi)": [],
-                        "floor: parse the file": []}
+                        "floor: parse the file": [], "transcript search, first use": []}
     try:
         with FakeModelServer("openai") as server:
             base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "CHATCLI_"))}
@@ -208,6 +275,29 @@ def main() -> int:
             listed, start, cold = listing(dict(env, CHATCLI_HOME=str(scratch / "listing")))
             rows.append((f"`chatcli session list`, 10,000 sessions, after a turn ({'cold' if cold else 'warm'} cache)",
                          listed, "bare start", start, "< 100 ms"))
+            bare = statistics.median(whole([str(PYTHON), "-c", "pass"], env)[0] for _ in range(RUNS))
+            for count in SIZES:
+                first = transcript_search(env, f"big{count}", count)
+                rows.append((f"transcript search, {count:,} msgs, first use (a new process)", first, "bare start",
+                             bare, "< 300 ms" if count == 100_000 else ""))
+                points["transcript search, first use"].append((count, first))
+            plain = dict(env, CHATCLI_HOME=str(scratch / "search-plain"))
+            sealed = dict(env, CHATCLI_HOME=str(scratch / "search-sealed"),
+                          CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+            for label, where in (("plain", plain), ("sealed", sealed)):
+                session_corpus(where, 1_000, 100)
+            (build_plain, plain_ms), (build_sealed, sealed_ms) = session_search(plain), session_search(sealed)
+            rows.append(("session search, 100,000 msgs (1,000 × 100), plain", plain_ms, "bare start", bare, ""))
+            rows.append(("session search, 100,000 msgs, sealed vs plain", sealed_ms, "same, plain", plain_ms, "≤ 1.5×"))
+            rows.append(("first session search, 100,000 msgs, sealed vs plain (builds the index)", build_sealed,
+                         "same, plain", build_plain, ""))
+            big = dict(env, CHATCLI_HOME=str(scratch / "search-1m"))
+            session_corpus(big, int(os.environ.get("BENCH_SESSIONS", "1000")), 1_000)
+            build_big, big_ms = session_search(big)
+            rows.append(("session search, 1,000,000 msgs (1,000 × 1,000), indexed", big_ms, "bare start", bare,
+                         "< 50 ms"))
+            rows.append(("first session search, 1,000,000 msgs (builds the index; the REPL does it in the background)",
+                         build_big, "bare start", bare, ""))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print_floor_table("Scale (`bench/scale.py`)", rows)
