@@ -45,6 +45,8 @@ from chatcli.engine.conversation import Conversation  # noqa: E402
 
 SIZES = tuple(int(n) for n in os.environ.get("BENCH_SIZES", "100,10000,100000").split(","))
 RUNS = int(os.environ.get("BENCH_RUNS", "15"))
+# BENCH_PARTS=turns,list,search runs only those (all by default).
+PARTS = set(os.environ.get("BENCH_PARTS", "turns,list,search").split(","))
 PYTHON = ROOT / ".venv" / "bin" / "python"
 CHATCLI = ROOT / ".venv" / "bin" / "chatcli"
 BODY = "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 17  # ≈1 KB
@@ -254,9 +256,11 @@ def main() -> int:
             env = dict(base, HOME=str(scratch), CHATCLI_HOME=str(scratch / "home"), LLM_PROVIDER="openai",
                        OPENAI_API_KEY="x", OPENAI_BASE_URL=server.base_url, OPENAI_MODEL="m")
             turns = {}
-            for count in SIZES:
+            for count in SIZES if "turns" in PARTS or "search" in PARTS else ():
                 name = f"big{count}"
                 path = build_session(env, name, count)
+                if "turns" not in PARTS:
+                    continue
                 turn, floor = per_turn(env, name, count)
                 turns[count] = turn
                 rows.append((f"per-turn persistence, {count:,} msgs", turn, "fsync'd append", floor,
@@ -272,37 +276,44 @@ def main() -> int:
             if 100 in turns and 100_000 in turns:
                 rows.append(("per-turn persistence, 100,000 vs 100 msgs", turns[100_000], "same at 100", turns[100],
                              "≤ 2×"))
-            listed, start, cold = listing(dict(env, CHATCLI_HOME=str(scratch / "listing")))
-            rows.append((f"`chatcli session list`, 10,000 sessions, after a turn ({'cold' if cold else 'warm'} cache)",
-                         listed, "bare start", start, "< 100 ms"))
-            bare = statistics.median(whole([str(PYTHON), "-c", "pass"], env)[0] for _ in range(RUNS))
-            for count in SIZES:
-                first = transcript_search(env, f"big{count}", count)
-                rows.append((f"transcript search, {count:,} msgs, first use (a new process)", first, "bare start",
-                             bare, "< 300 ms" if count == 100_000 else ""))
-                points["transcript search, first use"].append((count, first))
-            plain = dict(env, CHATCLI_HOME=str(scratch / "search-plain"))
-            sealed = dict(env, CHATCLI_HOME=str(scratch / "search-sealed"),
-                          CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
-            for label, where in (("plain", plain), ("sealed", sealed)):
-                session_corpus(where, 1_000, 100)
-            (build_plain, plain_ms), (build_sealed, sealed_ms) = session_search(plain), session_search(sealed)
-            rows.append(("session search, 100,000 msgs (1,000 × 100), plain", plain_ms, "bare start", bare, ""))
-            rows.append(("session search, 100,000 msgs, sealed vs plain", sealed_ms, "same, plain", plain_ms, "≤ 1.5×"))
-            rows.append(("first session search, 100,000 msgs, sealed vs plain (builds the index)", build_sealed,
-                         "same, plain", build_plain, ""))
-            big = dict(env, CHATCLI_HOME=str(scratch / "search-1m"))
-            session_corpus(big, int(os.environ.get("BENCH_SESSIONS", "1000")), 1_000)
-            build_big, big_ms = session_search(big)
-            rows.append(("session search, 1,000,000 msgs (1,000 × 1,000), indexed", big_ms, "bare start", bare,
-                         "< 50 ms"))
-            rows.append(("first session search, 1,000,000 msgs (builds the index; the REPL does it in the background)",
-                         build_big, "bare start", bare, ""))
+            if "list" in PARTS:
+                listed, start, cold = listing(dict(env, CHATCLI_HOME=str(scratch / "listing")))
+                rows.append((f"`chatcli session list`, 10,000 sessions, after a turn ({'cold' if cold else 'warm'} cache)",
+                             listed, "bare start", start, "< 100 ms"))
+            if "search" in PARTS:
+                search_rows(env, scratch, rows, points)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print_floor_table("Scale (`bench/scale.py`)", rows)
     print(f"\n{plot(points)}")
     return 0
+
+
+def search_rows(env: dict, scratch: Path, rows: list, points: dict) -> None:
+    """Transcript search on the sessions the turns rows built, then session search, plain and sealed."""
+    bare = statistics.median(whole([str(PYTHON), "-c", "pass"], env)[0] for _ in range(RUNS))
+    for count in SIZES:
+        first = transcript_search(env, f"big{count}", count)
+        rows.append((f"transcript search, {count:,} msgs, first use (a new process)", first, "bare start",
+                     bare, "< 300 ms" if count == 100_000 else ""))
+        points["transcript search, first use"].append((count, first))
+    plain = dict(env, CHATCLI_HOME=str(scratch / "search-plain"))
+    sealed = dict(env, CHATCLI_HOME=str(scratch / "search-sealed"),
+                  CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+    for label, where in (("plain", plain), ("sealed", sealed)):
+        session_corpus(where, 1_000, 100)
+    (build_plain, plain_ms), (build_sealed, sealed_ms) = session_search(plain), session_search(sealed)
+    rows.append(("session search, 100,000 msgs (1,000 × 100), plain", plain_ms, "bare start", bare, ""))
+    rows.append(("session search, 100,000 msgs, sealed vs plain", sealed_ms, "same, plain", plain_ms, "≤ 1.5×"))
+    rows.append(("first session search, 100,000 msgs, sealed vs plain (builds the index)", build_sealed,
+                 "same, plain", build_plain, ""))
+    big = dict(env, CHATCLI_HOME=str(scratch / "search-1m"))
+    session_corpus(big, int(os.environ.get("BENCH_SESSIONS", "1000")), 1_000)
+    build_big, big_ms = session_search(big)
+    rows.append(("session search, 1,000,000 msgs (1,000 × 1,000), indexed", big_ms, "bare start", bare,
+                 "< 50 ms"))
+    rows.append(("first session search, 1,000,000 msgs (builds the index; the REPL does it in the background)",
+                 build_big, "bare start", bare, ""))
 
 
 if __name__ == "__main__":

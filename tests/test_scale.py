@@ -223,3 +223,32 @@ def test_a_sealed_store_keeps_a_search_index_with_no_word_of_the_conversations(e
     rec = records.record(settings, conv.snapshot(), conv.transcript.id)
     [(pos, role, text)] = records.search(settings, rec, "rendezvous")
     assert (pos, role) == (1, "user") and "rendezvous is at noon" in text
+
+
+def test_a_large_session_read_in_pieces_is_the_session_read_whole(env, monkeypatch):
+    from chatcli.core.session import SessionData
+    from chatcli.store import sessions as store_module
+
+    store = SessionStore(Settings.load(env).sessions_dir)
+    history = [Message("user" if i % 2 == 0 else "assistant",
+                       f"{i} " + ('}, {"role": "user"} é ' if i % 7 == 0 else "") + "x" * (i % 50),
+                       meta={"n": i} if i % 11 == 0 else None,
+                       tool_calls=[{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+                       if i % 13 == 0 else None) for i in range(3000)]
+    history.insert(1500, Message("user", "long " * 3000))  # longer than a piece
+    store.write("big", SessionData(history=history, title='a "chat_history":[ title'))
+    whole, _ = store.load("big")
+    pieces_read: list[bool] = []
+    real = store_module._read_in_pieces
+    monkeypatch.setattr(store_module, "_read_in_pieces", lambda fd, size: pieces_read.append(
+        (found := real(fd, size)) is not None) or found)
+    monkeypatch.setattr(store_module, "CHUNKED_FROM", 1024)
+    monkeypatch.setattr(store_module, "PIECE", 4096)
+    read, _ = store.load("big")
+    assert pieces_read == [True]
+    assert [m.to_dict() for m in read.history] == [m.to_dict() for m in whole.history] and read.title == whole.title
+
+    with open(store.path("big"), "ab") as handle:  # an append cut short: read whole, and recovered
+        handle.write(b'{"role":"user","content":"half"}]}')
+    recovered, _ = store.load("big")
+    assert pieces_read[-1] is False and len(recovered.history) == len(whole.history)

@@ -156,6 +156,11 @@ def _time_of(message: Message) -> float | None:
     return None
 
 
+def messages_of(items: Any) -> list[Message]:
+    """A parsed chat_history → messages (SessionFormatError names the first bad one)."""
+    return _messages(items, "chat_history")
+
+
 def _messages(items: Any, where: str) -> list[Message]:
     if not isinstance(items, list):
         raise SessionFormatError(f"{where} is not a list")

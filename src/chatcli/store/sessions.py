@@ -82,7 +82,79 @@ def _json():
     return orjson
 
 
-def read_regular(path: Path) -> tuple[bytes, os.stat_result]:
+# A session file from this size on is read in pieces (`_read_in_pieces`): parsing 100 MB at once
+# holds the bytes, the parser's own document tree and the objects built from it together (3.4×
+# the file at its peak); in pieces, the objects and one piece.
+CHUNKED_FROM = 16 << 20
+PIECE = 4 << 20
+_HISTORY_KEY = b'"chat_history":['
+
+
+def _read_in_pieces(fd: int, size: int) -> SessionData | None:
+    """The session in file `fd` read PIECE bytes at a time, when it is laid out as this version
+    writes it (every field, then `chat_history` last, then `]}`); None for anything else, which
+    the caller reads whole (and reports, or recovers, as it does for every file).
+
+    A piece ends between two messages: before a `{"role":` (which cannot occur inside a JSON
+    string, where the quote is escaped) that follows `},`, and only if the piece then parses as
+    a JSON array (cut inside a message, it would not)."""
+    orjson = _json()
+    session = _document()
+    first = os.pread(fd, min(size, PIECE), 0)
+    if first.startswith(b"chatcli-sealed") or os.pread(fd, 2, size - 2) != b"]}":
+        return None
+    search = 0
+    while True:  # where the history starts: the first place the fields before it parse
+        at = first.find(_HISTORY_KEY, search)
+        if at < 0:
+            return None
+        try:
+            head = orjson.loads(first[:at] + b'"chat_history":[]}')
+            break
+        except orjson.JSONDecodeError:
+            search = at + 1
+    if (head.__class__ is not dict or next(reversed(head)) != "chat_history" or head.get("version") != 2
+            or head.get("agent_history") or head.get("coder_history")):
+        return None
+    items: list = []
+    offset, end = at + len(_HISTORY_KEY), size - 2
+    carry = b""
+    while offset < end or carry:
+        data = carry + os.pread(fd, min(PIECE, end - offset), offset) if offset < end else carry
+        offset = min(end, offset + PIECE)
+        if offset >= end:  # the rest, up to the closing "]"
+            try:
+                items += orjson.loads(b"[" + data.rstrip() + b"]")
+            except orjson.JSONDecodeError:
+                return None
+            break
+        start = len(data)
+        while True:
+            start = data.rfind(b'{"role":', 0, start)
+            if start <= 0:
+                carry = data  # one message longer than a piece: read on
+                break
+            before = data[:start].rstrip()
+            if not before.endswith(b"},"):
+                continue
+            try:
+                items += orjson.loads(b"[" + before[:-1] + b"]")
+            except orjson.JSONDecodeError:
+                continue
+            carry = data[start:]
+            break
+    try:
+        data = session.decode_session(head)
+        data.history = session.messages_of(items)
+    except session.SessionFormatError:
+        return None
+    if _inexact(data):
+        return None  # the whole-file reader parses such numbers exactly
+    data.appendable = True
+    return data
+
+
+def read_regular(path: Path, chunked_from: int | None = None) -> tuple[bytes | int, os.stat_result]:
     """The bytes of a regular file and its stat. Anything else (a FIFO, a device, a directory)
     raises OSError without blocking: a FIFO opened for reading would wait for a writer forever.
 
@@ -100,10 +172,14 @@ def read_regular(path: Path) -> tuple[bytes, os.stat_result]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if chunked_from is not None and st.st_size >= chunked_from:
+            fd, kept = -1, fd
+            return kept, st  # the caller reads it (see SessionStore.load)
         with open(fd, "rb", closefd=False) as handle:  # readall sizes its buffer from fstat
             return handle.read(), st
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
 
 
 def _inexact(data: SessionData) -> bool:
@@ -201,11 +277,24 @@ class SessionStore:
     def load(self, name: str) -> tuple[SessionData, Stamp]:
         path = self.path(name)
         try:
-            raw, st = read_regular(path)
+            raw, st = read_regular(path, chunked_from=CHUNKED_FROM)
         except FileNotFoundError:
             raise SessionNotFound(f"session '{name}' does not exist") from None
         except OSError as exc:
             raise self._error(name, exc) from None
+        if isinstance(raw, int):  # a large file: read piece by piece when it is laid out as this version writes it
+            fd = raw
+            try:
+                with gc_paused():
+                    data = _read_in_pieces(fd, st.st_size) if self.key is None else None
+                if data is not None:
+                    return data, Stamp.of(st)
+                with open(fd, "rb", closefd=False) as handle:
+                    raw = handle.read()
+            except OSError as exc:
+                raise self._error(name, exc) from None
+            finally:
+                os.close(fd)
         return self.decode(name, raw), Stamp.of(st)
 
     def decode(self, name: str, raw: bytes) -> SessionData:
