@@ -252,3 +252,40 @@ def test_a_large_session_read_in_pieces_is_the_session_read_whole(env, monkeypat
         handle.write(b'{"role":"user","content":"half"}]}')
     recovered, _ = store.load("big")
     assert pieces_read[-1] is False and len(recovered.history) == len(whole.history)
+
+
+def test_a_sealed_session_takes_its_turns_as_sealed_records_and_folds_them(env):
+    import base64
+
+    env["CHATCLI_ENCRYPTION_KEY"] = base64.b64encode(os.urandom(32)).decode()
+    conv = bound(env, "vault")
+    turn(conv, "first secret question " + "x" * 2000)
+    path = conv.store.path("vault")
+    inode, size = os.stat(path).st_ino, path.stat().st_size
+    turn(conv, "second secret")
+    assert os.stat(path).st_ino == inode and path.stat().st_size > size  # a record appended, not a rewrite
+    assert b"second secret" not in path.read_bytes()
+    store = SessionStore(conv.store.root, conv.store.key)
+    assert [m.content[:6] for m in store.load("vault")[0].history] == ["first ", "ok", "second", "ok"]
+
+    grown = path.read_bytes()
+    path.write_bytes(grown[:-5])  # the last record cut short by a crash: left out
+    assert [m.content for m in store.load("vault")[0].history][-2:] == ["first secret question " + "x" * 2000, "ok"]
+    damaged = bytearray(grown + grown[size:])  # a record in the middle altered: refused, not skipped
+    damaged[size + 20] ^= 1
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(Exception, match="altered"):
+        store.load("vault")
+    path.write_bytes(grown)
+
+    later = bound(env, "vault")
+    for i in range(12):  # the records outgrow the snapshot: the file is written whole again, with them in it
+        turn(later, f"turn {i} " + "y" * 400)
+    assert os.stat(path).st_ino != inode
+    assert len(store.load("vault")[0].history) == 4 + 24
+    turn(later, "one more")  # appended to the new snapshot
+    new_key = base64.b64encode(os.urandom(32)).decode()
+    rekeyed = run_chatcli("storage", "rekey", env=dict(env, CHATCLI_NEW_ENCRYPTION_KEY=new_key))
+    assert rekeyed.returncode == 0, rekeyed.stderr
+    after = SessionStore(conv.store.root, base64.b64decode(new_key)).load("vault")[0]
+    assert [m.content for m in after.history][-2:] == ["one more", "ok"] and len(after.history) == 30

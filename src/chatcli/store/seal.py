@@ -28,10 +28,12 @@ from chatcli.core.errors import ChatcliError
 MAGIC = b"chatcli-sealed\n"
 LINE_PREFIX = b"chatcli-sealed:"
 VERSION = 1
+APPENDABLE = 2  # a sealed session file to which turns are appended (Sealer.open_session)
 SALT = 16
 NONCE = 12
 TAG = 16
 KEY_BYTES = 32  # the master key's length (config.paths.encryption_key checks it)
+SESSION_HEADER = len(MAGIC) + 1 + SALT + 8 + NONCE
 
 
 class SealError(ChatcliError):
@@ -63,7 +65,7 @@ class Sealer:
             key = self._hkdf(algorithm=self._sha256(), length=KEY_BYTES, salt=salt,
                              info=b"chatcli/" + kind).derive(self._master)
             cipher = self._aesgcm(key)
-            if kind == b"journal":
+            if kind in (b"journal", b"session"):  # a session's salt is met at every appended turn
                 if len(self._keys) >= 4096:
                     self._keys.clear()
                 self._keys[(salt, kind)] = cipher
@@ -81,11 +83,15 @@ class Sealer:
     def seal(self, plaintext: bytes, kind: str, name: str) -> bytes:
         salt, nonce = os.urandom(SALT), os.urandom(NONCE)
         sealed = self._cipher(salt, kind.encode()).encrypt(nonce, plaintext, _aad(kind, name))
+        if kind == "session":  # the appendable envelope (see append_session)
+            return MAGIC + bytes([APPENDABLE]) + salt + len(sealed).to_bytes(8, "big") + nonce + sealed
         return MAGIC + bytes([VERSION]) + salt + nonce + sealed
 
     def open(self, data: bytes, kind: str, name: str, what: str) -> bytes:
         """The plaintext of a sealed file; `what` names it in errors ("session 'x'")."""
         body = data[len(MAGIC):]
+        if kind == "session" and body[:1] == bytes([APPENDABLE]):
+            return self.open_session(data, name, what)[0]
         if not body or body[0] != VERSION:
             raise SealError(f"{what} is sealed in a format this version does not know (version "
                             f"{body[0] if body else '?'}); the file was left untouched")
@@ -93,6 +99,57 @@ class Sealer:
         if len(sealed) < TAG:
             raise SealError(f"{what} is sealed but truncated; the file was left untouched")
         return self._open(salt, nonce, sealed, kind, _aad(kind, name), what)
+
+    # -- sessions: a sealed snapshot, then sealed turns appended ----------------------------
+    # MAGIC, 2, salt (16), the snapshot's sealed length (8 bytes, big-endian), nonce (12), the
+    # sealed snapshot (the v2 document, history last); then one record per turn appended:
+    # length (4), nonce (12), the sealed messages (JSON objects joined by commas), bound to the
+    # session's name and the record's byte offset. Reading splices them into the history.
+    def open_session(self, data: bytes, name: str, what: str) -> tuple[bytes, bool]:
+        """(the document, whether turns can be appended to the file as it is). A last record cut
+        short or failing to open is a turn whose append a crash stopped: left out (the next
+        write rewrites the file whole). Any other record that fails to open is an alteration."""
+        body = data[len(MAGIC):]
+        if body[:1] != bytes([APPENDABLE]):
+            return self.open(data, "session", name, what), False
+        head = len(MAGIC) + 1 + SALT + 8 + NONCE
+        salt = data[len(MAGIC) + 1: len(MAGIC) + 1 + SALT]
+        length = int.from_bytes(data[len(MAGIC) + 1 + SALT: len(MAGIC) + 1 + SALT + 8], "big")
+        if len(data) < head + length or length < TAG:
+            raise SealError(f"{what} is sealed but truncated; the file was left untouched")
+        document = self._open(salt, data[head - NONCE: head], data[head: head + length], "session",
+                              _aad("session", name), what)
+        turns, offset, whole = [], head + length, True
+        cipher = self._cipher(salt, b"session")
+        while offset < len(data):
+            size = int.from_bytes(data[offset: offset + 4], "big")
+            end = offset + 4 + NONCE + size
+            try:
+                if end > len(data) or size < TAG:
+                    raise ValueError
+                turns.append(cipher.decrypt(data[offset + 4: offset + 4 + NONCE], data[offset + 4 + NONCE: end],
+                                            _turn_aad(name, offset)))
+            except Exception as exc:  # noqa: BLE001 - InvalidTag, or a record cut short
+                if end >= len(data):  # the last one: an append a crash cut short
+                    whole = False
+                    break
+                raise SealError(f"{what} cannot be opened with CHATCLI_ENCRYPTION_KEY: a turn appended to it was "
+                                "altered; the file was left untouched") from exc
+            offset = end
+        if turns:
+            if not document.endswith(b"]}"):
+                raise SealError(f"{what} is sealed in a shape this version does not know; the file was left untouched")
+            comma = b"" if document.endswith(b"[]}") else b","
+            document = document[:-2] + comma + b",".join(turns) + b"]}"
+        return document, whole
+
+    def append_record(self, header: bytes, name: str, offset: int, plaintext: bytes) -> bytes:
+        """The record of one appended turn for the session whose file starts with `header` (its
+        first bytes, the salt among them), landing at byte `offset`."""
+        salt = header[len(MAGIC) + 1: len(MAGIC) + 1 + SALT]
+        nonce = os.urandom(NONCE)
+        sealed = self._cipher(salt, b"session").encrypt(nonce, plaintext, _turn_aad(name, offset))
+        return len(sealed).to_bytes(4, "big") + nonce + sealed
 
     def _open(self, salt: bytes, nonce: bytes, sealed: bytes, kind: str, aad: bytes, what: str) -> bytes:
         from cryptography.exceptions import InvalidTag
@@ -128,6 +185,18 @@ class Sealer:
 
 def _aad(kind: str, name: str) -> bytes:
     return f"chatcli/{VERSION}/{kind}/{name}".encode()
+
+
+def _turn_aad(name: str, offset: int) -> bytes:
+    return f"chatcli/{APPENDABLE}/session/{name}/{offset}".encode()
+
+
+def session_layout(header: bytes) -> int | None:
+    """The length of a sealed session file's snapshot part (header included), from its first
+    SESSION_HEADER bytes, when it is in the appendable envelope; else None."""
+    if len(header) < SESSION_HEADER or not header.startswith(MAGIC) or header[len(MAGIC)] != APPENDABLE:
+        return None
+    return SESSION_HEADER + int.from_bytes(header[len(MAGIC) + 1 + SALT: len(MAGIC) + 1 + SALT + 8], "big")
 
 
 def _line_aad(transcript_id: str, offset: int) -> bytes:
@@ -188,5 +257,5 @@ def sealer_for(key: bytes | None) -> Sealer | None:
     return sealer
 
 
-__all__ = ["CHECK_FILE", "LINE_PREFIX", "MAGIC", "SealError", "Sealer", "check_store_key", "is_sealed",
-           "sealer_for"]
+__all__ = ["CHECK_FILE", "LINE_PREFIX", "MAGIC", "SESSION_HEADER", "SealError", "Sealer", "check_store_key",
+           "is_sealed", "sealer_for", "session_layout"]

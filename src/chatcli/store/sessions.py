@@ -25,7 +25,7 @@ from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir, 
 from chatcli.store import listing_cache
 from chatcli.store.bulk import gc_paused
 from chatcli.store.listing_cache import APPENDS_SUFFIX, CATALOG_VERSION, RENDERED_SUFFIX, SETTLE_NS
-from chatcli.store.seal import SealError, is_sealed, sealer_for
+from chatcli.store.seal import SESSION_HEADER, SealError, is_sealed, sealer_for, session_layout
 
 # `chatcli session list` imports this module and should load nothing it does not use:
 # the session document (dataclasses, typing) is imported where a document is read or written.
@@ -244,16 +244,17 @@ class SessionStore:
         """Encryption is on: nothing derived from a session's content goes into a cache."""
         return self.key is not None
 
-    def _opened(self, name: str, raw: bytes) -> bytes:
-        """A session file's JSON bytes: as they are, or opened when sealed."""
+    def _opened(self, name: str, raw: bytes) -> tuple[bytes, bool]:
+        """A session file's JSON bytes (as they are, or opened when sealed), and for a sealed
+        one whether turns can be appended to it as it is."""
         if not is_sealed(raw):
-            return raw
+            return raw, False
         if self.key is None:
             self.locked_out = True
             raise SessionError(f"session '{name}' is encrypted: set CHATCLI_ENCRYPTION_KEY to the key that sealed "
                                "it; the file was left untouched")
         try:
-            return sealer_for(self.key).open(raw, "session", name, f"session '{name}'")
+            return sealer_for(self.key).open_session(raw, name, f"session '{name}'")
         except SealError as exc:
             self.locked_out = True
             raise SessionError(str(exc)) from None
@@ -304,7 +305,7 @@ class SessionStore:
     def _decode(self, name: str, raw: bytes) -> SessionData:
         orjson = _json()
         plain = not is_sealed(raw)
-        raw = self._opened(name, raw)
+        raw, sealed_appendable = self._opened(name, raw)
         torn, cut = False, len(raw)
         try:
             document = orjson.loads(raw)
@@ -323,8 +324,9 @@ class SessionStore:
                 data = session.decode_session(json.loads(raw[:cut]))
             # Written by this version (history last, nothing after it): a turn can be appended in
             # place. A file with an append cut short is rewritten whole at the next write.
-            data.appendable = (plain and not torn and document.__class__ is dict and bool(document)
-                               and next(reversed(document)) == "chat_history" and raw.endswith(b"]}"))
+            data.appendable = ((plain or sealed_appendable) and not torn and document.__class__ is dict
+                               and bool(document) and next(reversed(document)) == "chat_history"
+                               and raw.endswith(b"]}"))
             return data
         except session.SessionFormatError as exc:
             raise SessionError(f"session '{name}' ({self.root / (name + SUFFIX)}): {exc}; the file was left "
@@ -377,15 +379,44 @@ class SessionStore:
         except OSError as exc:
             raise self._error(name, exc, writing=True) from None
         self.note_latest(name, stamp.mtime_ns, None if self.private else len(data.history))
-        data.appendable = self.key is None
+        data.appendable = True
+        return stamp
+
+    def _append_sealed(self, name: str, body: bytes, expect: Stamp) -> Stamp | None:
+        try:
+            fd = os.open(self.path(name), os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._error(name, exc, writing=True) from None
+        try:
+            st = os.fstat(fd)
+            header = os.pread(fd, SESSION_HEADER, 0)
+            snapshot = session_layout(header)
+            if (not stat.S_ISREG(st.st_mode) or Stamp.of(st) != expect or not st.st_mode & stat.S_IWUSR
+                    or snapshot is None or (st.st_size - snapshot) + len(body) > snapshot):
+                return None  # not the file expected, or time to fold the turns into a new snapshot
+            record = sealer_for(self.key).append_record(header, name, st.st_size, body)
+            try:
+                _pwrite_all(fd, record, st.st_size)
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):  # a full disk: leave the file as it was
+                    os.ftruncate(fd, st.st_size)
+                    os.fsync(fd)
+                raise
+            stamp = Stamp.of(os.fstat(fd))
+        except OSError as exc:
+            raise self._error(name, exc, writing=True) from None
+        finally:
+            os.close(fd)
+        self._note_appended(name, stamp, None)
+        self.note_latest(name, stamp.mtime_ns, None)
         return stamp
 
     def head(self, data: SessionData) -> bytes | None:
-        """Every field of `data`'s document but its history, as written: two documents with the
-        same head differ only in their histories (what `append` may add). None when it cannot
-        be told (a sealed store does not append)."""
-        if self.key is not None:
-            return None
+        """Every field of `data`'s document but its history, as written (before sealing): two
+        documents with the same head differ only in their histories (what `append` may add)."""
         try:
             return _json().dumps(_document().encode_head(data))
         except TypeError:
@@ -404,15 +435,22 @@ class SessionStore:
           2. the old closing `]}` (two bytes, never across a 512-byte sector: `_straddles`)
              becomes `, ` (or two spaces for an empty history): the document now runs on to
              the new end.
-        Returns the new stamp, or None when this is not the file expected or it is sealed (the
-        caller writes it whole)."""
-        if self.key is not None or not messages:
+        A sealed session gets one sealed record per turn instead (Sealer.open_session), in one
+        fsync'd write: a crash leaves a last record cut short, which readers leave out. Once the
+        records outweigh the snapshot they follow, the file is rewritten whole (None), so a
+        sealed file costs at most twice its size to read.
+
+        Returns the new stamp, or None when this is not the file expected (the caller writes it
+        whole)."""
+        if not messages:
             return None
         orjson = _json()
         try:
             body = b",".join([orjson.dumps(m.to_dict()) for m in messages])
         except TypeError:
             return None
+        if self.key is not None:
+            return self._append_sealed(name, body, expect)
         path = self.path(name)
         try:
             fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
