@@ -3,8 +3,9 @@ messages, each figure beside a floor measured in the same run, and a plot of the
 
 Rows (whole processes where the figure is what a user waits for):
   per-turn persistence   one turn of a bound session in-process (checkpoint, two messages, journal
-                         sync, write-through) on a session loaded from disk; floor: a bare fsync'd
-                         append of the same bytes; goal: at 100,000 ≤ 2× the cost at 100
+                         sync with its search-index update, write-through) on a session loaded
+                         from disk; floor: a bare fsync'd append of the same bytes; goal: at
+                         100,000 ≤ 2× the cost at 100; also with CHATCLI_ENCRYPTION_KEY set
   resume + one turn      `chatcli --session big -p hi` against a fake OpenAI-compatible server on
                          127.0.0.1, whole process; floor: a bare process that reads and parses the
                          session file with orjson (the parse floor); goal: < 1 s, ≤ 2× the floor,
@@ -12,6 +13,12 @@ Rows (whole processes where the figure is what a user waits for):
   session list           `chatcli session list` over 10,000 sessions after one of them took a turn,
                          with the page cache dropped first (cold) when this machine lets us; floor:
                          a bare interpreter start, as cold; goal: < 100 ms
+  transcript search      the first /transcript search in a new process on a journal chatcli wrote
+                         turn by turn (indexed as it was written); floor: a bare start; < 300 ms
+  session search         across 1,000 sessions × 100 messages, plain and sealed (goal: sealed
+                         ≤ 1.5× plain), and across 1,000 × 1,000 (a million messages, goal < 50 ms)
+                         once indexed; the first search, which builds the index (the REPL does that
+                         in the background), is shown too
 
 BENCH_RUNS sets the runs per figure (default 15; 5 at 100,000 messages). The plot goes to
 bench/scale.png (skipped when matplotlib is missing).
@@ -276,6 +283,16 @@ def main() -> int:
             if 100 in turns and 100_000 in turns:
                 rows.append(("per-turn persistence, 100,000 vs 100 msgs", turns[100_000], "same at 100", turns[100],
                              "≤ 2×"))
+                sealed_env = dict(env, CHATCLI_HOME=str(scratch / "sealed"),
+                                  CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+                sealed = {}
+                for count in (100, 100_000):
+                    build_session(sealed_env, f"vault{count}", count)
+                    sealed[count], floor = per_turn(sealed_env, f"vault{count}", count)
+                    rows.append((f"per-turn persistence, sealed, {count:,} msgs", sealed[count], "fsync'd append",
+                                 floor, ""))
+                rows.append(("per-turn persistence, sealed, 100,000 vs 100 msgs", sealed[100_000], "same at 100",
+                             sealed[100], "≤ 2×"))
             if "list" in PARTS:
                 listed, start, cold = listing(dict(env, CHATCLI_HOME=str(scratch / "listing")))
                 rows.append((f"`chatcli session list`, 10,000 sessions, after a turn ({'cold' if cold else 'warm'} cache)",

@@ -119,6 +119,7 @@ def _read_in_pieces(fd: int, size: int) -> SessionData | None:
     items: list = []
     offset, end = at + len(_HISTORY_KEY), size - 2
     carry = b""
+    misses = 0  # candidate cuts that did not parse (objects with a "role" key nested in a message)
     while offset < end or carry:
         data = carry + os.pread(fd, min(PIECE, end - offset), offset) if offset < end else carry
         offset = min(end, offset + PIECE)
@@ -128,9 +129,9 @@ def _read_in_pieces(fd: int, size: int) -> SessionData | None:
             except orjson.JSONDecodeError:
                 return None
             break
-        start = len(data)
+        start, floor = len(data), max(0, len(carry) - len(b'{"role":'))  # the carry had no cut before
         while True:
-            start = data.rfind(b'{"role":', 0, start)
+            start = data.rfind(b'{"role":', floor, start)
             if start <= 0:
                 carry = data  # one message longer than a piece: read on
                 break
@@ -140,6 +141,9 @@ def _read_in_pieces(fd: int, size: int) -> SessionData | None:
             try:
                 items += orjson.loads(b"[" + before[:-1] + b"]")
             except orjson.JSONDecodeError:
+                misses += 1
+                if misses > 16:
+                    return None  # not worth guessing on: read it whole
                 continue
             carry = data[start:]
             break
