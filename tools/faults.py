@@ -102,7 +102,8 @@ def kills(sealed: bool, times: int) -> None:
     store = SessionStore(settings.sessions_dir, settings.encryption_key)
     rng = random.Random(7)
     lost = unreadable = damaged = 0
-    torn = 0
+    torn = cut_appends = 0
+    path = settings.sessions_dir / "crashy.json"
     for _ in range(times):
         proc = subprocess.Popen([sys.executable, "-c", _KILLED], env=env, stdout=subprocess.PIPE)
         assert proc.stdout.readline() == b"ready\n"
@@ -116,6 +117,7 @@ def kills(sealed: bool, times: int) -> None:
         except SessionError:
             unreadable += 1
             continue
+        cut_appends += _append_cut_short(path, settings.encryption_key)
         have = {m.content.split("x")[0].rstrip() + " " for m in data.history if m.role == "user"}
         lost += sum(1 for prefix in done if prefix.rstrip() + " " not in have)
         reading = Journal(settings.home / "transcripts", data.transcript_id, settings.encryption_key).read()
@@ -126,7 +128,25 @@ def kills(sealed: bool, times: int) -> None:
     kind = "sealed" if sealed else "plaintext"
     row(f"SIGKILL of a writer at a random instant of its turns ({kind} store)", times,
         f"{lost} completed turns; {unreadable} unreadable session files; {damaged} damaged journal lines",
-        f"at most one torn journal line at a time ({torn} seen over all kills), ended or cut at the next append")
+        f"at most one torn journal line at a time ({torn} seen over all kills), ended or cut at the next append; "
+        f"{cut_appends} session file(s) caught between the two steps of an in-place append (or with a sealed turn "
+        "record cut short) read as the file before that turn")
+
+
+def _append_cut_short(path: Path, key: bytes | None) -> int:
+    """1 when the session file holds an append a kill stopped half-way (the loader read past it)."""
+    import orjson
+
+    from chatcli.store.seal import is_sealed, sealer_for
+
+    raw = path.read_bytes()
+    if is_sealed(raw):
+        return 0 if sealer_for(key).open_session(raw, "crashy", "session")[1] or raw[15] != 2 else 1
+    try:
+        orjson.loads(raw)
+        return 0
+    except orjson.JSONDecodeError:
+        return 1
 
 
 # -- two surfaces writing one session at once ------------------------------------------------------
