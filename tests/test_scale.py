@@ -289,3 +289,79 @@ def test_a_sealed_session_takes_its_turns_as_sealed_records_and_folds_them(env):
     assert rekeyed.returncode == 0, rekeyed.stderr
     after = SessionStore(conv.store.root, base64.b64decode(new_key)).load("vault")[0]
     assert [m.content for m in after.history][-2:] == ["one more", "ok"] and len(after.history) == 30
+
+
+# -- what a review of the above found -------------------------------------------------------------
+def test_a_file_with_per_mode_histories_is_written_whole_not_appended_to(env):
+    sessions_dir = Settings.load(env).sessions_dir
+    sessions_dir.mkdir(parents=True)
+    (sessions_dir / "modes.json").write_text(json.dumps({
+        "version": 2, "agent_history": [{"role": "user", "content": "agent q"}, {"role": "assistant", "content": "a"}],
+        "chat_history": []}))
+    conv = bound(env, "modes")
+    turn(conv, "chat q")
+    document = json.loads((sessions_dir / "modes.json").read_text())  # still a document, in order
+    assert [m["content"] for m in document["chat_history"]] == ["agent q", "a", "chat q", "ok"]
+
+
+def test_a_failed_fsync_after_the_second_step_leaves_the_file_as_it_was(env, monkeypatch):
+    conv = bound(env, "disk")
+    turn(conv, "kept")
+    path = conv.store.path("disk")
+    before = path.read_bytes()
+    calls = []
+    real_fsync = os.fsync
+
+    def failing(fd):
+        calls.append(fd)
+        if len(calls) == 2:  # the append's second step
+            raise OSError(5, "Input/output error")
+        return real_fsync(fd)
+
+    conv.history += [Message("user", "lost?"), Message("assistant", "maybe")]
+    with conv.store.lock("disk"):
+        monkeypatch.setattr(os, "fsync", failing)
+        with pytest.raises(Exception, match="Input/output error"):
+            conv.store.append("disk", conv.history[2:], 2, conv.sync_stamp)
+        monkeypatch.setattr(os, "fsync", real_fsync)
+    assert path.read_bytes() == before and json.loads(before)
+
+
+@pytest.mark.parametrize("tail", [b'{"role":"user","cont', b"\0" * 300], ids=["partial", "zeros"])
+def test_an_append_torn_inside_its_first_step_still_reads(env, tail):
+    conv = bound(env, "partial")
+    turn(conv, "kept question")
+    with open(conv.store.path("partial"), "ab") as handle:
+        handle.write(tail)
+    data, stamp = SessionStore(conv.store.root).load("partial")
+    assert [m.content for m in data.history] == ["kept question", "ok"] and stamp.size == -1
+    turn(bound(env, "partial"), "next")
+    assert [m["content"] for m in json.loads(conv.store.path("partial").read_bytes())["chat_history"]][-2:] == [
+        "next", "ok"]
+
+
+def test_a_hard_linked_session_file_is_not_changed_through_its_other_name(env, tmp_path):
+    conv = bound(env, "linked")
+    turn(conv, "first")
+    backup = tmp_path / "backup.json"
+    os.link(conv.store.path("linked"), backup)
+    saved = backup.read_bytes()
+    turn(conv, "second")
+    assert backup.read_bytes() == saved and len(json.loads(conv.store.path("linked").read_bytes())["chat_history"]) == 4
+
+
+def test_the_first_turn_window_keeps_the_system_messages_and_summary_before_it(openai_env, openai_server):
+    openai_env.update(CHATCLI_CONTEXT_WINDOW="4000", CHATCLI_AUTO_COMPACT="50%")
+    conv = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(conv, name="framed")
+    conv.history += [Message("system", "Always answer in French."),
+                     Message("assistant", "Summary of before.", meta={"is_summary": True})]
+    conv.history += [Message("user" if i % 2 == 0 else "assistant", f"{i} {LONG}") for i in range(40)]
+    conv.sync_transcript()
+    conv.write_through()
+    later = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(later, name="framed")
+    later.send("and now?")
+    sent = openai_server.requests[-1].body["messages"]
+    assert [m["content"] for m in sent[:2]] == ["Always answer in French.", "Summary of before."]
+    assert sent[2]["role"] == "user" and sent[-1]["content"] == "and now?" and len(sent) < 12

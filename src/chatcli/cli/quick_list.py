@@ -19,7 +19,8 @@ def run() -> int | None:
     home = chatcli_home_text(os.environ)
     if os.path.exists(os.path.join(home, "key-check")):
         return None  # a sealed store without a key: the full path says so
-    saved = listing_cache.read_rendered(os.path.join(home, "sessions"), rendered_key(False))
+    root, key = os.path.join(home, "sessions"), rendered_key(False)
+    saved = listing_cache.read_rendered(root, key)
     if saved is None:
         return None
     text, appended = saved
@@ -28,5 +29,6 @@ def run() -> int | None:
         if text is None:
             return None
         text += "\n"
+        listing_cache.save_rendered(root, key, text)  # the next listing starts from here
     sys.stdout.write(text)
     return 0

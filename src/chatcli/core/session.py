@@ -34,6 +34,8 @@ class SessionData:
     # Set by the store when it read this from a file: the file ends with its `chat_history`, so
     # messages can be added to it in place (store.sessions.append). Not copied.
     appendable: bool = False
+    # Set by the store: the file was read between the two steps of an append (see the store).
+    torn: bool = False
 
     def copy(self) -> "SessionData":
         return SessionData(list(self.history), self.title, self.transcript_id, list(self.attachments),

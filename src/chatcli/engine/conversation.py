@@ -251,8 +251,11 @@ class Conversation:
         line = journal_rules.checkpoint_line(time, label, command)
         notes = self.sync_transcript(extra=(line,))
         journaled = self.transcript is not None and self.transcript.enabled and self.transcript.problem is None
-        if self._checkpoints is None and journaled:
-            return notes  # read with the rest when /rewind needs them
+        if journaled and not command and not self._checkpoints_rewritten:
+            # In the journal now, with the rest: read again when /rewind next needs them (taking
+            # it here would copy the whole history's hashes at every turn).
+            self._checkpoints = None
+            return notes
         hashes = self.transcript.live_hashes(self.history) if journaled else None
         points = self.checkpoints
         point = rewind_points.take(time, label, self.history, hashes, points, command)
@@ -366,7 +369,7 @@ class Conversation:
             return [f"{exc}; unbound so that it is not overwritten."]
         note = self._merge(name, data, "was updated elsewhere", stamp)
         self.sync_stamp = stamp
-        return [note]
+        return [note] if note else []
 
     def mark_loaded(self) -> None:
         """The history is a session's as it is on disk (just loaded, or just kept elsewhere)."""
@@ -406,7 +409,8 @@ class Conversation:
                             "(the conversation stays in memory)."]
                 if stamp is not None and stamp != self.sync_stamp:
                     data, stamp = store.load(name)
-                    notes.append(self._merge(name, data, "was also written by another surface", stamp))
+                    note = self._merge(name, data, "was also written by another surface", stamp)
+                    notes += [note] if note else []
                 data = self.snapshot(share=True)
                 written = self._append(data, stamp)
                 if written is None:
@@ -450,12 +454,15 @@ class Conversation:
             shared = shared_prefix(data.history, base)
             self.history = list(data.history) + ours
             self.synced_count = len(data.history)
-            if shared == len(base):
+            if shared == len(base) == len(data.history):
+                text = ""  # the same messages (read again after an append cut short): nothing to say
+            elif shared == len(base):
                 text = f"Session '{name}' {what}: took its {len(data.history) - shared} new message(s)"
             else:
                 text = (f"Session '{name}' {what} and rewritten there: took its version "
                         f"({len(data.history)} messages)")
-            text += f", then this conversation's {len(ours)}." if ours else "."
+            if text:
+                text += f", then this conversation's {len(ours)}." if ours else "."
         # The file holds its history, which the live one now starts with (after a rewrite of
         # ours it does not: that is written whole).
         self._note_file(data if self._rewrite_base is None else None, len(data.history), stamp)
@@ -585,7 +592,7 @@ class Conversation:
                 choice = "auto" if summary and rounds < MAX_TOOL_ROUNDS else "none"
                 request = Request(
                     model=self.settings.model,
-                    messages=self.history[self._window_from:],
+                    messages=self._sent(),
                     system=self.system_prompt,
                     timeout=self.settings.timeout,
                     max_tokens=self.settings.max_tokens,
@@ -620,6 +627,16 @@ class Conversation:
         answer = "".join(parts)
         self.history.append(Message("assistant", answer))
         return TurnResult(answer, done=done)
+
+    def _sent(self) -> list[Message]:
+        """The messages a request carries: the history, or on a first turn after a resume that
+        does not fit (see _auto_compact) its latest part, after the system messages and
+        summaries that came before it (as a compaction would keep them)."""
+        start = self._window_from
+        if not start:
+            return list(self.history)
+        kept = [m for m in self.history[:start] if m.role == "system" or m.is_summary]
+        return kept + self.history[start:]
 
     def _run_tools(self, text: str, calls: list[ToolCall], notice: Callable[[str], None]) -> None:
         self.history.append(Message("assistant", text, tool_calls=[

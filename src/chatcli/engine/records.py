@@ -33,15 +33,16 @@ SessionHits = namedtuple("SessionHits", "name mtime score hits")
 PLAIN_INDEX, SEALED_INDEX = "search.sqlite", "sealed.sqlite"
 
 
-def search_index(settings: Settings) -> SearchIndex:
+def search_index(settings: Settings, wait: float = 30) -> SearchIndex:
     """The search index on disk: with encryption on, the sealed one (keyed hashes of words, the
-    text sealed: store.search.Terms), and a plaintext one left from before the key is removed."""
+    text sealed: store.search.Terms), and a plaintext one left from before the key is removed.
+    `wait`: how long to wait for another process writing it."""
     index = settings.home / "index"
     if settings.encryption_key:
         discard_index(index / PLAIN_INDEX)
         hash_key, cipher = sealer_for(settings.encryption_key).index_keys()
-        return SearchIndex(index / SEALED_INDEX, Terms(hash_key, cipher))
-    return SearchIndex(index / PLAIN_INDEX)
+        return SearchIndex(index / SEALED_INDEX, Terms(hash_key, cipher), wait)
+    return SearchIndex(index / PLAIN_INDEX, wait=wait)
 
 
 class Record:
@@ -166,7 +167,9 @@ def index_recorded(settings: Settings, journal: Journal, recorded: int, end: int
     if not messages or not settings.session_transcript:
         return
     try:
-        search_index(settings).append_journal(journal.id, _stamp(journal), recorded, end, messages)
+        # Never waits: another process holding the index (a background catch-up) must not hold up
+        # a turn; what is not indexed now is read by the next search.
+        search_index(settings, wait=0).append_journal(journal.id, _stamp(journal), recorded, end, messages)
     except Exception:  # noqa: BLE001, S110 - the index is a cache; a search catches up
         pass
 

@@ -57,9 +57,26 @@ def read_rendered(root: str, key: str) -> tuple[str, list[Appended]] | None:
     return text, appended_rows(root, int(saved_appends), appends)
 
 
-def rendered_header(root: str, key: str) -> str | None:
+def save_rendered(root: str, key: str, text: str) -> None:
+    """Keep `text` (a formatted listing) for as long as the directory stays unchanged: written
+    to a temporary file then renamed (a cache: not fsync'd; lost, it is made again)."""
     token = settled_token(root)
-    return None if token is None else f"{token[0]} {token[1]} {key}\n"
+    if token is None:
+        return
+    target = root + RENDERED_SUFFIX
+    temp = f"{os.path.dirname(target)}/.{os.path.basename(target)}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, f"{token[0]} {token[1]} {key}\n{text}".encode("utf-8"))
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+    except OSError:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
 
 
 def appended_rows(root: str, start: int, end: int | None = None) -> list[Appended]:

@@ -183,9 +183,10 @@ def _create_schema(db) -> None:
 
 
 class SearchIndex:
-    def __init__(self, path: Path | None, terms: Terms | None = None) -> None:
+    def __init__(self, path: Path | None, terms: Terms | None = None, wait: float = 30) -> None:
         self.path = path  # None: in memory
         self.terms = terms  # a sealed store's index (see Terms)
+        self.wait = wait  # seconds to wait for another process's write (a turn's own update: none)
 
     def _with_db(self, work: Callable):
         """`work(connection)`. An index file SQLite cannot read (after a crash, say: it is not
@@ -212,7 +213,7 @@ class SearchIndex:
         else:
             ensure_private_dir(self.path.parent)
             fresh = not self.path.exists()
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db = sqlite3.connect(self.path, timeout=self.wait, isolation_level=None)
             if fresh:
                 os.chmod(self.path, 0o600)
         try:

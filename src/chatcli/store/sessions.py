@@ -179,8 +179,8 @@ def read_regular(path: Path, chunked_from: int | None = None) -> tuple[bytes | i
         if chunked_from is not None and st.st_size >= chunked_from:
             fd, kept = -1, fd
             return kept, st  # the caller reads it (see SessionStore.load)
-        with open(fd, "rb", closefd=False) as handle:  # readall sizes its buffer from fstat
-            return handle.read(), st
+        with open(fd, "rb", closefd=False) as handle:  # exactly what the stamp says (an append may be landing)
+            return handle.read(st.st_size), st
     finally:
         if fd >= 0:
             os.close(fd)
@@ -208,23 +208,25 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 
 def _before_torn_append(raw: bytes, exc) -> tuple[object | None, int]:
-    """The document of a file whose in-place append (`SessionStore.append`) stopped between its
-    two steps (a whole document, then the new messages and a closing `]}` after it), and where
-    it ends. Anything else that fails to parse is not ours to guess at (None)."""
+    """The document of a file whose in-place append (`SessionStore.append`) stopped before its
+    second step (a whole document, then all or part of the new messages, or what a crash left
+    there), and where it ends: a v2 document with its history last, complete, then anything.
+    Anything else that fails to parse is not ours to guess at (None)."""
     position = getattr(exc, "pos", None)
     if isinstance(position, int) and not raw.isascii():  # orjson counts characters, not bytes
         try:
             position = len(raw.decode("utf-8")[:position].encode("utf-8"))
         except UnicodeError:
             return None, 0
-    if (not isinstance(position, int) or not 0 < position < len(raw) or raw[position:position + 1] != b"{"
-            or not raw.endswith(b"]}") or not raw[:position].endswith(b"]}")):
+    # Whatever follows (step 1's messages, written in part, or zeros a crash left) is dropped.
+    if not isinstance(position, int) or not 0 < position < len(raw) or not raw[:position].endswith(b"]}"):
         return None, 0
     try:
         document = _json().loads(raw[:position])
     except ValueError:
         return None, 0
-    if document.__class__ is not dict or not document or next(reversed(document)) != "chat_history":
+    if (document.__class__ is not dict or not document or next(reversed(document)) != "chat_history"
+            or document.get("version") != 2):
         return None, 0
     return document, position
 
@@ -295,12 +297,16 @@ class SessionStore:
                 if data is not None:
                     return data, Stamp.of(st)
                 with open(fd, "rb", closefd=False) as handle:
-                    raw = handle.read()
+                    raw = handle.read(st.st_size)
             except OSError as exc:
                 raise self._error(name, exc) from None
             finally:
                 os.close(fd)
-        return self.decode(name, raw), Stamp.of(st)
+        data = self.decode(name, raw)
+        stamp = Stamp.of(st)
+        if data.torn:  # read before the second step of an append: never the stamp of a whole file
+            stamp = stamp._replace(size=-1)
+        return data, stamp
 
     def decode(self, name: str, raw: bytes) -> SessionData:
         with gc_paused():
@@ -328,9 +334,13 @@ class SessionStore:
                 data = session.decode_session(json.loads(raw[:cut]))
             # Written by this version (history last, nothing after it): a turn can be appended in
             # place. A file with an append cut short is rewritten whole at the next write.
+            data.torn = torn
+            # Only a v2 document with no per-mode histories: the live history is then exactly its
+            # chat_history, which an append extends.
             data.appendable = ((plain or sealed_appendable) and not torn and document.__class__ is dict
                                and bool(document) and next(reversed(document)) == "chat_history"
-                               and raw.endswith(b"]}"))
+                               and document.get("version") == 2 and not document.get("agent_history")
+                               and not document.get("coder_history") and raw.endswith(b"]}"))
             return data
         except session.SessionFormatError as exc:
             raise SessionError(f"session '{name}' ({self.root / (name + SUFFIX)}): {exc}; the file was left "
@@ -464,18 +474,28 @@ class SessionStore:
             raise self._error(name, exc, writing=True) from None
         try:
             st = os.fstat(fd)
+            # A hard-linked file (a backup made with `cp -al`) is written whole, as before: the
+            # rename gives this name a file of its own instead of changing the backup's.
             if (not stat.S_ISREG(st.st_mode) or Stamp.of(st) != expect or not st.st_mode & stat.S_IWUSR
-                    or st.st_size < 2 or os.pread(fd, 2, st.st_size - 2) != b"]}"):
+                    or st.st_nlink != 1 or st.st_size < 3):
                 return None
+            ending = os.pread(fd, min(st.st_size, 64), max(0, st.st_size - 64))
+            if not ending.endswith(b"]}") or _straddles(st.st_size - 2):
+                return None
+            empty = ending[:-2].rstrip().endswith(b"[")  # the history's last byte before its "]"
             end = st.st_size + len(body)
             tail = body + (b" ]}" if _straddles(end) else b"]}")
+            joined = False
             try:
                 _pwrite_all(fd, tail, st.st_size)
                 os.fsync(fd)
-                os.pwrite(fd, b", " if count else b"  ", st.st_size - 2)
+                joined = True
+                os.pwrite(fd, b"  " if empty else b", ", st.st_size - 2)
                 os.fsync(fd)
             except OSError:
                 with contextlib.suppress(OSError):  # a full disk: leave the file as it was
+                    if joined:
+                        os.pwrite(fd, b"]}", st.st_size - 2)
                     os.ftruncate(fd, st.st_size)
                     os.fsync(fd)
                 raise
@@ -827,12 +847,8 @@ class SessionStore:
 
     def save_rendered(self, key: str, text: str) -> None:
         """Keep `text` (a formatted listing) for as long as the directory stays unchanged."""
-        if self.locked_out:
-            return
-        header = listing_cache.rendered_header(str(self.root), key)
-        if header is not None:
-            with contextlib.suppress(OSError):
-                atomic_write(self.rendered_path, (header + text).encode("utf-8"), durable=False)
+        if not self.locked_out:
+            listing_cache.save_rendered(str(self.root), key, text)
 
     # -- errors --------------------------------------------------------------------------
     def _error(self, name: str, exc: OSError, writing: bool = False) -> SessionError:
