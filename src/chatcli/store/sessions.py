@@ -200,6 +200,31 @@ def _straddles(offset: int) -> bool:
     return offset % 512 == 511
 
 
+def _appendable(st: os.stat_result, expect: Stamp) -> bool:
+    """The open file is the one expected, and may be grown in place (writable, one link)."""
+    return (stat.S_ISREG(st.st_mode) and Stamp.of(st) == expect and bool(st.st_mode & stat.S_IWUSR)
+            and st.st_nlink == 1)
+
+
+def _apply_steps(fd: int, size: int, steps: list[tuple[bytes, int]]) -> None:
+    """Write each (data, offset) and fsync, in order. On a failure (a full disk) the file is put
+    back as it was: what a step overwrote is written back, what was added is cut off."""
+    undo = []
+    try:
+        for data, offset in steps:
+            if offset < size:
+                undo.append((os.pread(fd, min(len(data), size - offset), offset), offset))
+            _pwrite_all(fd, data, offset)
+            os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            for old, offset in reversed(undo):
+                os.pwrite(fd, old, offset)
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        raise
+
+
 def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
     view = memoryview(data)
     while view:
@@ -396,38 +421,6 @@ class SessionStore:
         data.appendable = True
         return stamp
 
-    def _append_sealed(self, name: str, body: bytes, expect: Stamp) -> Stamp | None:
-        try:
-            fd = os.open(self.path(name), os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise self._error(name, exc, writing=True) from None
-        try:
-            st = os.fstat(fd)
-            header = os.pread(fd, SESSION_HEADER, 0)
-            snapshot = session_layout(header)
-            if (not stat.S_ISREG(st.st_mode) or Stamp.of(st) != expect or not st.st_mode & stat.S_IWUSR
-                    or snapshot is None or (st.st_size - snapshot) + len(body) > snapshot):
-                return None  # not the file expected, or time to fold the turns into a new snapshot
-            record = sealer_for(self.key).append_record(header, name, st.st_size, body)
-            try:
-                _pwrite_all(fd, record, st.st_size)
-                os.fsync(fd)
-            except OSError:
-                with contextlib.suppress(OSError):  # a full disk: leave the file as it was
-                    os.ftruncate(fd, st.st_size)
-                    os.fsync(fd)
-                raise
-            stamp = Stamp.of(os.fstat(fd))
-        except OSError as exc:
-            raise self._error(name, exc, writing=True) from None
-        finally:
-            os.close(fd)
-        self._note_appended(name, stamp, None)
-        self.note_latest(name, stamp.mtime_ns, None)
-        return stamp
-
     def head(self, data: SessionData) -> bytes | None:
         """Every field of `data`'s document but its history, as written (before sealing): two
         documents with the same head differ only in their histories (what `append` may add)."""
@@ -465,40 +458,22 @@ class SessionStore:
             return None
         if self.key is not None:
             return self._append_sealed(name, body, expect)
-        path = self.path(name)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except FileNotFoundError:
+        fd = self._open_for_append(name)
+        if fd is None:
             return None
-        except OSError as exc:
-            raise self._error(name, exc, writing=True) from None
         try:
             st = os.fstat(fd)
             # A hard-linked file (a backup made with `cp -al`) is written whole, as before: the
             # rename gives this name a file of its own instead of changing the backup's.
-            if (not stat.S_ISREG(st.st_mode) or Stamp.of(st) != expect or not st.st_mode & stat.S_IWUSR
-                    or st.st_nlink != 1 or st.st_size < 3):
+            if not _appendable(st, expect) or st.st_size < 3:
                 return None
             ending = os.pread(fd, min(st.st_size, 64), max(0, st.st_size - 64))
             if not ending.endswith(b"]}") or _straddles(st.st_size - 2):
                 return None
             empty = ending[:-2].rstrip().endswith(b"[")  # the history's last byte before its "]"
             end = st.st_size + len(body)
-            tail = body + (b" ]}" if _straddles(end) else b"]}")
-            joined = False
-            try:
-                _pwrite_all(fd, tail, st.st_size)
-                os.fsync(fd)
-                joined = True
-                os.pwrite(fd, b"  " if empty else b", ", st.st_size - 2)
-                os.fsync(fd)
-            except OSError:
-                with contextlib.suppress(OSError):  # a full disk: leave the file as it was
-                    if joined:
-                        os.pwrite(fd, b"]}", st.st_size - 2)
-                    os.ftruncate(fd, st.st_size)
-                    os.fsync(fd)
-                raise
+            _apply_steps(fd, st.st_size, [(body + (b" ]}" if _straddles(end) else b"]}"), st.st_size),
+                                          (b"  " if empty else b", ", st.st_size - 2)])
             stamp = Stamp.of(os.fstat(fd))
         except OSError as exc:
             raise self._error(name, exc, writing=True) from None
@@ -507,6 +482,35 @@ class SessionStore:
         total = None if self.private else count + len(messages)
         self._note_appended(name, stamp, total)
         self.note_latest(name, stamp.mtime_ns, total)
+        return stamp
+
+    def _open_for_append(self, name: str) -> int | None:
+        try:
+            return os.open(self.path(name), os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._error(name, exc, writing=True) from None
+
+    def _append_sealed(self, name: str, body: bytes, expect: Stamp) -> Stamp | None:
+        fd = self._open_for_append(name)
+        if fd is None:
+            return None
+        try:
+            st = os.fstat(fd)
+            header = os.pread(fd, SESSION_HEADER, 0)
+            snapshot = session_layout(header)
+            if not _appendable(st, expect) or snapshot is None or (st.st_size - snapshot) + len(body) > snapshot:
+                return None  # not the file expected, or time to fold the turns into a new snapshot
+            _apply_steps(fd, st.st_size, [(sealer_for(self.key).append_record(header, name, st.st_size, body),
+                                           st.st_size)])
+            stamp = Stamp.of(os.fstat(fd))
+        except OSError as exc:
+            raise self._error(name, exc, writing=True) from None
+        finally:
+            os.close(fd)
+        self._note_appended(name, stamp, None)
+        self.note_latest(name, stamp.mtime_ns, None)
         return stamp
 
     def appended_since(self, name: str, inode: int, size: int) -> tuple[list[Message], int, int] | None:
