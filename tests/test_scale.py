@@ -365,3 +365,19 @@ def test_the_first_turn_window_keeps_the_system_messages_and_summary_before_it(o
     sent = openai_server.requests[-1].body["messages"]
     assert [m["content"] for m in sent[:2]] == ["Always answer in French.", "Summary of before."]
     assert sent[2]["role"] == "user" and sent[-1]["content"] == "and now?" and len(sent) < 12
+
+
+def test_a_compaction_leaves_one_checkpoint_and_turns_do_not_rebuild_the_list(openai_env, openai_server):
+    from chatcli.engine import compaction, rewind
+
+    conv = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(conv, name="compacted")
+    for i in range(8):
+        conv.send(f"turn {i} question")
+    openai_server.reply("A summary.")
+    compaction.compact(conv, label="/compact")
+    listed = rewind.listing(conv).text
+    assert listed.count("before /compact") == 1, listed
+    conv.send("after the compaction")
+    listed = rewind.listing(conv).text
+    assert listed.count("before /compact") == 1 and listed.count("“after the compaction”") == 1, listed

@@ -251,9 +251,10 @@ class Conversation:
         line = journal_rules.checkpoint_line(time, label, command)
         notes = self.sync_transcript(extra=(line,))
         journaled = self.transcript is not None and self.transcript.enabled and self.transcript.problem is None
-        if journaled and not command and not self._checkpoints_rewritten:
+        if journaled and not self._checkpoints_rewritten and (self._checkpoints is None or not command):
             # In the journal now, with the rest: read again when /rewind next needs them (taking
-            # it here would copy the whole history's hashes at every turn).
+            # it here would copy the whole history's hashes at every turn). A command's checkpoint
+            # joins a list already read: the command works on it (/rewind keeps what it dropped).
             self._checkpoints = None
             return notes
         hashes = self.transcript.live_hashes(self.history) if journaled else None
