@@ -141,7 +141,8 @@ def test_a_resumed_session_too_big_for_the_window_is_not_compacted_on_its_first_
     openai_env.update(CHATCLI_CONTEXT_WINDOW="4000", CHATCLI_AUTO_COMPACT="50%")
     conv = Conversation(Settings.load(openai_env), journal=True)
     sessions.start(conv, name="big")
-    conv.history += [Message("user" if i % 2 == 0 else "assistant", f"{i} {LONG}") for i in range(40)]
+    # About 3,000 tokens: past the threshold, and the older part fits in one summary request.
+    conv.history += [Message("user" if i % 2 == 0 else "assistant", f"{i} {'word ' * 200}") for i in range(12)]
     conv.sync_transcript()
     conv.write_through()
 
@@ -150,10 +151,10 @@ def test_a_resumed_session_too_big_for_the_window_is_not_compacted_on_its_first_
     said: list[str] = []
     later.send("and now?", on_notice=said.append)
     [note] = [n for n in said if "context window" in n]
-    assert "Nothing was compacted" in note and "of 40 messages" in note, note
+    assert "Nothing was compacted" in note and "of 12 messages" in note and "later turns compact" in note, note
     sent = openai_server.requests[-1].body["messages"]
-    assert 1 < len(sent) < 10 and sent[-1]["content"] == "and now?" and sent[0]["role"] == "user"
-    assert len(SessionStore(later.settings.sessions_dir).load("big")[0].history) == 42  # all kept
+    assert 1 < len(sent) < 12 and sent[-1]["content"] == "and now?" and sent[0]["role"] == "user"
+    assert len(SessionStore(later.settings.sessions_dir).load("big")[0].history) == 14  # all kept
 
     openai_server.reply("A summary.")
     said.clear()
@@ -381,3 +382,21 @@ def test_a_compaction_leaves_one_checkpoint_and_turns_do_not_rebuild_the_list(op
     conv.send("after the compaction")
     listed = rewind.listing(conv).text
     assert listed.count("before /compact") == 1 and listed.count("“after the compaction”") == 1, listed
+
+
+def test_a_session_too_large_to_summarise_is_never_sent_whole(openai_env, openai_server):
+    openai_env.update(CHATCLI_CONTEXT_WINDOW="4000", CHATCLI_AUTO_COMPACT="50%")
+    conv = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(conv, name="huge")
+    conv.history += [Message("user" if i % 2 == 0 else "assistant", f"{i} {LONG}") for i in range(40)]
+    conv.sync_transcript()
+    conv.write_through()
+    later = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(later, name="huge")
+    said: list[str] = []
+    for question in ("first?", "second?", "third?"):
+        later.send(question, on_notice=said.append)
+    assert all(len(request.body["messages"]) < 12 for request in openai_server.requests)  # no summary request, no whole history
+    notes = [n for n in said if "too large to summarise" in n]
+    assert len(notes) == 1 and "Nothing was compacted" in notes[0], said
+    assert len(SessionStore(later.settings.sessions_dir).load("huge")[0].history) == 46

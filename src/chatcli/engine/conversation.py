@@ -105,6 +105,7 @@ class Conversation:
         # What the bound file holds, when a turn can be appended to it in place (see _note_file).
         self._file: tuple | None = None
         self._full_window_said = False  # the "compacting would not help" note is given once
+        self._too_large_said = False  # the "too large to summarise" note too
         # Why nothing can be saved this run (CHATCLI_HOME read-only, say), once a front end found
         # it at start-up and said so: no journal, no autosave, no write-through attempts.
         self.read_only: str | None = None
@@ -538,42 +539,72 @@ class Conversation:
         replace must be at least a quarter of the request (otherwise it says so, once, and
         leaves the history alone; a compaction does not repeat at every turn). A failure is a
         note, the turn goes on, and the next attempt waits four turns; Ctrl-C or a signal stops
-        the turn before anything was sent."""
+        the turn before anything was sent.
+
+        Never compacted automatically: a session just loaded, at its first turn, and one whose
+        older part is more than a summary request can carry. A turn whose request would not fit
+        the window at all (those, or after a failed compaction) sends the latest messages that
+        fit, after the system messages and summaries before them (`_sent`), and says so."""
         share = self.settings.auto_compact
         window = self.settings.context_tokens
         used = estimate_tokens(self.system_prompt, self.history, text)
-        if not share or used < share * window or len(self.history) < self._auto_compact_after:
+        if not share or used < share * window:
+            return []
+        too_big = used > window
+        if len(self.history) < self._auto_compact_after:  # a compaction failed lately: said then
+            if too_big:
+                self._window_view(text)
             return []
         cut = plan_cut(self.history, compaction.KEEP_RECENT)
         if cut is None:
+            if too_big:
+                self._window_view(text)
             return []  # nothing old enough to summarise
-        percent = min(used * 100 // window, 999)
-        if self.unchanged_since_load():
-            # A session just resumed is not rewritten before the user has said a word in it:
-            # this turn sends the latest messages that fit, and says so.
-            budget = int(share * window) - estimate_tokens(self.system_prompt, (), text)
-            self._window_from = recent_window(self.history, budget)
-            sent = len(self.history) - self._window_from
-            return [f"This session holds about {used:,} tokens, {percent}% of the {window:,}-token context window. "
-                    f"Nothing was compacted: this first turn since it was loaded sends its latest {sent:,} of "
-                    f"{len(self.history):,} messages (/compact summarises the older ones; later turns compact "
-                    "automatically)."]
+        percent = used * 100 // window
+        summarisable = estimate_tokens("", [self.history[i] for i in cut.summarised]) <= window
+        if self.unchanged_since_load() or not summarisable:
+            # Not rewritten before the user has said a word in it, nor by a summary request that
+            # no model would take: this turn sends the latest messages that fit, and says so.
+            sent = self._window_view(text)
+            later = ("later turns compact automatically" if summarisable else
+                     "it is too large to summarise in one request, so later turns send their latest messages too")
+            note = (f"This session holds about {used:,} tokens, {percent:,}% of the {window:,}-token context window. "
+                    f"Nothing was compacted: this turn sends its latest {sent:,} of {len(self.history):,} messages "
+                    f"(/compact summarises the older ones; {later}).")
+            if not summarisable:
+                if self._too_large_said:
+                    return []  # said once: every turn of such a session does the same
+                self._too_large_said = True
+            return [note]
         left = estimate_tokens(self.system_prompt, [*(self.history[i] for i in cut.kept_system),
                                                     *self.history[cut.index:]], text)
         if used - left < used / 4:
+            if too_big:
+                self._window_view(text)
             if self._full_window_said:
                 return []
             self._full_window_said = True
-            return [f"The conversation is at about {percent}% of the {window:,}-token context window, mostly in "
+            return [f"The conversation is at about {percent:,}% of the {window:,}-token context window, mostly in "
                     "its latest messages; compacting the older ones would not free enough, so it was not done."]
-        head = f"Automatic compaction (about {percent}% of the {window:,}-token context window)"
+        head = f"Automatic compaction (about {percent:,}% of the {window:,}-token context window)"
         try:
             outcome = compaction.compact(self, label="/compact (automatic)")
         except ChatcliError as exc:
             self._auto_compact_after = len(self.history) + 8
+            if too_big:
+                sent = self._window_view(text)
+                return [f"{head} failed: {exc}; this turn sends the latest {sent:,} messages that fit (the next try "
+                        "in four turns)."]
             return [f"{head} failed: {exc}; the whole history is sent (the next try in four turns)."]
         self._full_window_said = False
         return [f"{head}: {outcome.text[:1].lower()}{outcome.text[1:]}", *outcome.notes]
+
+    def _window_view(self, text: str) -> int:
+        """This turn sends only the latest messages that fit (see `_sent`); how many."""
+        budget = int(self.settings.auto_compact * self.settings.context_tokens) \
+            - estimate_tokens(self.system_prompt, (), text)
+        self._window_from = recent_window(self.history, budget)
+        return len(self.history) - self._window_from
 
     def _answer(self, on_text: Callable[[str], None], notice: Callable[[str], None]) -> TurnResult:
         """Stream the answer. When the provider can call tools and a summary names recall
