@@ -137,17 +137,24 @@ def test_a_journal_written_after_its_last_sync_is_read_whole(env, monkeypatch):
 LONG = "word " * 400  # about 500 tokens
 
 
-def test_a_resumed_session_too_big_for_the_window_is_not_compacted_on_its_first_turn(openai_env, openai_server):
-    openai_env.update(CHATCLI_CONTEXT_WINDOW="4000", CHATCLI_AUTO_COMPACT="50%")
-    conv = Conversation(Settings.load(openai_env), journal=True)
-    sessions.start(conv, name="big")
-    # About 3,000 tokens: past the threshold, and the older part fits in one summary request.
-    conv.history += [Message("user" if i % 2 == 0 else "assistant", f"{i} {'word ' * 200}") for i in range(12)]
+def resumed(env, name: str, history: list[Message], *head: Message) -> Conversation:
+    """Session `name` saved with `head` then `history` (a 4,000-token window, compacting at
+    half), loaded again in a new conversation."""
+    env.update(CHATCLI_CONTEXT_WINDOW="4000", CHATCLI_AUTO_COMPACT="50%")
+    conv = bound(env, name)
+    conv.history += [*head, *history]
     conv.sync_transcript()
     conv.write_through()
+    return bound(env, name)
 
-    later = Conversation(Settings.load(openai_env), journal=True)
-    sessions.start(later, name="big")
+
+def alternating(count: int, text: str) -> list[Message]:
+    return [Message("user" if i % 2 == 0 else "assistant", f"{i} {text}") for i in range(count)]
+
+
+def test_a_resumed_session_too_big_for_the_window_is_not_compacted_on_its_first_turn(openai_env, openai_server):
+    # About 3,000 tokens: past the threshold, and the older part fits in one summary request.
+    later = resumed(openai_env, "big", alternating(12, "word " * 200))
     said: list[str] = []
     later.send("and now?", on_notice=said.append)
     [note] = [n for n in said if "context window" in n]
@@ -352,16 +359,8 @@ def test_a_hard_linked_session_file_is_not_changed_through_its_other_name(env, t
 
 
 def test_the_first_turn_window_keeps_the_system_messages_and_summary_before_it(openai_env, openai_server):
-    openai_env.update(CHATCLI_CONTEXT_WINDOW="4000", CHATCLI_AUTO_COMPACT="50%")
-    conv = Conversation(Settings.load(openai_env), journal=True)
-    sessions.start(conv, name="framed")
-    conv.history += [Message("system", "Always answer in French."),
-                     Message("assistant", "Summary of before.", meta={"is_summary": True})]
-    conv.history += [Message("user" if i % 2 == 0 else "assistant", f"{i} {LONG}") for i in range(40)]
-    conv.sync_transcript()
-    conv.write_through()
-    later = Conversation(Settings.load(openai_env), journal=True)
-    sessions.start(later, name="framed")
+    later = resumed(openai_env, "framed", alternating(40, LONG), Message("system", "Always answer in French."),
+                    Message("assistant", "Summary of before.", meta={"is_summary": True}))
     later.send("and now?")
     sent = openai_server.requests[-1].body["messages"]
     assert [m["content"] for m in sent[:2]] == ["Always answer in French.", "Summary of before."]
@@ -385,14 +384,7 @@ def test_a_compaction_leaves_one_checkpoint_and_turns_do_not_rebuild_the_list(op
 
 
 def test_a_session_too_large_to_summarise_is_never_sent_whole(openai_env, openai_server):
-    openai_env.update(CHATCLI_CONTEXT_WINDOW="4000", CHATCLI_AUTO_COMPACT="50%")
-    conv = Conversation(Settings.load(openai_env), journal=True)
-    sessions.start(conv, name="huge")
-    conv.history += [Message("user" if i % 2 == 0 else "assistant", f"{i} {LONG}") for i in range(40)]
-    conv.sync_transcript()
-    conv.write_through()
-    later = Conversation(Settings.load(openai_env), journal=True)
-    sessions.start(later, name="huge")
+    later = resumed(openai_env, "huge", alternating(40, LONG))
     said: list[str] = []
     for question in ("first?", "second?", "third?"):
         later.send(question, on_notice=said.append)
