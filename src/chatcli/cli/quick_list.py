@@ -8,9 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
-from chatcli.commands.listing import rendered_key, updated_listing
+from chatcli.commands.listing import rendered_key, saved_listing
 from chatcli.config.paths import chatcli_home_text
-from chatcli.store import listing_cache
 
 
 def run() -> int | None:
@@ -19,16 +18,8 @@ def run() -> int | None:
     home = chatcli_home_text(os.environ)
     if os.path.exists(os.path.join(home, "key-check")):
         return None  # a sealed store without a key: the full path says so
-    root, key = os.path.join(home, "sessions"), rendered_key(False)
-    saved = listing_cache.read_rendered(root, key)
-    if saved is None:
+    text = saved_listing(os.path.join(home, "sessions"), rendered_key(False))
+    if text is None:
         return None
-    text, appended = saved
-    if appended:
-        text = updated_listing(text.removesuffix("\n"), appended)
-        if text is None:
-            return None
-        text += "\n"
-        listing_cache.save_rendered(root, key, text)  # the next listing starts from here
     sys.stdout.write(text)
     return 0

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from chatcli.commands.listing import format_listing, rendered_key, updated_listing
+from chatcli.commands.listing import format_listing, rendered_key, saved_listing
 from chatcli.config import paths
 from chatcli.store.sessions import SessionStore
 
@@ -58,15 +58,7 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
         # (the catalog's own rule): a repeated `chatcli session list` only prints it. The
         # rendering depends on the local time zone, which is part of the key.
         key = rendered_key(store.private)
-        saved = store.read_rendered(key)
-        text = None
-        if saved is not None:
-            text, appended = saved
-            if appended:  # turns appended in place since: their rows, updated
-                text = updated_listing(text.removesuffix("\n"), appended)
-                if text is not None:
-                    text += "\n"
-                    store.save_rendered(key, text)
+        text = saved_listing(str(store.root), key)
         if text is None:
             text = format_listing(store.list(), None) + "\n"
             store.save_rendered(key, text)

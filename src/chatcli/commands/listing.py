@@ -53,6 +53,25 @@ def format_listing(infos: Sequence[SessionInfo], active: str | None) -> str:
     return "\n".join(lines)
 
 
+def saved_listing(root: str, key: str) -> str | None:
+    """The listing of the sessions directory `root` as last rendered under `key`, brought up to
+    date with the turns appended since (and saved so), while it holds; None when it must be
+    formatted again."""
+    from chatcli.store import listing_cache
+
+    saved = listing_cache.read_rendered(root, key)
+    if saved is None:
+        return None
+    text, appended = saved
+    if appended:  # turns appended in place since: their rows, updated
+        text = updated_listing(text.removesuffix("\n"), appended)
+        if text is None:
+            return None
+        text += "\n"
+        listing_cache.save_rendered(root, key, text)  # the next listing starts from here
+    return text
+
+
 def _count(messages: int) -> str:
     return "%d msgs" % messages if messages != 1 else "1 msg"
 

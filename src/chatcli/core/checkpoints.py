@@ -145,6 +145,11 @@ def encode(checkpoints: Sequence[Checkpoint]) -> list[dict[str, Any]]:
     return out
 
 
+def is_ours(item: Any) -> bool:
+    """A session-file checkpoint item in this version's shape (anything else is kept as it is)."""
+    return isinstance(item, dict) and "hashes" in item and "keep" in item
+
+
 def decode(items: Sequence[Any]) -> tuple[list[Checkpoint], list[Any], int]:
     """Session-file items → (checkpoints oldest first, items in another shape kept as they are,
     how many of ours were unreadable — dropped, with any that build on them)."""
@@ -153,7 +158,7 @@ def decode(items: Sequence[Any]) -> tuple[list[Checkpoint], list[Any], int]:
     broken = 0
     previous: Checkpoint | None = None
     for item in items:
-        if not (isinstance(item, dict) and "hashes" in item and "keep" in item):
+        if not is_ours(item):
             foreign.append(item)
             continue
         keep, tail = item.get("keep"), item.get("hashes")
@@ -213,5 +218,5 @@ def from_journal(events: Iterable[dict], initial: Sequence[Checkpoint] = ()) -> 
     return capped(out)
 
 
-__all__ = ["LABEL_CHARS", "MAX_CHECKPOINTS", "Checkpoint", "capped", "common_prefix", "decode", "encode", "from_journal",
+__all__ = ["LABEL_CHARS", "MAX_CHECKPOINTS", "Checkpoint", "capped", "common_prefix", "decode", "encode", "from_journal", "is_ours",
            "label_of", "take"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import namedtuple
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,6 +42,11 @@ def load_system_prompt(settings: Settings, cwd: Path | None = None) -> tuple[str
     """The system prompt composed from the bootstrap files, and warnings about unreadable ones."""
     parts, warnings = read_bootstrap(settings.bootstrap_dirs(cwd))
     return compose_system_prompt(parts), warnings
+
+
+# What the bound file holds (Conversation._note_file): as of `stamp`, the first `count` messages
+# of `history` (at `version`) and, serialised, every other field (`head`).
+FileMark = namedtuple("FileMark", "stamp history version count head")
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,7 @@ class Conversation:
         # how many messages the file held at our last write.
         self._rewrite_base: int | None = None
         # What the bound file holds, when a turn can be appended to it in place (see _note_file).
-        self._file: tuple | None = None
+        self._file: FileMark | None = None
         self._full_window_said = False  # the "compacting would not help" note is given once
         self._too_large_said = False  # the "too large to summarise" note too
         # Why nothing can be saved this run (CHATCLI_HOME read-only, say), once a front end found
@@ -174,19 +180,19 @@ class Conversation:
             self._file = None
             return
         head = self.store.head(data)
-        self._file = None if head is None else (stamp, self.history, self.history.version, count, head)
+        self._file = None if head is None else FileMark(stamp, self.history, self.history.version, count, head)
 
     def _append(self, data: SessionData, stamp: Stamp | None) -> Stamp | None:
         """Write a turn by appending its messages to the file, when the file is still the one
         `_note_file` saw (`stamp`), the history has only grown since, and nothing else changed.
         None when it cannot be done that way (the caller writes the file whole)."""
         mark = self._file
-        if mark is None or stamp != mark[0]:
+        if mark is None or stamp != mark.stamp:
             return None
-        _, history, version, count, head = mark
-        if history is not self.history or version != history.version or len(history) < count:
+        history, count = mark.history, mark.count
+        if history is not self.history or mark.version != history.version or len(history) < count:
             return None
-        if self.store.head(data) != head:
+        if self.store.head(data) != mark.head:
             return None
         if len(history) == count:
             return stamp  # nothing new: the file already is this conversation
@@ -195,10 +201,8 @@ class Conversation:
     def _read_checkpoints(self, data: SessionData) -> None:
         """The session's checkpoints are the file's (an older version's) and the journal's: read
         when /rewind needs them, never at a turn (a turn's checkpoint is one journal line)."""
-        self._file_checkpoints = [item for item in data.checkpoints
-                                  if isinstance(item, dict) and "hashes" in item and "keep" in item]
-        self.foreign_checkpoints = [item for item in data.checkpoints if not (
-            isinstance(item, dict) and "hashes" in item and "keep" in item)]
+        self._file_checkpoints = [item for item in data.checkpoints if rewind_points.is_ours(item)]
+        self.foreign_checkpoints = [item for item in data.checkpoints if not rewind_points.is_ours(item)]
         self._checkpoints = None
         self._checkpoints_rewritten = False
 
@@ -310,8 +314,8 @@ class Conversation:
         self.session.transcript_id = data.transcript_id
         if stamp == self.sync_stamp:  # the file was ours: this write changed nothing else
             self.sync_stamp = written
-            mark = self._file
-            self._note_file(data, mark[3], written) if mark is not None and mark[0] == stamp else None
+            if self._file is not None and self._file.stamp == stamp:
+                self._note_file(data, self._file.count, written)
 
     @contextlib.contextmanager
     def transcript_copy(self) -> Iterator[str | None]:
@@ -419,7 +423,7 @@ class Conversation:
                     written = store.write(name, data)
                     self._note_file(data, len(self.history), written)
                 else:
-                    self._file = (written, *self._file[1:3], len(self.history), self._file[4])
+                    self._file = self._file._replace(stamp=written, count=len(self.history))
                 stamp = written
         except SessionError as exc:
             # An explicit save (or the last write on exit) has no next turn to try again.

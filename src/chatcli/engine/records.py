@@ -162,8 +162,7 @@ def index_recorded(settings: Settings, journal: Journal, recorded: int, end: int
     their messages go into the search index now, if it holds the journal's first `recorded`
     (see SearchIndex.append_journal), so a journal written by chatcli is searchable at once.
     A cache: any failure is left to the next search, which reads what the index lacks."""
-    messages = [(e["message"].get("role", ""), Message.from_dict(e["message"]).content)
-                for e in events if e["type"] == rules.MESSAGE]
+    messages = _message_rows(events)
     if not messages or not settings.session_transcript:
         return
     try:
@@ -202,13 +201,18 @@ def _stamp(journal: Journal) -> str:
     return f"{st.st_dev}:{st.st_ino}:{hashlib.sha256(first).hexdigest()[:16]}"
 
 
+def _message_rows(events: list[dict]) -> list[tuple[str, str]]:
+    """(role, text) of each message event: what the index holds of a journal."""
+    return [(e["message"].get("role", ""), Message.from_dict(e["message"]).content)
+            for e in events if e["type"] == rules.MESSAGE]
+
+
 def _reader(journal: Journal):
     def read(offset: int) -> tuple[list[tuple[str, str]], int] | None:
         if offset > journal.size():
             return None  # truncated since it was indexed
         reading = journal.read(offset)
-        return [(e["message"].get("role", ""), Message.from_dict(e["message"]).content)
-                for e in reading.events if e["type"] == rules.MESSAGE], reading.end
+        return _message_rows(reading.events), reading.end
 
     return read
 
@@ -252,11 +256,15 @@ def format_hits(hits: Sequence[tuple[int, str, str]]) -> str:
 
 
 # -- every saved session ----------------------------------------------------------------------
-def _sessions_to_index(store: SessionStore):
+def _sessions_to_index(store: SessionStore, rows: dict[str, list] | None = None):
     """What the session index needs (SearchIndex._update_sessions): the readable sessions'
-    stamps, and how to read one: only the turns appended in place since it was indexed when the
-    file grew that way, else all of it."""
-    current = {name: f"{row[0]}:{row[1]}" for name, row in store.entries().items() if row[4] == ""}
+    stamps (from the catalog `rows`, read when not given), and how to read one: only the turns
+    appended in place since it was indexed when the file grew that way, else all of it."""
+    rows = store.entries() if rows is None else rows
+    current = {name: f"{row[0]}:{row[1]}" for name, row in rows.items() if row[4] == ""}
+
+    def indexed(messages: list[Message], first: int) -> list[tuple[int, str, str]]:
+        return [(pos, m.role, m.content) for pos, m in enumerate(messages, first) if m.role != "system"]
 
     def read(name: str, since: tuple[int, int, int] | None):
         if since is not None and since[0]:
@@ -264,14 +272,12 @@ def _sessions_to_index(store: SessionStore):
             added = store.appended_since(name, inode, size)
             if added is not None:
                 messages, inode, size = added
-                rows = [(pos, m.role, m.content) for pos, m in enumerate(messages, count + 1) if m.role != "system"]
-                return rows, inode, size, count + len(messages), False
+                return indexed(messages, count + 1), inode, size, count + len(messages), False
         try:
             data, stamp = store.load(name)
         except Exception:  # noqa: BLE001 - a session that cannot be read is not searched
             return [], 0, 0, 0, True
-        rows = [(pos, m.role, m.content) for pos, m in enumerate(data.history, 1) if m.role != "system"]
-        return rows, stamp.inode if data.appendable else 0, stamp.size, len(data.history), True
+        return indexed(data.history, 1), stamp.inode if data.appendable else 0, stamp.size, len(data.history), True
 
     return current, read
 
@@ -280,8 +286,8 @@ def search_sessions(settings: Settings, store: SessionStore, query: str, session
                     per_session: int = 3) -> list[SessionHits]:
     """Ranked search across all saved sessions (not their system prompts): BM25 over messages,
     accent- and case-folded; grouped by session, best first, recent sessions breaking ties."""
-    current, read = _sessions_to_index(store)
-    rows = store.entries()
+    rows = store.entries()  # the catalog, read once: its stamps, then the hits' times
+    current, read = _sessions_to_index(store, rows)
     hits = search_index(settings).search_sessions(current, read, query, sessions, per_session)
     grouped: dict[str, SessionHits] = {}
     for hit in hits:

@@ -845,10 +845,6 @@ class SessionStore:
     def rendered_path(self) -> Path:
         return self.root.with_name(self.root.name + RENDERED_SUFFIX)
 
-    def read_rendered(self, key: str) -> tuple[str, list[tuple]] | None:
-        """See listing_cache.read_rendered."""
-        return listing_cache.read_rendered(str(self.root), key)
-
     def save_rendered(self, key: str, text: str) -> None:
         """Keep `text` (a formatted listing) for as long as the directory stays unchanged."""
         if not self.locked_out:
