@@ -82,6 +82,14 @@ def _json():
     return orjson
 
 
+def _appends_fit(document: object) -> bool:
+    """A parsed session document laid out as this version writes it for appends: v2, no
+    per-mode histories (the live history is then exactly its chat_history), chat_history last."""
+    return (document.__class__ is dict and bool(document) and next(reversed(document)) == "chat_history"
+            and document.get("version") == 2 and not document.get("agent_history")
+            and not document.get("coder_history"))
+
+
 # A session file from this size on is read in pieces (`_read_in_pieces`): parsing 100 MB at once
 # holds the bytes, the parser's own document tree and the objects built from it together (3.4×
 # the file at its peak); in pieces, the objects and one piece.
@@ -101,7 +109,7 @@ def _read_in_pieces(fd: int, size: int) -> SessionData | None:
     orjson = _json()
     session = _document()
     first = os.pread(fd, min(size, PIECE), 0)
-    if first.startswith(b"chatcli-sealed") or os.pread(fd, 2, size - 2) != b"]}":
+    if is_sealed(first) or os.pread(fd, 2, size - 2) != b"]}":
         return None
     search = 0
     while True:  # where the history starts: the first place the fields before it parse
@@ -113,8 +121,7 @@ def _read_in_pieces(fd: int, size: int) -> SessionData | None:
             break
         except orjson.JSONDecodeError:
             search = at + 1
-    if (head.__class__ is not dict or next(reversed(head)) != "chat_history" or head.get("version") != 2
-            or head.get("agent_history") or head.get("coder_history")):
+    if not _appends_fit(head):
         return None
     items: list = []
     offset, end = at + len(_HISTORY_KEY), size - 2
@@ -250,8 +257,7 @@ def _before_torn_append(raw: bytes, exc) -> tuple[object | None, int]:
         document = _json().loads(raw[:position])
     except ValueError:
         return None, 0
-    if (document.__class__ is not dict or not document or next(reversed(document)) != "chat_history"
-            or document.get("version") != 2):
+    if not _appends_fit(document):
         return None, 0
     return document, position
 
@@ -360,12 +366,8 @@ class SessionStore:
             # Written by this version (history last, nothing after it): a turn can be appended in
             # place. A file with an append cut short is rewritten whole at the next write.
             data.torn = torn
-            # Only a v2 document with no per-mode histories: the live history is then exactly its
-            # chat_history, which an append extends.
-            data.appendable = ((plain or sealed_appendable) and not torn and document.__class__ is dict
-                               and bool(document) and next(reversed(document)) == "chat_history"
-                               and document.get("version") == 2 and not document.get("agent_history")
-                               and not document.get("coder_history") and raw.endswith(b"]}"))
+            data.appendable = (plain or sealed_appendable) and not torn and _appends_fit(document) \
+                and raw.endswith(b"]}")
             return data
         except session.SessionFormatError as exc:
             raise SessionError(f"session '{name}' ({self.root / (name + SUFFIX)}): {exc}; the file was left "
