@@ -295,10 +295,7 @@ class SearchIndex:
                 else:
                     db.execute("ROLLBACK")
                     return False
-                db.executemany(self._INSERT.format("journal_entries"), self._rows(
-                    source, ((count + i, role, text) for i, (role, text) in enumerate(messages, 1))))
-                db.execute("INSERT OR REPLACE INTO sources VALUES ('j', ?, ?, ?, ?, 0)",
-                           (source, stamp, end, count + len(messages)))
+                self._add_journal_rows(db, source, stamp, count, end, messages)
                 db.execute("COMMIT")
                 return True
             except BaseException:
@@ -317,6 +314,15 @@ class SearchIndex:
 
         self._with_db(work)
 
+    def _add_journal_rows(self, db, source: str, stamp: str, count: int, end: int,
+                          messages: list[tuple[str, str]]) -> None:
+        """Index `messages` (role, text) of journal `source` after its first `count`, now indexed
+        up to byte `end` (inside the caller's transaction)."""
+        db.executemany(self._INSERT.format("journal_entries"), self._rows(
+            source, ((count + i, role, text) for i, (role, text) in enumerate(messages, 1))))
+        db.execute("INSERT OR REPLACE INTO sources VALUES ('j', ?, ?, ?, ?, 0)",
+                   (source, stamp, end, count + len(messages)))
+
     def _update_journal(self, db, source: str, stamp: str, read) -> None:
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -330,10 +336,7 @@ class SearchIndex:
             if row and (row[0] != stamp or offset == 0):
                 db.execute("DELETE FROM journal_entries WHERE source=?", (source,))
             messages, end = got
-            db.executemany(self._INSERT.format("journal_entries"), self._rows(
-                source, ((count + i, role, text) for i, (role, text) in enumerate(messages, 1))))
-            db.execute("INSERT OR REPLACE INTO sources VALUES ('j', ?, ?, ?, ?, 0)",
-                       (source, stamp, end, count + len(messages)))
+            self._add_journal_rows(db, source, stamp, count, end, messages)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
