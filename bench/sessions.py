@@ -107,7 +107,7 @@ def _listing(scratch: Path, rows) -> None:
         subprocess.run([chatcli, "session", "list"], env=env, check=True, stdout=subprocess.DEVNULL)
 
     def first_listing() -> None:
-        store.catalog_path.unlink(missing_ok=True)
+        store.catalog.path.unlink(missing_ok=True)
         store.list()
 
     built = median_ms(first_listing, 3)  # no catalog yet: every file is opened once
@@ -118,7 +118,7 @@ def _listing(scratch: Path, rows) -> None:
                  "< 150 ms"))
 
     def whole_unrendered() -> None:  # the first listing after the rendering went stale
-        store.rendered_path.unlink(missing_ok=True)
+        store.catalog.rendered_path.unlink(missing_ok=True)
         whole()
 
     rows.append((f"`chatcli session list`, not yet rendered, {LIST_SESSIONS:,}", median_ms(whole_unrendered, 15),

@@ -148,16 +148,16 @@ def settle(store) -> None:
 
 def plant(store, name: str, count: int) -> None:
     """Put a message count in the catalog that only the catalog can produce."""
-    document = json.loads(store.catalog_path.read_text())
+    document = json.loads(store.catalog.path.read_text())
     document["entries"][name][2] = count
-    store.catalog_path.write_text(json.dumps(document))
+    store.catalog.path.write_text(json.dumps(document))
 
 
 def test_listing_uses_the_catalog_instead_of_parsing_files(store):
     store.save("a", SessionData(history=conversation("one", "two")))
     store.save("b", SessionData(history=conversation("x")))
     assert {info.name: info.messages for info in store.list()} == {"a": 2, "b": 1}
-    assert store.catalog_path.parent == store.root.parent  # beside the directory, not in it
+    assert store.catalog.path.parent == store.root.parent  # beside the directory, not in it
     # A recent directory is not trusted: files are stat'ed, unchanged ones are not opened.
     plant(store, "a", 99)
     assert {info.name: info.messages for info in store.list()}["a"] == 99
@@ -174,7 +174,7 @@ def test_listing_uses_the_catalog_instead_of_parsing_files(store):
     # Any write (a rename into the directory) ends that at once.
     store.save("c", SessionData(history=conversation("new")))
     assert {info.name: info.messages for info in store.list()} == {"a": 2, "b": 77, "c": 1}
-    store.catalog_path.unlink()  # rebuildable
+    store.catalog.path.unlink()  # rebuildable
     assert {info.name: info.messages for info in store.list()} == {"a": 2, "b": 1, "c": 1}
 
 

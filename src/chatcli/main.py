@@ -121,9 +121,9 @@ def _settings(check_key: bool = True, **flags):
     for warning in settings.warnings:
         sys.stderr.write(f"chatcli: warning: {warning}\n")
     if check_key:
-        from chatcli.store.seal import check_store_key
+        from chatcli.store.home import Home
 
-        check_store_key(settings.home, settings.encryption_key)  # a wrong or missing key stops here
+        Home.of(settings).check_key()  # a wrong or missing key stops here
     return settings
 
 

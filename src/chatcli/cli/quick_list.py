@@ -10,15 +10,16 @@ import sys
 
 from chatcli.commands.listing import rendered_key, saved_listing
 from chatcli.config.paths import chatcli_home_text
+from chatcli.store.home import key_check_text, sessions_dir_text
 
 
 def run() -> int | None:
     if os.environ.get("CHATCLI_ENCRYPTION_KEY") is not None:
         return None  # the key is checked, and the listing shows no contents: the full path
     home = chatcli_home_text(os.environ)
-    if os.path.exists(os.path.join(home, "key-check")):
+    if os.path.exists(key_check_text(home)):
         return None  # a sealed store without a key: the full path says so
-    text = saved_listing(os.path.join(home, "sessions"), rendered_key(False))
+    text = saved_listing(sessions_dir_text(home), rendered_key(False))
     if text is None:
         return None
     sys.stdout.write(text)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from chatcli.commands.listing import format_listing, rendered_key, saved_listing
 from chatcli.config import paths
-from chatcli.store.sessions import SessionStore
+from chatcli.store.home import Home
 
 
 def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -46,12 +46,10 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
 def run_session_command(args: argparse.Namespace, load_settings: Callable) -> int:
     """list and show need only the sessions directory; delete and fork act on a conversation
     and load the full settings (so `session list` starts as fast as a listing can)."""
-    key = paths.encryption_key(os.environ)
-    from chatcli.store.seal import check_store_key
-
+    home = Home(paths.chatcli_home(os.environ), paths.encryption_key(os.environ))
     # As every command does: a wrong or missing key stops (once: load_settings below skips it).
-    check_store_key(paths.chatcli_home(os.environ), key)
-    store = SessionStore(paths.sessions_dir(os.environ), key)
+    home.check_key()
+    store = home.sessions()
     out = sys.stdout
     if args.action == "list" and not args.json:
         # The plain listing is kept as rendered text while the sessions directory is unchanged
@@ -61,7 +59,7 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
         text = saved_listing(str(store.root), key)
         if text is None:
             text = format_listing(store.list(), None) + "\n"
-            store.save_rendered(key, text)
+            store.catalog.save_rendered(key, text)
         out.write(text)
     elif args.action == "list":  # --json
         import datetime

@@ -57,12 +57,13 @@ def _rekey(settings) -> int:
 
     from chatcli.config import paths
     from chatcli.core.errors import ConfigError
+    from chatcli.store.home import Home
     from chatcli.store.rekey import rekey
 
     new = paths.encryption_key(os.environ, "CHATCLI_NEW_ENCRYPTION_KEY")
     if new is None:
         raise ConfigError("set CHATCLI_NEW_ENCRYPTION_KEY to the new key (make one with: openssl rand -base64 32)")
-    done = rekey(settings.home, settings.encryption_key, new, sessions_dir=settings.sessions_dir)
+    done = rekey(Home.of(settings), new)
     if any(done.resealed.values()) or done.already or not done.failed:  # not when the key check refused
         counts = ", ".join(f"{n} {store}" for store, n in done.resealed.items())
         sys.stdout.write(f"Re-sealed under the new key: {counts}; {done.already} file(s) already were.\n")

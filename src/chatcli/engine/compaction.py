@@ -16,7 +16,8 @@ from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message
 from chatcli.engine.sessions import Outcome
 from chatcli.providers.base import Delta, Request, streaming
-from chatcli.store.recall import RecallStore, marker
+from chatcli.store.home import Home
+from chatcli.store.recall import marker
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
@@ -40,7 +41,7 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
     older = [conv.history[i] for i in cut.summarised]
     origin = {"session": conv.session_name or "",
               "transcript": conv.transcript.id if conv.transcript is not None and conv.transcript.id else ""}
-    recall = RecallStore(conv.settings.home / "ccr", conv.settings.encryption_key)
+    recall = Home.of(conv.settings).recall()
     text = _summarise(conv, older, instruction)
     key = recall.put(older, origin)  # only once there is a summary to name it
     summary = summary_message(f"{text.strip()}\n\n(Summary of {len(older)} earlier messages; "

@@ -8,6 +8,7 @@ The checks talk to the real provider: one answer of one token.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from chatcli.core.errors import ChatcliError
 from chatcli.core.messages import Message
 from chatcli.providers.base import Delta, Done, ProviderRegistry, Request, default_registry, streaming
 from chatcli.store.atomic import unwritable
+from chatcli.store.home import Home, session_named
 
 PROBE = "Say hello."
 # What a crashed llama.cpp most often means, and what to do about it (both steps: `make clean`
@@ -63,7 +65,8 @@ def _provider_check(settings: Settings) -> Check:
 
 
 def _home_check(settings: Settings) -> Check:
-    home = settings.home
+    layout = Home.of(settings)
+    home = layout.root
     sealed = "encrypted (CHATCLI_ENCRYPTION_KEY)" if settings.encryption_key else "not encrypted"
     cause = unwritable(home, create=False)
     if cause is not None:
@@ -71,15 +74,20 @@ def _home_check(settings: Settings) -> Check:
                      needed=False)
     if not home.exists():
         return Check("home", True, f"{home}: not created yet (it will be on the first save), {sealed}")
-    sessions = settings.sessions_dir
-    count = sum(1 for p in sessions.glob("*.json") if not p.name.startswith(".")) if sessions.is_dir() else 0
+    count = _session_count(layout.sessions_dir)
     try:
-        from chatcli.store.seal import check_store_key
-
-        check_store_key(home, settings.encryption_key)
+        layout.check_key()
     except ChatcliError as exc:
         return Check("home", False, str(exc))
     return Check("home", True, f"{home}: writable, {count} session(s), {sealed}")
+
+
+def _session_count(sessions: Path) -> int:
+    try:
+        with os.scandir(sessions) as entries:
+            return sum(1 for entry in entries if session_named(entry.name) is not None)
+    except OSError:  # none yet, or not ours to read: the home check says what matters
+        return 0
 
 
 def _local_checks(settings: Settings, registry: ProviderRegistry) -> Iterator[Check]:

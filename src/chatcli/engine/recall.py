@@ -15,7 +15,8 @@ from chatcli.core.compaction import kept_originals
 from chatcli.core.errors import ChatcliError
 from chatcli.core.messages import Message
 from chatcli.providers.base import Tool, ToolCall
-from chatcli.store.recall import MARKER_RE, RecallStore, parse_key
+from chatcli.store.home import Home
+from chatcli.store.recall import MARKER_RE, parse_key
 
 TOOL = Tool(
     name="recall",
@@ -31,7 +32,7 @@ def originals(settings: Settings, key: str, history: Sequence[Message] = ()) -> 
     store, or (expired there, or never there) from the summary in `history` that keeps them
     (with the journal off, SPEC §8.1). Raises ChatcliError (unknown, expired, damaged)."""
     try:
-        return RecallStore(settings.home / "ccr", settings.encryption_key).get(key)
+        return Home.of(settings).recall().get(key)
     except ChatcliError:
         kept = kept_originals(list(history), parse_key(key))
         if kept is None:

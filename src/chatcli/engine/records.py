@@ -21,28 +21,19 @@ from chatcli.core.export import Entry, local_time, to_jsonl, to_markdown
 from chatcli.core.messages import Message
 from chatcli.core.session import SessionData
 from chatcli.store.atomic import atomic_write
+from chatcli.store.home import Home
 from chatcli.store.journal import ID_RE, Journal, JournalError
-from chatcli.store.search import SearchIndex, Terms, discard_index, forget_journal_text
-from chatcli.store.seal import sealer_for
+from chatcli.store.search import SearchIndex
 from chatcli.store.sessions import SessionStore
 
 FORMATS = ("md", "jsonl")
 SessionHits = namedtuple("SessionHits", "name mtime score hits")
 
 
-PLAIN_INDEX, SEALED_INDEX = "search.sqlite", "sealed.sqlite"
-
-
 def search_index(settings: Settings, wait: float = 30) -> SearchIndex:
-    """The search index on disk: with encryption on, the sealed one (keyed hashes of words, the
-    text sealed: store.search.Terms), and a plaintext one left from before the key is removed.
-    `wait`: how long to wait for another process writing it."""
-    index = settings.home / "index"
-    if settings.encryption_key:
-        discard_index(index / PLAIN_INDEX)
-        hash_key, cipher = sealer_for(settings.encryption_key).index_keys()
-        return SearchIndex(index / SEALED_INDEX, Terms(hash_key, cipher), wait)
-    return SearchIndex(index / PLAIN_INDEX, wait=wait)
+    """The search index on disk (Home.search_index: the sealed one with encryption on). `wait`:
+    how long to wait for another process writing it."""
+    return Home.of(settings).search_index(wait)
 
 
 class Record:
@@ -93,7 +84,7 @@ def record(settings: Settings, data: SessionData, transcript_id: str | None) -> 
         return Record("the live history (the journal is off: CHATCLI_SESSION_TRANSCRIPT)", None, data.history)
     if not transcript_id or not ID_RE.fullmatch(transcript_id):
         return Record("the live history (this conversation has no journal yet)", None, data.history)
-    journal = Journal(settings.home / "transcripts", transcript_id, settings.encryption_key)
+    journal = Home.of(settings).journal(transcript_id)
     if not journal.exists():
         return Record(f"the live history (its journal {transcript_id} is missing)", None, data.history)
     return Record(f"journal {transcript_id}", journal)
@@ -149,7 +140,7 @@ def warm_index(settings: Settings, transcript_id: str | None, store: SessionStor
     background: a 100,000-message journal takes seconds to index, a search of an indexed one
     milliseconds): the journal of `transcript_id`, and with `store` every saved session."""
     if settings.session_transcript and transcript_id and ID_RE.fullmatch(transcript_id):
-        journal = Journal(settings.home / "transcripts", transcript_id, settings.encryption_key)
+        journal = Home.of(settings).journal(transcript_id)
         if journal.exists():
             search_index(settings).update_journal(journal.id, _stamp(journal), _reader(journal))
     if store is not None:
@@ -178,12 +169,12 @@ def remove_journal(settings: Settings, transcript_id: str) -> bool:
     when there was none, or it could not be removed (it is then left to `storage prune`)."""
     if not ID_RE.fullmatch(transcript_id):
         return False
+    home = Home.of(settings)
     try:
-        os.unlink(Journal(settings.home / "transcripts", transcript_id).path)
+        os.unlink(home.journal_path(transcript_id))
     except OSError:
         return False
-    for name in (PLAIN_INDEX, SEALED_INDEX):
-        forget_journal_text(settings.home / "index" / name, [transcript_id])
+    home.forget_journals([transcript_id])
     return True
 
 

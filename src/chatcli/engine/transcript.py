@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from chatcli.config.settings import Settings
 from chatcli.core import journal as rules
 from chatcli.core.messages import History, Message
+from chatcli.store.home import Home
 from chatcli.store.journal import ID_RE, Journal, JournalError
 
 
@@ -45,9 +46,8 @@ class TranscriptSync:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.root = settings.home / "transcripts"
+        self.home = Home.of(settings)
         self.enabled = settings.session_transcript
-        self.key = settings.encryption_key
         self.id: str | None = None
         self._problem: str | None = None  # the last problem reported (said once)
         self._reset()
@@ -75,7 +75,7 @@ class TranscriptSync:
 
     @property
     def journal(self) -> Journal | None:
-        return Journal(self.root, self.id, self.key) if self.enabled and self.id else None
+        return self.home.journal(self.id) if self.enabled and self.id else None
 
     def attach(self, transcript_id: str | None) -> None:
         """Follow the journal a session names (it was loaded): read at the next sync. An id
@@ -95,14 +95,14 @@ class TranscriptSync:
         parent = self.journal
         if parent is not None and parent.exists():
             with contextlib.suppress(JournalError):  # unseeded, it records the live history at its first sync
-                Journal(self.root, fork_id, self.key).seed_fork(parent, now_text())
+                self.home.journal(fork_id).seed_fork(parent, now_text())
         return fork_id
 
     def discard(self, fork_id: str | None) -> None:
         """Remove a seeded journal that no session came to name (the copy failed)."""
         if fork_id:
             with contextlib.suppress(OSError):
-                os.unlink(Journal(self.root, fork_id).path)
+                os.unlink(self.home.journal_path(fork_id))
 
     def switch(self, fork_id: str | None) -> None:
         """Write the seeded journal from now on."""
@@ -226,7 +226,7 @@ class TranscriptSync:
 
     def _sync(self, history: Sequence[Message], reason: str | None, known: Sequence[str] | None,
               extra: Sequence[dict] = ()) -> list[str]:
-        journal = Journal(self.root, self.id, self.key)
+        journal = self.home.journal(self.id)
         notes: list[str] = []
         if not self._loaded:
             self._trust(journal, history)
@@ -329,7 +329,7 @@ class TranscriptSync:
         there to restore). Raises JournalError."""
         if self.enabled:
             return self.events()
-        return Journal(self.root, self.id, self.key).read().events if self.id else []
+        return self.home.journal(self.id).read().events if self.id else []
 
     def _only_grew(self, history: Sequence[Message], new) -> bool:
         """Nothing but appends since our last sync, on both sides: the history list is the one

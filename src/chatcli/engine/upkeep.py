@@ -43,8 +43,9 @@ def log_to_file(settings: Settings, filename: str, logger: str) -> None:
     import os
 
     from chatcli.store.atomic import PRIVATE_FILE, ensure_private_dir
+    from chatcli.store.home import Home
 
-    logs = settings.home / "logs"
+    logs = Home.of(settings).logs_dir
     ensure_private_dir(logs)
     path = logs / filename
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE))

@@ -1,4 +1,4 @@
-"""Transcript journals on disk: `$CHATCLI_HOME/transcripts/<id>.jsonl` (SPEC §7; format in core.journal).
+"""Transcript journals on disk, one file per conversation (SPEC §7; format in core.journal).
 
 Appends are one write(2) of whole lines plus one fsync, under an exclusive lock on the journal
 itself, so a crash leaves at most a torn last line and two writers never interleave. Reading
@@ -19,11 +19,11 @@ from pathlib import Path
 from chatcli.core.errors import ChatcliError
 from chatcli.core.journal import FORK, MESSAGE, check_event, fork_line
 from chatcli.core.messages import dict_holds_inexact_number
+from chatcli.store import home
 from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir, os_cause
 from chatcli.store.bulk import gc_paused
 from chatcli.store.seal import LINE_PREFIX, SealError, sealer_for
 
-SUFFIX = ".jsonl"
 STAMP_ID, STAMP_AT = "j", "at"  # a plaintext line's journal id and byte offset
 ID_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}")
 
@@ -245,7 +245,7 @@ class Journal:
         self.root = root
         self.id = transcript_id
         self.key = key  # CHATCLI_ENCRYPTION_KEY: lines are sealed (store.seal)
-        self.path = root / (transcript_id + SUFFIX)
+        self.path = home.journal_path(root, transcript_id)
 
     def exists(self) -> bool:
         return self.path.exists()
@@ -402,4 +402,4 @@ class _Append:
         self.written += len(payload)
 
 
-__all__ = ["ID_RE", "SUFFIX", "Journal", "JournalError", "Reading", "encode_lines", "parse"]
+__all__ = ["ID_RE", "Journal", "JournalError", "Reading", "encode_lines", "parse"]

@@ -2,10 +2,10 @@
 anything else: the rendered listing, and the log of turns appended in place (see
 SessionStore.append). Strings and `os` only: the fast path of `session list`
 (cli/quick_list.py) imports this and little else, since on a cold page cache every module
-read costs.
+read costs. Their names come from store.home:
 
-  sessions.listing.txt   "<directory token> <appends log size> <key>\\n" then the text
-  sessions.catalog.log   one line per append: ["<name>", mtime_ns, size, messages]
+  the rendered listing   "<directory token> <appends log size> <key>\\n" then the text
+  the appends log        one line per append: ["<name>", mtime_ns, size, messages]
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 import time
 
+from chatcli.store.home import appends_text, rendered_text
+
 CATALOG_VERSION = 4
-RENDERED_SUFFIX = ".listing.txt"
-APPENDS_SUFFIX = ".catalog.log"
 SETTLE_NS = 2_000_000_000  # a directory changed more recently than this is not trusted (coarse timestamps)
 
 Appended = tuple  # (name, mtime_ns, size, messages or None)
@@ -32,7 +32,7 @@ def settled_token(root: str) -> tuple[str, int] | None:
     if time.time_ns() - directory.st_mtime_ns <= SETTLE_NS:
         return None
     try:
-        appends = os.stat(root + APPENDS_SUFFIX).st_size
+        appends = os.stat(appends_text(root)).st_size
     except OSError:
         appends = 0
     return f"{CATALOG_VERSION}:{directory.st_mtime_ns}:{directory.st_ino}", appends
@@ -47,7 +47,7 @@ def read_rendered(root: str, key: str) -> tuple[str, list[Appended]] | None:
         return None
     directory, appends = token
     try:
-        with open(root + RENDERED_SUFFIX, encoding="utf-8") as handle:
+        with open(rendered_text(root), encoding="utf-8") as handle:
             saved_directory, saved_appends, saved_key = handle.readline().rstrip("\n").split(" ", 2)
             if saved_directory != directory or saved_key != key or int(saved_appends) > appends:
                 return None
@@ -63,7 +63,7 @@ def save_rendered(root: str, key: str, text: str) -> None:
     token = settled_token(root)
     if token is None:
         return
-    target = root + RENDERED_SUFFIX
+    target = rendered_text(root)
     temp = f"{os.path.dirname(target)}/.{os.path.basename(target)}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -82,7 +82,7 @@ def save_rendered(root: str, key: str, text: str) -> None:
 def appended_rows(root: str, start: int, end: int | None = None) -> list[Appended]:
     """The appends log's rows from byte `start` (to `end`); lines that do not parse are skipped."""
     try:
-        with open(root + APPENDS_SUFFIX, "rb") as handle:
+        with open(appends_text(root), "rb") as handle:
             handle.seek(start)
             data = handle.read(-1 if end is None else end - start)
     except OSError:
@@ -111,7 +111,7 @@ def note_appended(root: str, name: str, mtime_ns: int, size: int, messages: int 
     """One line to the log, in one write (O_APPEND: concurrent writers never interleave). A
     cache: a line that fails to be written leaves the row to the next scan."""
     try:
-        fd = os.open(root + APPENDS_SUFFIX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(appends_text(root), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     except OSError:
         return
     try:

@@ -1,4 +1,4 @@
-"""The recall store (SPEC §8.1): compacted originals kept by content, `$CHATCLI_HOME/ccr/<key>.json`.
+"""The recall store (SPEC §8.1): compacted originals kept by content, one file per entry.
 
 The key is the first 16 hex digits of the SHA-256 of the entry's messages, so the same messages
 always get the same key and are stored once; a summary carries `<<ccr:KEY>>` markers and
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.messages import Message
+from chatcli.store import home
 from chatcli.store.atomic import atomic_write
 from chatcli.store.seal import SealError, is_sealed, sealer_for
 
@@ -54,7 +55,7 @@ class RecallStore:
         self.key = key
 
     def path(self, key: str) -> Path:
-        return self.root / f"{parse_key(key)}.json"
+        return home.entry_path(self.root, parse_key(key))
 
     def put(self, messages: Sequence[Message], origin: dict | None = None) -> str:
         """Store `messages` (once: the key is their content's) and return the key."""
@@ -64,7 +65,7 @@ class RecallStore:
             key = hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
         else:
             key = hmac.new(self.key, b"chatcli recall key\0" + body.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
-        path = self.root / f"{key}.json"
+        path = home.entry_path(self.root, key)
         try:
             if path.exists():
                 os.utime(path)  # stored again: it is recent again

@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
+from chatcli.store import home as layout
 from chatcli.store.atomic import atomic_write, os_cause
-from chatcli.store.journal import SUFFIX as JOURNAL_SUFFIX
-from chatcli.store.seal import CHECK_FILE, CHECK_TEXT, LINE_PREFIX, SealError, is_sealed, sealer_for
+from chatcli.store.home import Home
+from chatcli.store.seal import CHECK_TEXT, LINE_PREFIX, SealError, is_sealed, sealer_for
 from chatcli.store.search import discard_index
-from chatcli.store.sessions import SUFFIX as SESSION_SUFFIX
-from chatcli.store.sessions import SessionStore
 
 
 @dataclass
@@ -37,18 +36,19 @@ class Rekeyed:
     damaged: int = 0  # journal lines no key opens (while others do): kept as they are
 
 
-def rekey(home: Path, old: bytes | None, new: bytes, *, sessions_dir: Path) -> Rekeyed:
+def rekey(home: Home, new: bytes) -> Rekeyed:
+    """Re-seal `home`'s files, sealed with its key (or plaintext), under `new`."""
     done = Rekeyed()
-    check = home / CHECK_FILE
+    old, check = home.key, home.key_check_path
     if check.exists():  # the store's key check: the old key, or the new one (a rekey run before)
         raw = check.read_bytes()
         keys = [k for k in (old, new) if k is not None]
-        if not any(_opens(raw, key) for key in keys):
+        if not any(_opens(raw, key, check) for key in keys):
             done.failed.append(f"{check}: neither CHATCLI_ENCRYPTION_KEY nor CHATCLI_NEW_ENCRYPTION_KEY is the key "
                                "this store is sealed with; nothing was changed")
             return done
-    stores = SessionStore(sessions_dir)
-    for kind, path, name in _files(home, sessions_dir):
+    stores = home.sessions()  # for its locks only: the files are opened here, with both keys
+    for kind, path, name in _files(home):
         try:
             # Under the lock its writers take: nothing is appended or written meanwhile.
             with (stores.lock(name) if kind == "sessions" else _flocked(path)):
@@ -66,16 +66,17 @@ def rekey(home: Path, old: bytes | None, new: bytes, *, sessions_dir: Path) -> R
             done.failed.append(f"{path}: {exc}")
         except OSError as exc:
             done.failed.append(f"{path}: {os_cause(exc)}")
-    discard_index(home / "index" / "search.sqlite")  # a plaintext index from before any key
-    discard_index(home / "index" / "sealed.sqlite")  # its hashes and seals are the old key's
+    plain, sealed = home.index_paths
+    discard_index(plain)  # a plaintext index from before any key
+    discard_index(sealed)  # its hashes and seals are the old key's
     if not done.failed:  # last: while it opens with the old key, the rekey is not finished
-        atomic_write(check, sealer_for(new).seal(CHECK_TEXT, "check", CHECK_FILE))
+        atomic_write(check, sealer_for(new).seal(CHECK_TEXT, "check", check.name))
     return done
 
 
-def _opens(raw: bytes, key: bytes) -> bool:
+def _opens(raw: bytes, key: bytes, check: Path) -> bool:
     try:
-        sealer_for(key).open(raw, "check", CHECK_FILE, "the store's key check")
+        sealer_for(key).open(raw, "check", check.name, "the store's key check")
         return True
     except SealError:
         return False
@@ -92,16 +93,18 @@ def _flocked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _files(home: Path, sessions_dir: Path) -> Iterator[tuple[str, Path, str]]:
-    for kind, root, suffix in (("sessions", sessions_dir, SESSION_SUFFIX),
-                               ("transcripts", home / "transcripts", JOURNAL_SUFFIX), ("recall", home / "ccr", ".json")):
+def _files(home: Home) -> Iterator[tuple[str, Path, str]]:
+    for kind, root, named in (("sessions", home.sessions_dir, layout.session_named),
+                              ("transcripts", home.transcripts_dir, layout.journal_named),
+                              ("recall", home.recall_dir, layout.entry_named)):
         try:
             entries = sorted(os.scandir(root), key=lambda e: e.name)
         except FileNotFoundError:
             continue
         for entry in entries:
-            if entry.name.endswith(suffix) and not entry.name.startswith(".") and entry.is_file(follow_symlinks=False):
-                yield kind, Path(entry.path), entry.name[: -len(suffix)]
+            name = named(entry.name)
+            if name is not None and not entry.name.startswith(".") and entry.is_file(follow_symlinks=False):
+                yield kind, Path(entry.path), name
 
 
 def _replace(path: Path, payload: bytes, st: os.stat_result) -> None:

@@ -25,6 +25,10 @@ import os
 
 from chatcli.core.errors import ChatcliError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
 MAGIC = b"chatcli-sealed\n"
 LINE_PREFIX = b"chatcli-sealed:"
 VERSION = 1
@@ -203,17 +207,17 @@ def _line_aad(transcript_id: str, offset: int) -> bytes:
     return f"chatcli/{VERSION}/journal/{transcript_id}/{offset}".encode()
 
 
-CHECK_FILE = "key-check"  # under CHATCLI_HOME: a sealed known text, to tell a wrong key at start-up
 CHECK_TEXT = b"chatcli: this store is sealed with this key"
 
 
-def check_store_key(home, key: bytes | None) -> None:
+def check_store_key(path: Path, key: bytes | None) -> None:
     """Refuse a key the store was not sealed with, and no key for a store that is sealed, before
-    anything is read or written; the first start with a key leaves the check file. Raises
+    anything is read or written; the first start with a key leaves the check file at `path`
+    (store.home names it), sealed bound to its file name as a session is to its name. Raises
     SealError."""
     from chatcli.store.atomic import atomic_write
 
-    path = home / CHECK_FILE
+    home = path.parent
     if key is None:
         if path.exists():
             raise SealError(f"the store {home} is encrypted: set CHATCLI_ENCRYPTION_KEY to its key (nothing was read "
@@ -223,7 +227,7 @@ def check_store_key(home, key: bytes | None) -> None:
         data = path.read_bytes()
     except FileNotFoundError:
         try:
-            atomic_write(path, sealer_for(key).seal(CHECK_TEXT, "check", CHECK_FILE))
+            atomic_write(path, sealer_for(key).seal(CHECK_TEXT, "check", path.name))
         except OSError:
             # A read-only or full home: nothing can be written there this run, so nothing can be
             # sealed with the wrong key either; the check file is left by the first start that
@@ -238,7 +242,7 @@ def check_store_key(home, key: bytes | None) -> None:
     if not is_sealed(data):
         raise SealError(f"{path} is not a sealed check file; move it away to start again")
     try:
-        sealer_for(key).open(data, "check", CHECK_FILE, "the store's key check")
+        sealer_for(key).open(data, "check", path.name, "the store's key check")
     except SealError:
         raise SealError(f"CHATCLI_ENCRYPTION_KEY is not the key this store ({home}) is sealed with; nothing was "
                         "read or written (chatcli storage rekey changes the key)") from None
@@ -257,5 +261,5 @@ def sealer_for(key: bytes | None) -> Sealer | None:
     return sealer
 
 
-__all__ = ["CHECK_FILE", "LINE_PREFIX", "MAGIC", "SESSION_HEADER", "SealError", "Sealer", "check_store_key",
+__all__ = ["LINE_PREFIX", "MAGIC", "SESSION_HEADER", "SealError", "Sealer", "check_store_key",
            "is_sealed", "sealer_for", "session_layout"]

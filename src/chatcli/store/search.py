@@ -1,13 +1,13 @@
 """Full-text search over journals and saved sessions: SQLite FTS5 with BM25 (standard library).
 
-The index, `$CHATCLI_HOME/index/search.sqlite`, is a cache: kept up to date as journals are
+The index (its file is named by store.home) is a cache: kept up to date as journals are
 written (each sync adds its messages, `append_journal`), brought up to date at each search from
 what it still lacks (a journal's lines since the offset indexed; sessions changed since: only
 the turns appended to a file that grew in place), and rebuilt from scratch when deleted. Text
 is case- and accent-folded by the `unicode61 remove_diacritics 2` tokenizer, so "cafe" finds
 "Café".
 
-With encryption on (SPEC §9) the index is `index/sealed.sqlite` and holds no plaintext: each
+With encryption on (SPEC §9) the index is a file of its own and holds no plaintext: each
 word is indexed as a keyed hash of its folded form (`Terms`, a key derived from the master key),
 and each message's text is sealed beside it, opened only for the snippets of the hits shown.
 BM25 ranks the hashes as it would the words. What the file reveals without the key is which

@@ -1,31 +1,28 @@
-"""The session store: `$CHATCLI_HOME/sessions/<name>.json` in the v2 format (SPEC §4).
+"""The session store: one session per file in the v2 format (SPEC §4), named by store.home.
 
 Reads and writes whole documents atomically, never overwrites a file it could not read,
-lists from a stat-keyed catalog instead of parsing every file, and offers a per-session
-lock for the read-merge-write of concurrent surfaces.
+appends turns in place, and offers a per-session lock for the read-merge-write of concurrent
+surfaces. The listing of the directory is store.catalog's.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import os
 import stat
-import time
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Sequence
-from operator import itemgetter
 from pathlib import Path
 
-from chatcli.core.errors import ChatcliError
-from chatcli.core.names import NAME_RE, validate_name
+from chatcli.core.names import validate_name
+from chatcli.store import home
 from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir, os_cause
-from chatcli.store import listing_cache
 from chatcli.store.bulk import gc_paused
-from chatcli.store.listing_cache import APPENDS_SUFFIX, CATALOG_VERSION, RENDERED_SUFFIX, SETTLE_NS
+from chatcli.store.catalog import Catalog, SessionInfo
 from chatcli.store.seal import SESSION_HEADER, SealError, is_sealed, sealer_for, session_layout
+from chatcli.store.session_file import SessionError, SessionExists, SessionNotFound, read_regular
 
 # `chatcli session list` imports this module and should load nothing it does not use:
 # the session document (dataclasses, typing) is imported where a document is read or written.
@@ -33,24 +30,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from chatcli.core.messages import Message
     from chatcli.core.session import SessionData
-
-SUFFIX = ".json"
-CATALOG_SUFFIX = ".catalog.json"
-LATEST_SUFFIX = ".latest.json"
-LOCK_SUFFIX = ".lock"
-APPENDS_FOLD = 64 * 1024  # bytes of the appends log a listing applies before folding them into the catalog
-
-
-class SessionError(ChatcliError):
-    """A session could not be read or written; the message names the session and the cause."""
-
-
-class SessionNotFound(SessionError):
-    pass
-
-
-class SessionExists(SessionError):
-    pass
 
 
 class Stamp(namedtuple("Stamp", "mtime_ns size inode")):
@@ -61,11 +40,6 @@ class Stamp(namedtuple("Stamp", "mtime_ns size inode")):
     @classmethod
     def of(cls, st: os.stat_result) -> Stamp:
         return cls(st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-# One row of a listing: name, messages (None when the file cannot be read), mtime, size,
-# title, problem, transcript id. A plain tuple type: ten thousand are built per `session list`.
-SessionInfo = namedtuple("SessionInfo", "name messages mtime size title problem transcript", defaults=("", ""))
 
 
 def _document():
@@ -165,34 +139,6 @@ def _read_in_pieces(fd: int, size: int) -> SessionData | None:
     return data
 
 
-def read_regular(path: Path, chunked_from: int | None = None) -> tuple[bytes | int, os.stat_result]:
-    """The bytes of a regular file and its stat. Anything else (a FIFO, a device, a directory)
-    raises OSError without blocking: a FIFO opened for reading would wait for a writer forever.
-
-    A session file that is a symbolic link is refused, wherever it leads: read through, it would
-    show another file's contents (another user's, /etc); written, the atomic rename would replace
-    the link by a file of its own, so a link to another session would fork it silently."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        raise OSError(errno.ELOOP, f"a symbolic link (to {os.readlink(path)}); chatcli does not follow links in "
-                                   "the sessions directory (copy the file there instead)") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        if chunked_from is not None and st.st_size >= chunked_from:
-            fd, kept = -1, fd
-            return kept, st  # the caller reads it (see SessionStore.load)
-        with open(fd, "rb", closefd=False) as handle:  # exactly what the stamp says (an append may be landing)
-            return handle.read(st.st_size), st
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
 def _inexact(data: SessionData) -> bool:
     from chatcli.core.messages import holds_inexact_number, message_holds_inexact_number
 
@@ -275,6 +221,7 @@ class SessionStore:
         # A sealed file that this store's key (or lack of one) cannot open was met: the listing
         # caches are then left as they are (a wrong or missing key changes no file).
         self.locked_out = False
+        self.catalog = Catalog(self)
 
     @property
     def private(self) -> bool:
@@ -298,7 +245,7 @@ class SessionStore:
 
     # -- paths ---------------------------------------------------------------------------
     def path(self, name: str) -> Path:
-        return self.root / (validate_name(name) + SUFFIX)
+        return home.session_path(self.root, validate_name(name))
 
     def stamp(self, name: str) -> Stamp | None:
         try:  # the entry itself: a symbolic link (even a dangling one) is there, and refused when read
@@ -355,7 +302,7 @@ class SessionStore:
             if document is None:
                 where = f" (line {exc.lineno}, column {exc.colno})" if getattr(exc, "lineno", None) else ""
                 kind = "is empty" if not raw.strip() else f"is not valid JSON{where}"
-                raise SessionError(f"session '{name}' ({self.root / (name + SUFFIX)}) {kind}; the file was left "
+                raise SessionError(f"session '{name}' ({home.session_path(self.root, name)}) {kind}; the file was left "
                                    "untouched") from None
             torn = True
         session = _document()
@@ -370,7 +317,7 @@ class SessionStore:
                 and raw.endswith(b"]}")
             return data
         except session.SessionFormatError as exc:
-            raise SessionError(f"session '{name}' ({self.root / (name + SUFFIX)}): {exc}; the file was left "
+            raise SessionError(f"session '{name}' ({home.session_path(self.root, name)}): {exc}; the file was left "
                                "untouched") from None
 
     def save(self, name: str, data: SessionData,
@@ -419,7 +366,7 @@ class SessionStore:
             stamp = Stamp.of(os.stat(path))
         except OSError as exc:
             raise self._error(name, exc, writing=True) from None
-        self.note_latest(name, stamp.mtime_ns, None if self.private else len(data.history))
+        self.catalog.note_latest(name, stamp.mtime_ns, None if self.private else len(data.history))
         data.appendable = True
         return stamp
 
@@ -482,8 +429,8 @@ class SessionStore:
         finally:
             os.close(fd)
         total = None if self.private else count + len(messages)
-        self._note_appended(name, stamp, total)
-        self.note_latest(name, stamp.mtime_ns, total)
+        self.catalog.note_appended(name, stamp, total)
+        self.catalog.note_latest(name, stamp.mtime_ns, total)
         return stamp
 
     def _open_for_append(self, name: str) -> int | None:
@@ -511,8 +458,8 @@ class SessionStore:
             raise self._error(name, exc, writing=True) from None
         finally:
             os.close(fd)
-        self._note_appended(name, stamp, None)
-        self.note_latest(name, stamp.mtime_ns, None)
+        self.catalog.note_appended(name, stamp, None)
+        self.catalog.note_latest(name, stamp.mtime_ns, None)
         return stamp
 
     def appended_since(self, name: str, inode: int, size: int) -> tuple[list[Message], int, int] | None:
@@ -587,7 +534,7 @@ class SessionStore:
         """Delete session `name` only if it is still the file a retention plan saw (same inode,
         mtime and size; every chatcli write is a rename, so a rewrite changes the inode): a
         session another surface wrote since is kept. False when it changed or is gone."""
-        path = f"{self.root}/{validate_name(name)}{SUFFIX}"  # strings: a sweep calls this 10,000 times
+        path = home.session_text(str(self.root), validate_name(name))  # strings: a sweep calls this 10,000 times
         with self.lock(name, drop=True):
             try:
                 st = os.stat(path)
@@ -599,18 +546,19 @@ class SessionStore:
             return True
 
     def lock_path(self, name: str) -> Path:
-        return self.root / f".{validate_name(name)}{LOCK_SUFFIX}"
+        return home.lock_path(self.root, validate_name(name))
 
     @contextlib.contextmanager
     def lock(self, name: str, *, drop: bool = False) -> Iterator[None]:
         """Exclusive per-session lock across processes (held only around read-merge-write).
 
-        The lock is the inode at `.NAME.lock`. Whoever deletes the session unlinks the lock file
-        while holding it (`drop=True`), so deleted sessions leave nothing behind; a process that
-        was waiting on the unlinked inode sees, once it gets it, that the path no longer leads
-        there, and starts over on the current file. So two holders can never coexist.
+        The lock is the inode at the session's lock path (store.home names it). Whoever deletes
+        the session unlinks the lock file while holding it (`drop=True`), so deleted sessions
+        leave nothing behind; a process that was waiting on the unlinked inode sees, once it gets
+        it, that the path no longer leads there, and starts over on the current file. So two
+        holders can never coexist.
         """
-        lock_path = f"{self.root}/.{validate_name(name)}{LOCK_SUFFIX}"
+        lock_path = home.lock_text(str(self.root), validate_name(name))
         while True:
             try:
                 try:
@@ -654,203 +602,28 @@ class SessionStore:
             except BlockingIOError:
                 return False
             held = os.fstat(fd)
-            session = lock_path.with_name(lock_path.name[1:].removesuffix(LOCK_SUFFIX) + SUFFIX)
+            owner = home.locked_session(lock_path.name)
             try:
                 current = os.stat(lock_path)
             except FileNotFoundError:
                 return False
-            if (current.st_ino != held.st_ino or current.st_mtime_ns != mtime_ns or session.exists()):
+            if (current.st_ino != held.st_ino or current.st_mtime_ns != mtime_ns or owner is None
+                    or home.session_path(lock_path.parent, owner).exists()):
                 return False
             os.unlink(lock_path)
             return True
         finally:
             os.close(fd)
 
-    # -- listing -------------------------------------------------------------------------
+    # -- the listing (store.catalog) ----------------------------------------------------------
     def list(self, fresh: bool = False) -> list[SessionInfo]:
-        """Every session, newest first, from a catalog keyed by stat data (never by parsing all files).
-
-        Every write chatcli makes in the sessions directory is a create, rename or unlink, and
-        each of those changes the directory's mtime. So when the directory's mtime is the one
-        the catalog recorded, the catalog is the answer and no file is stat'ed (on these
-        machines a stat costs ~7 µs: 70 ms for 10,000 sessions). Otherwise every file is
-        stat'ed and only those whose mtime or size changed are opened. A directory changed in
-        the last SETTLE_NS is not trusted (timestamps are coarse). What this cannot see is a
-        file rewritten in place by another program: it shows at the next change to the
-        directory, and `fresh=True` (used by --continue) always stats every file. The catalog
-        lives beside the directory (so writing it changes nothing) and is a cache: deleting
-        it costs one slower listing.
-        """
-        make = SessionInfo._make
-        infos = [make((name, row[2], row[0] / 1e9, row[1], row[3], row[4], row[5]))
-                 for name, row in self.entries(fresh).items()]
-        infos.sort(key=itemgetter(2), reverse=True)
-        return infos
+        return self.catalog.list(fresh)
 
     def entries(self, fresh: bool = False, record: bool = True, reveal: bool = False) -> dict[str, list]:
-        """The catalog itself: {name: [mtime_ns, size, messages, title, problem, transcript id]}
-        (see `list` for when it is trusted without looking at the files). `record=False` leaves
-        the catalog file as it is (a dry run must change nothing on disk). With encryption on the
-        catalog knows no contents; `reveal` reads every file for them, in memory only (storage
-        needs each session's journal id)."""
-        if reveal and self.private:
-            return self._scan({}, reveal=True)
-        try:
-            directory = os.stat(self.root)
-        except FileNotFoundError:
-            return {}
-        except OSError as exc:
-            raise SessionError(f"cannot list sessions in {self.root}: {exc.strerror or exc}") from None
-        recorded, catalog, seen = self._read_catalog()
-        appended, end = self._read_appends(seen, catalog)
-        if not fresh and recorded is not None and recorded == directory.st_mtime_ns:
-            if record and end - seen > APPENDS_FOLD and not self.locked_out:
-                self._write_catalog(recorded, catalog, end)
-            return catalog
-        rows = self._scan(catalog)
-        settled = time.time_ns() - directory.st_mtime_ns > SETTLE_NS
-        mark = directory.st_mtime_ns if settled else None
-        if record and (rows != catalog or mark != recorded or appended) and not self.locked_out:
-            self._write_catalog(mark, rows, end)
-        return rows
-
-    def _scan(self, catalog: dict[str, list], reveal: bool = False) -> dict[str, list]:
-        try:
-            entries = [e for e in os.scandir(self.root) if e.name.endswith(SUFFIX) and not e.name.startswith(".")]
-        except FileNotFoundError:
-            return {}
-        except OSError as exc:
-            raise SessionError(f"cannot list sessions in {self.root}: {exc.strerror or exc}") from None
-        rows: dict[str, list] = {}
-        for entry in entries:
-            name = entry.name[: -len(SUFFIX)]
-            try:
-                st = entry.stat()
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                rows[name] = [st.st_mtime_ns, st.st_size, None, "", "not a regular file", ""]
-                continue
-            if not NAME_RE.fullmatch(name) or ".." in name:
-                rows[name] = [st.st_mtime_ns, st.st_size, None, "",
-                              "not a valid session name; rename the file to use it", ""]
-                continue
-            cached = catalog.get(name)
-            if cached and cached[0] == st.st_mtime_ns and cached[1] == st.st_size:
-                rows[name] = cached
-            else:
-                rows[name] = self._summarise(name, Path(entry.path), st, reveal)
-        return rows
-
-    def _summarise(self, name: str, path: Path, st: os.stat_result, reveal: bool = False) -> list:
-        if self.private and not reveal:  # encryption on: names, times and sizes; nothing from inside
-            return [st.st_mtime_ns, st.st_size, None, "", "", ""]
-        try:
-            data = self.decode(name, read_regular(path)[0])
-        except (SessionError, OSError) as exc:
-            problem = str(exc) if isinstance(exc, SessionError) else (exc.strerror or str(exc))
-            return [st.st_mtime_ns, st.st_size, None, "", problem, ""]
-        title = data.title or _document().make_title(data.history) or ""
-        return [st.st_mtime_ns, st.st_size, len(data.history), title, "", data.transcript_id or ""]
-
-    @property
-    def catalog_path(self) -> Path:
-        # Beside the sessions directory: writing it must not change the directory's mtime.
-        return self.root.with_name(self.root.name + CATALOG_SUFFIX)
-
-    def _read_catalog(self) -> tuple[int | None, dict[str, list], int]:
-        """(the directory mtime it was made at, its rows, how much of the appends log it holds)."""
-        # The standard json module here: importing orjson costs more (~30 ms) than it would
-        # save on a catalog, and a listing of unchanged sessions needs nothing else from it.
-        try:
-            value = json.loads(self.catalog_path.read_bytes())
-        except (OSError, ValueError):
-            return None, {}, 0
-        if not isinstance(value, dict) or value.get("version") != CATALOG_VERSION \
-                or value.get("private", False) != self.private:  # made with encryption on (or off): start again
-            return None, {}, 0
-        entries = value.get("entries")
-        recorded = value.get("directory_mtime_ns")
-        seen = value.get("appends_end", 0)
-        if not isinstance(entries, dict) or not all(
-                isinstance(row, list) and len(row) == 6 for row in entries.values()):
-            return None, {}, 0
-        return (recorded if isinstance(recorded, int) else None), entries, seen if isinstance(seen, int) else 0
-
-    # -- turns appended in place ------------------------------------------------------------
-    # An append (`append`) changes a file but not the directory, so the catalog cannot see it by
-    # the directory's mtime. The appender says what it wrote in one line of a log beside the
-    # catalog: [name, mtime_ns, size, messages]; listings apply the lines the catalog does not
-    # hold yet, and fold them into it once they pass APPENDS_FOLD bytes. The log is a cache
-    # like the catalog: a line lost leaves the row to the next scan, which re-reads that file.
-    @property
-    def appends_path(self) -> Path:
-        return self.root.with_name(self.root.name + APPENDS_SUFFIX)
-
-    def _note_appended(self, name: str, stamp: Stamp, messages: int | None) -> None:
-        listing_cache.note_appended(str(self.root), name, stamp.mtime_ns, stamp.size, messages)
-
-    def _read_appends(self, seen: int, catalog: dict[str, list]) -> tuple[bool, int]:
-        """Apply the appends log past byte `seen` to `catalog`'s rows; (any applied, the log's end)."""
-        try:
-            size = os.stat(self.appends_path).st_size
-        except OSError:
-            return False, 0
-        if seen > size:  # the log was replaced: read it all
-            seen = 0
-        applied = False
-        for name, mtime_ns, size_now, messages in listing_cache.appended_rows(str(self.root), seen, size):
-            row = catalog.get(name)
-            if row is not None and mtime_ns >= row[0]:
-                catalog[name] = [mtime_ns, size_now, None if self.private else messages, row[3], "", row[5]]
-                applied = True
-        return applied, size
-
-    def _write_catalog(self, directory_mtime_ns: int | None, entries: dict[str, list], appends_end: int = 0) -> None:
-        document = {"version": CATALOG_VERSION, "directory_mtime_ns": directory_mtime_ns, "entries": entries,
-                    "private": self.private, "appends_end": appends_end}
-        try:  # a cache: failing to write it only costs the next listing some work
-            atomic_write(self.catalog_path, json.dumps(document, separators=(",", ":")).encode("utf-8"),
-                         durable=False)
-        except OSError:
-            pass
-
-    # -- the most recent session, without listing them all ---------------------------------
-    @property
-    def latest_path(self) -> Path:
-        return self.root.with_name(self.root.name + LATEST_SUFFIX)
-
-    def note_latest(self, name: str, mtime_ns: int, messages: int | None) -> None:
-        """Remember the session written last (every chatcli write comes through `write`), so the
-        REPL can name it at start-up without a listing. A hint: not fsync'd, and ignored when it
-        no longer matches the file."""
-        # Names and counts only: nothing of a conversation's content (SPEC §9 encrypts that).
-        payload = json.dumps({"name": name, "mtime_ns": mtime_ns, "messages": messages}, ensure_ascii=False)
-        with contextlib.suppress(OSError):
-            atomic_write(self.latest_path, payload.encode("utf-8"), durable=False)
+        return self.catalog.entries(fresh, record, reveal)
 
     def latest(self) -> SessionInfo | None:
-        """The session chatcli wrote last, if it still exists (its message count only while the
-        file is the one that was written)."""
-        try:
-            value = json.loads(self.latest_path.read_bytes())
-            name = value["name"]
-            st = os.stat(self.path(name))
-        except (OSError, ValueError, KeyError, TypeError, ChatcliError):
-            return None
-        same = value.get("mtime_ns") == st.st_mtime_ns
-        messages = value.get("messages") if same else None
-        return SessionInfo(name, messages if isinstance(messages, int) else None, st.st_mtime_ns / 1e9, st.st_size, "")
-
-    # -- a rendered listing, valid while the directory is unchanged ---------------------------
-    @property
-    def rendered_path(self) -> Path:
-        return self.root.with_name(self.root.name + RENDERED_SUFFIX)
-
-    def save_rendered(self, key: str, text: str) -> None:
-        """Keep `text` (a formatted listing) for as long as the directory stays unchanged."""
-        if not self.locked_out:
-            listing_cache.save_rendered(str(self.root), key, text)
+        return self.catalog.latest()
 
     # -- errors --------------------------------------------------------------------------
     def _error(self, name: str, exc: OSError, writing: bool = False) -> SessionError:
@@ -859,4 +632,4 @@ class SessionStore:
         return SessionError(f"session '{name}': {action} {self.path(name)}: {os_cause(exc)}{nothing}")
 
 
-__all__ = ["PRIVATE_DIR", "SessionError", "SessionInfo", "SessionNotFound", "SessionStore", "Stamp"]
+__all__ = ["PRIVATE_DIR", "SessionError", "SessionExists", "SessionInfo", "SessionNotFound", "SessionStore", "Stamp"]

@@ -4,15 +4,15 @@ A `Plan` is computed once from what is on disk; `apply` removes exactly the file
 lists, each only if it is still the file the plan saw (same mtime and size, and for a
 session under its lock), so a session another surface wrote in the meantime survives.
 
-| store           | where                                   | rule                                          |
+| store           | what (store.home says where)            | rule                                          |
 |-----------------|-----------------------------------------|-----------------------------------------------|
-| sessions        | sessions/*.json                         | machine sessions: TTL, count backstop; test   |
+| sessions        | session files and their lock files      | machine sessions: TTL, count backstop; test   |
 |                 |                                         | bursts and orphan lock files on demand        |
-| transcripts     | transcripts/*.jsonl                     | kept while a session refers to one; else the  |
+| transcripts     | journals                                | kept while a session refers to one; else the  |
 |                 |                                         | session TTL; orphans on demand                |
-| recall store    | ccr/                                    | its own TTL and size cap                      |
+| recall store    | recall entries                          | its own TTL and size cap                      |
 | prompt history  | HISTORY_FILE                            | trimmed when written; never pruned here       |
-| search index    | index/, the listing caches              | rebuilt when missing; never pruned            |
+| search index    | the index files, the listing caches     | rebuilt when missing; never pruned            |
 | temporary files | .*.tmp left by interrupted atomic writes | on demand, once their writer is gone          |
 """
 
@@ -30,8 +30,10 @@ from chatcli.config.settings import Settings
 from chatcli.core import retention
 from chatcli.core.names import NAME_RE
 from chatcli.core.retention import human_size
+from chatcli.store import home
 from chatcli.store.atomic import TEMP_RE
-from chatcli.store.sessions import LOCK_SUFFIX, SUFFIX, SessionError, SessionStore
+from chatcli.store.home import Home
+from chatcli.store.sessions import SessionError
 
 STORES = ("sessions", "transcripts", "recall", "history", "index", "temp")
 LABELS = {
@@ -47,7 +49,6 @@ _ALIASES = {"session": "sessions", "transcript": "transcripts", "journals": "tra
             "tmp": "temp", "temporary": "temp"}
 NEVER_PRUNED = ("history", "index")
 
-JOURNAL_SUFFIX = ".jsonl"
 # A journal no session refers to is an orphan only once nothing has written it for this long:
 # an unsaved conversation writes its journal before any session names it.
 ORPHAN_GRACE = retention.DAY
@@ -114,11 +115,12 @@ def store_key(text: str) -> str | None:
 class Storage:
     def __init__(self, settings: Settings, now: float | None = None) -> None:
         self.settings = settings
-        self.home = settings.home
-        self.sessions = SessionStore(settings.sessions_dir, settings.encryption_key)
-        self.transcripts_dir = self.home / "transcripts"
-        self.ccr_dir = self.home / "ccr"
-        self.index_dir = self.home / "index"
+        self.layout = Home.of(settings)
+        self.home = self.layout.root
+        self.sessions = self.layout.sessions()
+        self.transcripts_dir = self.layout.transcripts_dir
+        self.ccr_dir = self.layout.recall_dir
+        self.index_dir = self.layout.index_dir
         self.now = time.time() if now is None else now
 
     # -- what is there ---------------------------------------------------------------------
@@ -185,14 +187,14 @@ class Storage:
         root = self.sessions.root
         for name, reason in sorted(decided.items(), key=lambda item: rows[item[0]][0].st_mtime_ns):
             st = rows[name][0]
-            plan.removals.append(Removal("sessions", root / (name + SUFFIX), st.st_size, st.st_mtime_ns,
+            plan.removals.append(Removal("sessions", home.session_path(root, name), st.st_size, st.st_mtime_ns,
                                          st.st_ino, reason, name))
         if on_demand:
             self._plan_locks(plan, rows)
         return _Sessions(decided, refs, unknown)
 
     def _stat_sessions(self) -> tuple[dict[str, os.stat_result], int]:
-        """{name: stat} of every session file, and how many `.json` files have names chatcli
+        """{name: stat} of every session file, and how many session files have names chatcli
         cannot use. Raises OSError when the directory exists but cannot be listed."""
         try:
             entries = list(os.scandir(self.sessions.root))
@@ -201,10 +203,9 @@ class Storage:
         stats: dict[str, os.stat_result] = {}
         misnamed = 0
         for entry in entries:
-            name = entry.name
-            if not name.endswith(SUFFIX) or name.startswith("."):
+            name = home.session_named(entry.name)
+            if name is None:
                 continue
-            name = name[: -len(SUFFIX)]
             if not NAME_RE.fullmatch(name) or ".." in name:
                 misnamed += 1
                 continue
@@ -216,11 +217,10 @@ class Storage:
     def _plan_locks(self, plan: Plan, rows: dict[str, list]) -> None:
         """Lock files of sessions that no longer exist (left by a crash, or by an older chatcli)."""
         for entry in _scandir(self.sessions.root):
-            name = entry.name
-            if not (name.startswith(".") and name.endswith(LOCK_SUFFIX)):
+            session = home.locked_session(entry.name)
+            if session is None:
                 continue
-            session = name[1: -len(LOCK_SUFFIX)]
-            if session in rows or os.path.exists(entry.path[: -len(name)] + session + SUFFIX):
+            if session in rows or os.path.exists(home.session_text(os.path.dirname(entry.path), session)):
                 continue
             st = _stat(entry)
             if st is not None and stat.S_ISREG(st.st_mode) and self.now - st.st_mtime > SETTLE:
@@ -228,10 +228,11 @@ class Storage:
                                              retention.ORPHAN))
 
     def _has_journals(self) -> bool:
-        return any(entry.name.endswith(JOURNAL_SUFFIX) for entry in _scandir(self.transcripts_dir))
+        return any(home.journal_named(entry.name) is not None for entry in _scandir(self.transcripts_dir))
 
     def _plan_journals(self, plan: Plan, sessions: _Sessions, *, on_demand: bool) -> None:
-        journals = [entry for entry in _scandir(self.transcripts_dir) if entry.name.endswith(JOURNAL_SUFFIX)]
+        journals = [(transcript_id, entry) for entry in _scandir(self.transcripts_dir)
+                    if (transcript_id := home.journal_named(entry.name)) is not None]
         if not journals:
             return
         if sessions.unknown:
@@ -241,11 +242,11 @@ class Storage:
             return
         refs, removed_sessions = sessions.journal_refs, sessions.removed
         ttl = self.settings.session_ttl_days
-        for entry in journals:
+        for transcript_id, entry in journals:
             st = _stat(entry)
             if st is None or not stat.S_ISREG(st.st_mode):
                 continue
-            owners = tuple(refs.get(entry.name[: -len(JOURNAL_SUFFIX)], ()))
+            owners = tuple(refs.get(transcript_id, ()))
             if owners:
                 if any(owner not in removed_sessions for owner in owners):
                     continue
@@ -313,12 +314,12 @@ class Storage:
         except OSError:  # the plan says why
             stats = {}
         for name, st in stats.items():
-            yield "sessions", self.sessions.root / (name + SUFFIX), st
+            yield "sessions", home.session_path(self.sessions.root, name), st
         for entry in _scandir(self.sessions.root):  # lock files are the store's too
-            if entry.name.startswith(".") and entry.name.endswith(LOCK_SUFFIX) and (st := _stat(entry)):
+            if home.locked_session(entry.name) is not None and (st := _stat(entry)):
                 yield "sessions", Path(entry.path), st
         for entry in _scandir(self.transcripts_dir):
-            if entry.name.endswith(JOURNAL_SUFFIX) and (st := _stat(entry)) is not None:
+            if home.journal_named(entry.name) is not None and (st := _stat(entry)) is not None:
                 yield "transcripts", Path(entry.path), st
         for entry in _scandir(self.ccr_dir):
             if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False) and (st := _stat(entry)):
@@ -327,8 +328,8 @@ class Storage:
             yield "history", self.settings.history_file, os.stat(self.settings.history_file)
         except OSError:
             pass
-        caches = [self.sessions.catalog_path, self.sessions.appends_path, self.sessions.rendered_path,
-                  self.sessions.latest_path]
+        catalog = self.sessions.catalog
+        caches = [catalog.path, catalog.appends_path, catalog.rendered_path, catalog.latest_path]
         caches += [Path(entry.path) for entry in _scandir(self.index_dir)
                    if entry.is_file(follow_symlinks=False) and not TEMP_RE.fullmatch(entry.name)]
         for path in caches:
@@ -361,19 +362,13 @@ class Storage:
             for removal in journals:
                 if any(owner not in removed for owner in removal.owners):
                     applied.kept.append((removal, "its session was kept"))
-                elif removal.path.name[: -len(JOURNAL_SUFFIX)] in current:
+                elif home.journal_named(removal.path.name) in current:
                     applied.kept.append((removal, "a session refers to it now"))
                 else:
                     self._remove(removal, applied)
-            self._forget([r.path.name[: -len(JOURNAL_SUFFIX)] for r in applied.removed if r.store == "transcripts"])
+            self.layout.forget_journals([home.journal_named(r.path.name) for r in applied.removed
+                                         if r.store == "transcripts"])
         return applied
-
-    def _forget(self, journal_ids: list[str]) -> None:
-        """Drop removed journals' text from the search index (nothing of them stays behind)."""
-        from chatcli.store.search import forget_journal_text
-
-        for name in ("search.sqlite", "sealed.sqlite"):
-            forget_journal_text(self.index_dir / name, journal_ids)
 
     def _remove(self, removal: Removal, applied: Applied) -> None:
         try:
@@ -405,7 +400,7 @@ class Storage:
             stats, _misnamed = self._stat_sessions()
             if stats:
                 name = max(stats, key=lambda key: stats[key].st_mtime_ns)
-                self.sessions.note_latest(name, stats[name].st_mtime_ns, None)
+                self.sessions.catalog.note_latest(name, stats[name].st_mtime_ns, None)
         return applied
 
 

@@ -1,0 +1,257 @@
+"""Where everything lives under CHATCLI_HOME, and the key it is sealed with: the one module that
+knows the storage layout.
+
+  sessions/<name>.json     a session (store.sessions); `.<name>.lock` beside it is its lock
+  sessions.catalog.json    the listing's caches (store.catalog, store.listing_cache): beside the
+  sessions.catalog.log     directory, not in it, so that writing them never changes the
+  sessions.latest.json     directory's mtime (the catalog's test of freshness)
+  sessions.listing.txt
+  transcripts/<id>.jsonl   a conversation's journal (store.journal)
+  ccr/<key>.json           a recall entry (store.recall)
+  index/search.sqlite      the search index (store.search); `sealed.sqlite` with a key
+  logs/                    the servers' logs
+  key-check                a sealed known text, to tell a wrong key at start-up (store.seal)
+
+Everything else asks here. The engine opens its stores through a `Home` made from the
+settings, so the encryption key is handed to the stores in this one place. The functions on
+strings import nothing but `os`: `chatcli session list`'s fast path (cli/quick_list.py,
+store/listing_cache.py) calls them before anything heavier is loaded, which is also why the
+stores are imported only where a `Home` opens one.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from chatcli.config.settings import Settings
+    from chatcli.store.journal import Journal
+    from chatcli.store.recall import RecallStore
+    from chatcli.store.search import SearchIndex
+    from chatcli.store.sessions import SessionStore
+
+_SESSIONS = "sessions"
+_TRANSCRIPTS = "transcripts"
+_RECALL = "ccr"
+_INDEX = "index"
+_LOGS = "logs"
+_KEY_CHECK = "key-check"
+_PLAIN_INDEX, _SEALED_INDEX = "search.sqlite", "sealed.sqlite"
+
+_SESSION = ".json"
+_LOCK = ".lock"
+_JOURNAL = ".jsonl"
+_ENTRY = ".json"  # a recall entry
+# Beside the sessions directory, named after it.
+_CATALOG = ".catalog.json"
+_APPENDS = ".catalog.log"
+_LATEST = ".latest.json"
+_RENDERED = ".listing.txt"
+
+
+# -- as strings, for the fast path -------------------------------------------------------------
+def sessions_dir_text(home: str) -> str:
+    return os.path.join(home, _SESSIONS)
+
+
+def key_check_text(home: str) -> str:
+    return os.path.join(home, _KEY_CHECK)
+
+
+def session_text(sessions: str, name: str) -> str:
+    return f"{sessions}/{name}{_SESSION}"
+
+
+def lock_text(sessions: str, name: str) -> str:
+    return f"{sessions}/.{name}{_LOCK}"
+
+
+def appends_text(sessions: str) -> str:
+    return sessions + _APPENDS
+
+
+def rendered_text(sessions: str) -> str:
+    return sessions + _RENDERED
+
+
+# -- what a file in a store's directory is -------------------------------------------------------
+def session_named(filename: str) -> str | None:
+    """The session a file of the sessions directory holds ("notes.json" → "notes"); None for
+    anything else (a hidden file, a lock, a temporary file)."""
+    if filename.endswith(_SESSION) and not filename.startswith("."):
+        return filename[: -len(_SESSION)]
+    return None
+
+
+def locked_session(filename: str) -> str | None:
+    """The session whose lock file this is (".notes.lock" → "notes"), or None."""
+    if filename.startswith(".") and filename.endswith(_LOCK):
+        return filename[1: -len(_LOCK)]
+    return None
+
+
+def journal_named(filename: str) -> str | None:
+    """The transcript id of a journal file ("<id>.jsonl" → "<id>"), or None."""
+    return filename[: -len(_JOURNAL)] if filename.endswith(_JOURNAL) else None
+
+
+def entry_named(filename: str) -> str | None:
+    """The key of a recall entry's file ("<key>.json" → "<key>"), or None."""
+    return filename[: -len(_ENTRY)] if filename.endswith(_ENTRY) else None
+
+
+# -- as paths, within a store's directory (a store may live anywhere: the tests put them in tmp) --
+def session_path(sessions: Path, name: str) -> Path:
+    return sessions / (name + _SESSION)
+
+
+def lock_path(sessions: Path, name: str) -> Path:
+    return sessions / f".{name}{_LOCK}"
+
+
+def catalog_path(sessions: Path) -> Path:
+    return sessions.with_name(sessions.name + _CATALOG)
+
+
+def appends_path(sessions: Path) -> Path:
+    return sessions.with_name(sessions.name + _APPENDS)
+
+
+def latest_path(sessions: Path) -> Path:
+    return sessions.with_name(sessions.name + _LATEST)
+
+
+def rendered_path(sessions: Path) -> Path:
+    return sessions.with_name(sessions.name + _RENDERED)
+
+
+def journal_path(transcripts: Path, transcript_id: str) -> Path:
+    return transcripts / (transcript_id + _JOURNAL)
+
+
+def entry_path(recall: Path, key: str) -> Path:
+    return recall / (key + _ENTRY)
+
+
+class Home:
+    """CHATCLI_HOME (`root`) and its master key (`key`, None without encryption): the places in
+    it, and its stores opened with the key. Two attributes, so made wherever needed."""
+
+    __slots__ = ("key", "root")
+
+    def __init__(self, root: Path, key: bytes | None = None) -> None:
+        self.root = root
+        self.key = key
+
+    @classmethod
+    def of(cls, settings: Settings) -> Home:
+        return cls(settings.home, settings.encryption_key)
+
+    # -- places ------------------------------------------------------------------------------
+    @property
+    def sessions_dir(self) -> Path:
+        return self.root / _SESSIONS
+
+    @property
+    def transcripts_dir(self) -> Path:
+        return self.root / _TRANSCRIPTS
+
+    @property
+    def recall_dir(self) -> Path:
+        return self.root / _RECALL
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / _INDEX
+
+    @property
+    def index_paths(self) -> tuple[Path, Path]:
+        """(the plaintext search index, the sealed one): a store has at most one in use, and
+        may hold the other from before the key was set or removed."""
+        return self.index_dir / _PLAIN_INDEX, self.index_dir / _SEALED_INDEX
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / _LOGS
+
+    @property
+    def key_check_path(self) -> Path:
+        return self.root / _KEY_CHECK
+
+    def session_path(self, name: str) -> Path:
+        return session_path(self.sessions_dir, name)
+
+    def lock_path(self, name: str) -> Path:
+        return lock_path(self.sessions_dir, name)
+
+    def journal_path(self, transcript_id: str) -> Path:
+        return journal_path(self.transcripts_dir, transcript_id)
+
+    @property
+    def catalog_path(self) -> Path:
+        return catalog_path(self.sessions_dir)
+
+    @property
+    def appends_path(self) -> Path:
+        return appends_path(self.sessions_dir)
+
+    @property
+    def latest_path(self) -> Path:
+        return latest_path(self.sessions_dir)
+
+    @property
+    def rendered_path(self) -> Path:
+        return rendered_path(self.sessions_dir)
+
+    # -- stores, opened with the key ---------------------------------------------------------
+    def sessions(self) -> SessionStore:
+        from chatcli.store.sessions import SessionStore
+
+        return SessionStore(self.sessions_dir, self.key)
+
+    def journal(self, transcript_id: str) -> Journal:
+        from chatcli.store.journal import Journal
+
+        return Journal(self.transcripts_dir, transcript_id, self.key)
+
+    def recall(self) -> RecallStore:
+        from chatcli.store.recall import RecallStore
+
+        return RecallStore(self.recall_dir, self.key)
+
+    def search_index(self, wait: float = 30) -> SearchIndex:
+        """The search index: with a key, the sealed one (keyed hashes of words, the text sealed:
+        store.search.Terms), and a plaintext one left from before the key is removed. `wait`:
+        how long to wait for another process writing it."""
+        from chatcli.store.search import SearchIndex, Terms, discard_index
+
+        plain, sealed = self.index_paths
+        if self.key:
+            from chatcli.store.seal import sealer_for
+
+            discard_index(plain)
+            hash_key, cipher = sealer_for(self.key).index_keys()
+            return SearchIndex(sealed, Terms(hash_key, cipher), wait)
+        return SearchIndex(plain, wait=wait)
+
+    def forget_journals(self, transcript_ids: list[str]) -> None:
+        """Drop removed journals' text from both search indexes: nothing of them stays behind."""
+        from chatcli.store.search import forget_journal_text
+
+        for path in self.index_paths:
+            forget_journal_text(path, transcript_ids)
+
+    def check_key(self) -> None:
+        """Refuse a key the store was not sealed with, and no key for a store that is sealed,
+        before anything is read or written (store.seal.check_store_key). Raises SealError."""
+        from chatcli.store.seal import check_store_key
+
+        check_store_key(self.key_check_path, self.key)
+
+
+__all__ = ["Home", "appends_path", "appends_text", "catalog_path", "entry_named", "entry_path", "journal_named",
+           "journal_path", "key_check_text", "latest_path", "lock_path", "lock_text", "locked_session",
+           "rendered_path", "rendered_text", "session_named", "session_path", "session_text", "sessions_dir_text"]
