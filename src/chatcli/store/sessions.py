@@ -342,8 +342,10 @@ class SessionStore:
                 raise SessionExists(f"session '{name}' already exists")
             return self.write(name, data)
 
-    def write(self, name: str, data: SessionData) -> Stamp:
-        """The atomic write itself, with no checks: callers hold `lock(name)` and have decided."""
+    def write(self, name: str, data: SessionData, *, latest: bool = True) -> Stamp:
+        """The atomic write itself, with no checks: callers hold `lock(name)` and have decided.
+        `latest=False` leaves the pointer to the session written last as it is (a write the user
+        did not make, a machine mirror, is not the session to offer at start-up)."""
         path = self.path(name)
         session = _document()
         if data.title is None:
@@ -366,7 +368,8 @@ class SessionStore:
             stamp = Stamp.of(os.stat(path))
         except OSError as exc:
             raise self._error(name, exc, writing=True) from None
-        self.catalog.note_latest(name, stamp.mtime_ns, None if self.private else len(data.history))
+        if latest:
+            self.catalog.note_latest(name, stamp.mtime_ns, None if self.private else len(data.history))
         data.appendable = True
         return stamp
 
