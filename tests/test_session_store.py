@@ -195,6 +195,14 @@ def test_deleting_a_session_shows_in_the_next_listing(store):
     assert [info.name for info in store.list()] == ["b"]
 
 
+def test_the_latest_pointer_names_the_last_write_unless_told_otherwise(store):
+    store.save("mine", SessionData(history=conversation("x", "y")))
+    assert (store.latest().name, store.latest().messages) == ("mine", 2)
+    with store.lock("mirror"):
+        store.write("mirror", SessionData(history=conversation("z")), latest=False)
+    assert store.latest().name == "mine"  # a machine mirror is not the session to offer
+
+
 def test_listing_reports_unreadable_files_without_failing(store):
     store.save("good", SessionData(history=conversation("x")))
     store.path("broken").write_text("{")
