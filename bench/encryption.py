@@ -24,6 +24,7 @@ from chatcli.core.messages import Message
 from chatcli.core.session import SessionData
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation
+from chatcli.store.home import Home
 from chatcli.store.sessions import SessionStore
 
 RUNS = int(os.environ.get("BENCH_RUNS", "15"))
@@ -44,7 +45,7 @@ def settings_for(home: Path, key: str | None) -> Settings:
 
 def session_rows(scratch: Path, key: str | None) -> tuple[float, float, int]:
     settings = settings_for(scratch / ("sealed" if key else "plain") / ".chatcli", key)
-    store = SessionStore(settings.sessions_dir, settings.encryption_key)
+    store = SessionStore(Home.of(settings).sessions_dir, settings.encryption_key)
     data = SessionData(history=messages(SIZE))
 
     def save(_run: int) -> None:

@@ -25,6 +25,7 @@ from chatcli.core.messages import Message
 from chatcli.core.session import SessionData
 from chatcli.engine import records
 from chatcli.engine.conversation import Conversation
+from chatcli.store.home import Home
 from chatcli.store.sessions import SessionStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +100,7 @@ def session_search_rows(scratch: Path, rows: list, bare: float) -> None:
     home = scratch / "sessions"
     env = dict(os.environ, CHATCLI_HOME=str(home), HOME=str(scratch))
     settings = Settings.load(env)
-    store = SessionStore(settings.sessions_dir)
+    store = SessionStore(Home.of(settings).sessions_dir)
     for s in range(1_000):
         history = [Message("user" if i % 2 == 0 else "assistant", text(s * 100 + i, 25)) for i in range(100)]
         store.write(f"project-{s:04d}", SessionData(history=history))

@@ -49,6 +49,7 @@ from chatcli.config.settings import Settings  # noqa: E402
 from chatcli.core.messages import Message  # noqa: E402
 from chatcli.engine import sessions  # noqa: E402
 from chatcli.engine.conversation import Conversation  # noqa: E402
+from chatcli.store.home import Home  # noqa: E402
 
 SIZES = tuple(int(n) for n in os.environ.get("BENCH_SIZES", "100,10000,100000").split(","))
 RUNS = int(os.environ.get("BENCH_RUNS", "15"))
@@ -72,7 +73,7 @@ def build_session(env: dict, name: str, count: int) -> Path:
     conv.history += [Message("user" if i % 2 == 0 else "assistant", text(i, 150)) for i in range(count)]
     conv.sync_transcript()
     conv.write_through()
-    return Settings.load(env).sessions_dir / f"{name}.json"
+    return Home.of(Settings.load(env)).sessions_dir / f"{name}.json"
 
 
 def per_turn(env: dict, name: str, count: int) -> tuple[float, float]:
@@ -167,7 +168,7 @@ def session_corpus(env: dict, sessions_count: int, per_session: int) -> None:
     from chatcli.store.sessions import SessionStore
 
     settings = Settings.load(env)
-    store = SessionStore(settings.sessions_dir, settings.encryption_key)
+    store = SessionStore(Home.of(settings).sessions_dir, settings.encryption_key)
     for k in range(sessions_count):
         store.write(f"project-{k:04d}", SessionData(history=[
             Message("user" if i % 2 == 0 else "assistant", text(k * per_session + i, 30)) for i in range(per_session)]))
@@ -181,7 +182,7 @@ def session_search(env: dict) -> tuple[float, float]:
     from chatcli.store.sessions import SessionStore
 
     settings = Settings.load(env)
-    store = SessionStore(settings.sessions_dir, settings.encryption_key)
+    store = SessionStore(Home.of(settings).sessions_dir, settings.encryption_key)
     start = time.perf_counter()
     records.search_sessions(settings, store, QUERIES[0])
     build = (time.perf_counter() - start) * 1000

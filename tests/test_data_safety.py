@@ -22,6 +22,7 @@ from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
 from chatcli.engine import records, sessions
 from chatcli.engine.conversation import Conversation
+from chatcli.store.home import Home
 from chatcli.store.journal import Journal
 from chatcli.store.sessions import SessionStore
 
@@ -401,19 +402,19 @@ def test_a_read_only_session_file_is_not_replaced(openai_env, sessions_dir, work
         looked = Conversation(settings, journal=True)
         sessions.load(looked, "frozen")
         assert sessions.finish(looked) == []
-    assert not list(settings.sessions_dir.glob("autosave-*"))
+    assert not list(Home.of(settings).sessions_dir.glob("autosave-*"))
     conv = Conversation(settings, journal=True)  # made read-only while bound: refused, then kept elsewhere
     sessions.start(conv, name="later")
     conv.send("first")
-    settings.sessions_dir.joinpath("later.json").chmod(0o400)
-    kept = settings.sessions_dir.joinpath("later.json").read_bytes()
+    Home.of(settings).sessions_dir.joinpath("later.json").chmod(0o400)
+    kept = Home.of(settings).sessions_dir.joinpath("later.json").read_bytes()
     assert any("is read-only" in note for note in conv.send("second").notes)
     [*_, line] = sessions.finish(conv)
     autosave = re.search(r"Session 'later' could not be written; the conversation was kept as '(autosave-[\d-]+)'",
                          line).group(1)
-    data, _ = SessionStore(settings.sessions_dir).load(autosave)
+    data, _ = SessionStore(Home.of(settings).sessions_dir).load(autosave)
     assert [m.content for m in data.history][-2:] == ["second", "You said: second"]
-    assert settings.sessions_dir.joinpath("later.json").read_bytes() == kept
+    assert Home.of(settings).sessions_dir.joinpath("later.json").read_bytes() == kept
 
 
 def test_two_writers_starting_a_session_share_one_journal(openai_env):
@@ -433,7 +434,7 @@ def test_two_writers_starting_a_session_share_one_journal(openai_env):
     recorded = [e["message"]["content"] for e in Journal(journals[0].parent, journals[0].stem).read().events
                 if e["type"] == "message"]
     assert sorted(recorded) == sorted(["from a", "re: a", "from b", "re: b"])
-    data, _ = SessionStore(settings.sessions_dir).load("both")
+    data, _ = SessionStore(Home.of(settings).sessions_dir).load("both")
     assert [m.content for m in data.history] == ["from a", "re: a", "from b", "re: b"]
 
 
@@ -488,7 +489,7 @@ def test_two_surfaces_taking_fifty_turns_each_at_once_lose_nothing_on_the_sealed
         writer.stdin.flush()
     for writer in writers:
         assert writer.wait(timeout=120) == 0, writer.stderr.read().decode()
-    data, _ = SessionStore(settings.sessions_dir, settings.encryption_key).load("shared")
+    data, _ = Home.of(settings).sessions().load("shared")
     contents = [m.content for m in data.history]
     assert len(contents) == 200 and len(set(contents)) == 200
     for who in ("left", "right"):
@@ -509,11 +510,11 @@ def test_rekey_keeps_a_read_only_session_read_only(env, workdir):
     env["CHATCLI_ENCRYPTION_KEY"] = key()
     settings = Settings.load(env)
     started(settings, "frozen", "keep me")
-    path = settings.sessions_dir / "frozen.json"
+    path = Home.of(settings).sessions_dir / "frozen.json"
     path.chmod(0o400)
     new_key = key()
     result = run_chatcli("storage", "rekey", env=dict(env, CHATCLI_NEW_ENCRYPTION_KEY=new_key), cwd=workdir)
     assert result.returncode == 0, result.stderr
     assert oct(path.stat().st_mode & 0o777) == "0o400"
-    data, _ = SessionStore(settings.sessions_dir, base64.b64decode(new_key)).load("frozen")
+    data, _ = Home(settings.home, base64.b64decode(new_key)).sessions().load("frozen")
     assert data.history[0].content == "keep me"

@@ -157,10 +157,10 @@ def test_rekey_reseals_everything_and_finishes_after_an_interruption(sealed_env,
     from chatcli.config.settings import Settings
     from chatcli.core.messages import Message
     from chatcli.core.session import SessionData
-    from chatcli.store.sessions import SessionStore
+    from chatcli.store.home import Home
 
     settings = Settings.load(sealed_env)
-    store = SessionStore(settings.sessions_dir, settings.encryption_key)
+    store = Home.of(settings).sessions()
     for i in range(3, 400):
         with store.lock(f"s{i:03d}"):
             store.write(f"s{i:03d}", SessionData(history=[Message("user", f"{SECRET} {i}" + " padding" * 200)]))
@@ -170,7 +170,7 @@ def test_rekey_reseals_everything_and_finishes_after_an_interruption(sealed_env,
 
     child = subprocess.Popen([CHATCLI, "storage", "rekey"], env=rekey_env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
-    opened = SessionStore(settings.sessions_dir, base64.b64decode(new))
+    opened = Home(settings.home, base64.b64decode(new)).sessions()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and child.poll() is None:
         try:

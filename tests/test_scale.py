@@ -17,6 +17,7 @@ from chatcli.core.messages import Message
 from chatcli.engine import sessions, transcript
 from chatcli.engine.conversation import Conversation
 from chatcli.store import journal as journal_store
+from chatcli.store.home import Home
 from chatcli.store.journal import Journal
 from chatcli.store.sessions import SessionStore
 
@@ -76,7 +77,7 @@ def test_an_append_cut_short_by_a_crash_reads_as_the_file_before_it(env):
 
 
 def test_a_file_that_merely_ends_in_garbage_is_still_refused(env):
-    store = SessionStore(Settings.load(env).sessions_dir)
+    store = SessionStore(Home.of(Settings.load(env)).sessions_dir)
     store.root.mkdir(parents=True)
     (store.root / "odd.json").write_bytes(b'{"chat_history":[],"title":"x"}{"role":"user"}]}')
     with pytest.raises(Exception, match="not valid JSON"):
@@ -86,7 +87,7 @@ def test_a_file_that_merely_ends_in_garbage_is_still_refused(env):
 def test_listings_see_turns_appended_in_place(env):
     conv = bound(env, "listed")
     turn(conv, "first question")
-    store = SessionStore(Settings.load(env).sessions_dir)
+    store = SessionStore(Home.of(Settings.load(env)).sessions_dir)
     assert [(i.name, i.messages) for i in store.list()] == [("listed", 2)]
     os.utime(store.root, ns=(1, 1))  # a directory that looks settled: the catalog is trusted as it is
     store.list()
@@ -161,7 +162,7 @@ def test_a_resumed_session_too_big_for_the_window_is_not_compacted_on_its_first_
     assert "Nothing was compacted" in note and "of 12 messages" in note and "later turns compact" in note, note
     sent = openai_server.requests[-1].body["messages"]
     assert 1 < len(sent) < 12 and sent[-1]["content"] == "and now?" and sent[0]["role"] == "user"
-    assert len(SessionStore(later.settings.sessions_dir).load("big")[0].history) == 14  # all kept
+    assert len(SessionStore(Home.of(later.settings).sessions_dir).load("big")[0].history) == 14  # all kept
 
     openai_server.reply("A summary.")
     said.clear()
@@ -174,7 +175,7 @@ def test_session_list_updates_its_saved_rendering_with_appended_turns(env):
     turn(conv, "alpha question")
     other = bound(env, "beta")
     turn(other, "beta question")
-    store = SessionStore(Settings.load(env).sessions_dir)
+    store = SessionStore(Home.of(Settings.load(env)).sessions_dir)
     os.utime(store.root, ns=(1, 1))  # settled: the rendering is saved and kept
     first = run_chatcli("session", "list", env=env).stdout
     assert first.splitlines()[1].split()[0] == "beta"
@@ -204,7 +205,7 @@ def test_session_search_indexes_only_the_turns_appended_since(env, monkeypatch):
     conv = bound(env, "notes")
     turn(conv, "the first platypus question")
     settings = Settings.load(env)
-    store = SessionStore(settings.sessions_dir)
+    store = SessionStore(Home.of(settings).sessions_dir)
     assert [g.name for g in records.search_sessions(settings, store, "platypus")] == ["notes"]
     turn(conv, "a wombat comes later")
     monkeypatch.setattr(SessionStore, "load", lambda *_a: pytest.fail("the whole session was read again"))
@@ -225,7 +226,7 @@ def test_a_sealed_store_keeps_a_search_index_with_no_word_of_the_conversations(e
     assert index.exists() and not (settings.home / "index" / "search.sqlite").exists()
     raw = b"".join(p.read_bytes() for p in index.parent.glob("sealed.sqlite*"))
     assert b"zanzibar" not in raw.lower() and b"rendezvous" not in raw.lower()
-    [group] = records.search_sessions(settings, SessionStore(settings.sessions_dir, settings.encryption_key),
+    [group] = records.search_sessions(settings, Home.of(settings).sessions(),
                                       "Zanzibar")
     assert group.name == "secret" and any("zanzibar" in snippet for _pos, _role, snippet in group.hits)
     rec = records.record(settings, conv.snapshot(), conv.transcript.id)
@@ -237,7 +238,7 @@ def test_a_large_session_read_in_pieces_is_the_session_read_whole(env, monkeypat
     from chatcli.core.session import SessionData
     from chatcli.store import sessions as store_module
 
-    store = SessionStore(Settings.load(env).sessions_dir)
+    store = SessionStore(Home.of(Settings.load(env)).sessions_dir)
     history = [Message("user" if i % 2 == 0 else "assistant",
                        f"{i} " + ('}, {"role": "user"} é ' if i % 7 == 0 else "") + "x" * (i % 50),
                        meta={"n": i} if i % 11 == 0 else None,
@@ -301,7 +302,7 @@ def test_a_sealed_session_takes_its_turns_as_sealed_records_and_folds_them(env):
 
 # -- what a review of the above found -------------------------------------------------------------
 def test_a_file_with_per_mode_histories_is_written_whole_not_appended_to(env):
-    sessions_dir = Settings.load(env).sessions_dir
+    sessions_dir = Home.of(Settings.load(env)).sessions_dir
     sessions_dir.mkdir(parents=True)
     (sessions_dir / "modes.json").write_text(json.dumps({
         "version": 2, "agent_history": [{"role": "user", "content": "agent q"}, {"role": "assistant", "content": "a"}],
@@ -391,4 +392,4 @@ def test_a_session_too_large_to_summarise_is_never_sent_whole(openai_env, openai
     assert all(len(request.body["messages"]) < 12 for request in openai_server.requests)  # no summary request, no whole history
     notes = [n for n in said if "too large to summarise" in n]
     assert len(notes) == 1 and "Nothing was compacted" in notes[0], said
-    assert len(SessionStore(later.settings.sessions_dir).load("huge")[0].history) == 46
+    assert len(SessionStore(Home.of(later.settings).sessions_dir).load("huge")[0].history) == 46

@@ -184,9 +184,10 @@ def test_reserved_prefixes_are_refused_in_any_case(env, workdir):
 
 def test_an_invalid_setting_is_shown_as_such_in_config_session(tmp_path):
     from chatcli.config.settings import Settings
+    from chatcli.store.home import Home
 
     settings = Settings.load({"HOME": str(tmp_path), "CHATCLI_SESSION_WRITETHROUGH": "maybe"})
-    row = [r for r in settings.session_report() if r[0] == "CHATCLI_SESSION_WRITETHROUGH"][0]
+    row = [r for r in settings.session_report(Home.of(settings).sessions_dir) if r[0] == "CHATCLI_SESSION_WRITETHROUGH"][0]
     assert row[1:] == ("on", "default; the environment's value is invalid")
 
 

@@ -34,6 +34,7 @@ from chatcli.core.messages import Message  # noqa: E402
 from chatcli.core.names import validate_name  # noqa: E402
 from chatcli.engine import records, sessions  # noqa: E402
 from chatcli.engine.conversation import Conversation  # noqa: E402
+from chatcli.store.home import Home  # noqa: E402
 from chatcli.store.journal import Journal  # noqa: E402
 from chatcli.store.sessions import SessionError, SessionStore  # noqa: E402
 
@@ -99,11 +100,11 @@ while True:
 def kills(sealed: bool, times: int) -> None:
     env = scratch_env(sealed)
     settings = Settings.load(env)
-    store = SessionStore(settings.sessions_dir, settings.encryption_key)
+    store = SessionStore(Home.of(settings).sessions_dir, settings.encryption_key)
     rng = random.Random(7)
     lost = unreadable = damaged = 0
     torn = cut_appends = 0
-    path = settings.sessions_dir / "crashy.json"
+    path = Home.of(settings).sessions_dir / "crashy.json"
     for _ in range(times):
         proc = subprocess.Popen([sys.executable, "-c", _KILLED], env=env, stdout=subprocess.PIPE)
         assert proc.stdout.readline() == b"ready\n"
@@ -180,7 +181,7 @@ def concurrent(sealed: bool, rounds: int, server: FakeModelServer) -> None:
             proc.stdin.flush()
         for proc in procs:
             proc.wait()
-        data, _ = SessionStore(settings.sessions_dir, settings.encryption_key).load("shared")
+        data, _ = SessionStore(Home.of(settings).sessions_dir, settings.encryption_key).load("shared")
         contents = [m.content for m in data.history]
         expected = {f"{who} turn {i}" for who in ("l", "r") for i in range(50)}
         lost += len(expected - set(contents))
@@ -228,7 +229,7 @@ def sealed_journal_flips(times: int) -> None:
 def session_file_damage(times: int) -> None:
     env = scratch_env()
     settings = Settings.load(env)
-    store = SessionStore(settings.sessions_dir)
+    store = SessionStore(Home.of(settings).sessions_dir)
     rng = random.Random(13)
     overwritten = internal = 0
     loaded = refused = 0
@@ -249,7 +250,7 @@ def session_file_damage(times: int) -> None:
             document[rng.choice(["version", "chat_history", "title", "transcript_id", "checkpoints"])] = \
                 rng.choice(values)
             raw = json.dumps(document).encode()
-        path = settings.sessions_dir / f"{name}.json"
+        path = Home.of(settings).sessions_dir / f"{name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(raw)
         conv = Conversation(settings, journal=True)
@@ -421,7 +422,7 @@ def big_numbers(times: int) -> None:
         number = rng.choice([1, -1]) * rng.randrange(2 ** 63, 2 ** 200)
         raw = json.dumps({"version": 2, "chat_history": [{"role": "user", "content": "x", "id": number,
                                                           "meta": {"n": number}}], "big": number})
-        path = settings.sessions_dir / f"n{i}.json"
+        path = Home.of(settings).sessions_dir / f"n{i}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(raw)
         conv = Conversation(settings, journal=True)

@@ -120,7 +120,7 @@ def format_session_hits(groups: list[records.SessionHits]) -> str:
 def config_command(conv: Conversation, args: str) -> Result:
     if args.strip().lower() not in ("", "session"):
         raise UsageError("usage: /config session")
-    rows = conv.settings.session_report()
+    rows = conv.settings.session_report(conv.store.root)
     rows.append(("bound session", conv.session_name or "(none)", "this conversation"))
     transcript = conv.transcript.id if conv.transcript is not None and conv.transcript.enabled else None
     rows.append(("transcript journal", transcript or "(none yet)", "this conversation"))

@@ -1,6 +1,7 @@
 """Where chatcli keeps things, from the environment alone (light: no settings machinery).
 
 `Settings` uses these, and so does `chatcli session list`, which needs a path and nothing else.
+What lies inside CHATCLI_HOME is store.home's to say.
 """
 
 from __future__ import annotations
@@ -34,10 +35,6 @@ def chatcli_home_text(env: Mapping[str, str]) -> str:
 
 def chatcli_home(env: Mapping[str, str]) -> Path:
     return expand(chatcli_home_text(env), env)
-
-
-def sessions_dir(env: Mapping[str, str]) -> Path:
-    return chatcli_home(env) / "sessions"
 
 
 def history_file(env: Mapping[str, str]) -> Path:

@@ -321,12 +321,10 @@ class Settings:
         """The context window of the current model, in tokens."""
         return self.context_window or DEFAULT_CONTEXT_WINDOWS.get(self.provider, 8192)
 
-    @property
-    def sessions_dir(self) -> Path:
-        return paths.sessions_dir({"CHATCLI_HOME": str(self.home)})
-
-    def session_report(self) -> list[tuple[str, str, str]]:
-        """(variable, effective value, where it came from) for every session setting (/config session)."""
+    def session_report(self, sessions_dir: Path) -> list[tuple[str, str, str]]:
+        """(variable, effective value, where it came from) for every session setting (/config session).
+        `sessions_dir` is the caller's to give: where the store keeps sessions in CHATCLI_HOME is
+        store.home's to say, and config sits below the store."""
         def source(var: str) -> str:
             if not self.env.get(var, "").strip():
                 return "default"
@@ -338,7 +336,7 @@ class Settings:
 
         return [
             ("CHATCLI_HOME", str(self.home), source("CHATCLI_HOME")),
-            ("sessions directory", str(self.sessions_dir), "CHATCLI_HOME"),
+            ("sessions directory", str(sessions_dir), "CHATCLI_HOME"),
             ("CHATCLI_SESSION_WRITETHROUGH", on(self.session_writethrough), source("CHATCLI_SESSION_WRITETHROUGH")),
             ("CHATCLI_SESSION_AUTOSAVE", on(self.session_autosave), source("CHATCLI_SESSION_AUTOSAVE")),
             ("CHATCLI_SESSION_TRANSCRIPT", on(self.session_transcript), source("CHATCLI_SESSION_TRANSCRIPT")),

@@ -32,6 +32,7 @@ from chatcli.providers.base import (
     streaming,
 )
 from chatcli.store.bootstrap import read_bootstrap
+from chatcli.store.home import Home
 from chatcli.store.sessions import SessionError, SessionStore, Stamp
 
 # How many times in one turn the model may call tools before it must answer.
@@ -155,7 +156,7 @@ class Conversation:
     @property
     def store(self) -> SessionStore:
         if self._store is None:
-            self._store = SessionStore(self.settings.sessions_dir, self.settings.encryption_key)
+            self._store = Home.of(self.settings).sessions()
         return self._store
 
     # -- binding (SPEC §6.1) ----------------------------------------------------------------
