@@ -69,7 +69,7 @@ def build(home: Path, size: int, checkpoints: int = 0) -> Settings:
         conv.checkpoint(f"turn {turn}")
         conv.history.extend(messages(2, len(conv.history)))
         conv.sync_transcript()
-    conv.write_through()
+    conv.binding.write_through()
     if not checkpoints:
         compaction.compact(conv)
     return settings

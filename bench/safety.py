@@ -94,9 +94,9 @@ def main() -> None:
             conv = Conversation(Settings.load(env), journal=True)
             sessions.start(conv, name=f"new{run}")
             conv.history += [Message("user", "first"), Message("assistant", "answer")]
-            firsts.append(once_ms(lambda conv=conv: (conv.sync_transcript(), conv.write_through())))
+            firsts.append(once_ms(lambda conv=conv: (conv.sync_transcript(), conv.binding.write_through())))
             conv.history += [Message("user", "second"), Message("assistant", "answer")]
-            laters.append(once_ms(lambda conv=conv: (conv.sync_transcript(), conv.write_through())))
+            laters.append(once_ms(lambda conv=conv: (conv.sync_transcript(), conv.binding.write_through())))
         rows.append(("first turn of a new bound session (journal claimed)", statistics.median(firsts),
                      "a later turn", statistics.median(laters), "measured"))
     finally:

@@ -72,7 +72,7 @@ def build_session(env: dict, name: str, count: int) -> Path:
 
     conv.history += [Message("user" if i % 2 == 0 else "assistant", text(i, 150)) for i in range(count)]
     conv.sync_transcript()
-    conv.write_through()
+    conv.binding.write_through()
     return Home.of(Settings.load(env)).sessions_dir / f"{name}.json"
 
 
@@ -88,9 +88,9 @@ def per_turn(env: dict, name: str, count: int) -> tuple[float, float]:
         conv.checkpoint(f"question {run}")
         conv.history += [question, answer]
         conv.sync_transcript()
-        notes = conv.write_through()
+        notes = conv.binding.write_through()
         elapsed = (time.perf_counter() - start) * 1000
-        assert conv.unsynced == 0, notes
+        assert conv.binding.unsynced == 0, notes
         data = orjson.dumps(question.to_dict()) + orjson.dumps(answer.to_dict())
         begin = time.perf_counter()
         bare_fsynced_write(scratch, data, append=True)
@@ -222,7 +222,7 @@ def listing(env: dict) -> tuple[float, float, bool]:
     times, floors, cold = [], [], False
     for run in range(RUNS):
         conv.history += [Message("user", f"turn {run}"), Message("assistant", "ok")]
-        conv.write_through()
+        conv.binding.write_through()
         cold = drop_caches()
         times.append(whole([str(CHATCLI), "session", "list"], env)[0])
         drop_caches()

@@ -85,7 +85,7 @@ def _write_through(scratch: Path, count: int, runs: int) -> float:
 
     def one_turn() -> None:
         conv.history += [Message("user", "another question"), Message("assistant", "another answer")]
-        conv.write_through()
+        conv.binding.write_through()
 
     return median_ms(one_turn, runs)
 

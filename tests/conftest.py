@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import FakeModelServer
+from fakes import FakeModelServer, FakeProvider
 
 CHATCLI = shutil.which("chatcli", path=str(Path(sys.executable).parent)) or "chatcli"
 # Variables of the outer environment that would change what chatcli does.
@@ -35,6 +35,8 @@ def env(home: Path, tmp_path: Path) -> dict[str, str]:
         LANG="C.UTF-8",
         COLUMNS="100",
         LINES="40",
+        # The tests run in parallel workers: a local model on one core leaves the others to them.
+        CHATCLI_LOCAL_THREADS="1",
     )
     return clean
 
@@ -70,6 +72,35 @@ def repl_env(openai_env) -> dict[str, str]:
     """The environment of a REPL talking to the fake OpenAI-compatible server, in plain text."""
     openai_env["NO_COLOR"] = "1"
     return openai_env
+
+
+@pytest.fixture
+def fake_model() -> FakeProvider:
+    """The model, in process (engine tests): see FakeProvider."""
+    return FakeProvider()
+
+
+@pytest.fixture
+def settings(env):
+    """Settings of a conversation whose model is `fake_model` (the provider named is never called)."""
+    from chatcli.config.settings import Settings
+
+    return Settings.load({**env, "LLM_PROVIDER": "openai", "OPENAI_API_KEY": "x", "OPENAI_MODEL": "m"})
+
+
+@pytest.fixture
+def make_conversation(env, fake_model):
+    """A Conversation in this process on the test's CHATCLI_HOME, answered by `fake_model`;
+    keyword arguments are environment variables (CHATCLI_SESSION_WRITETHROUGH="off", …)."""
+    from chatcli.config.settings import Settings
+    from chatcli.engine.conversation import Conversation
+
+    def make(journal: bool = True, **variables: str) -> Conversation:
+        settings = Settings.load({**env, "LLM_PROVIDER": "openai", "OPENAI_API_KEY": "x", "OPENAI_MODEL": "m",
+                                  **variables})
+        return Conversation(settings, registry=fake_model.registry(), journal=journal)
+
+    return make
 
 
 @pytest.fixture

@@ -194,3 +194,52 @@ class FakeModelServer:
         deadline = time.monotonic() + timeout
         while len(self.requests) < count and time.monotonic() < deadline:
             time.sleep(0.02)
+
+
+class FakeProvider:
+    """The language model in process, for engine tests that need no process and no socket: the
+    conversation's real pipeline (adoption, journal, write-through) runs; only the model is
+    scripted. Unscripted requests get an echo of the last user message, as the servers do."""
+
+    name = "fake"
+    supports_tools = True
+
+    def __init__(self) -> None:
+        self.replies: deque[tuple[list[str], list[dict], Exception | None]] = deque()
+        self.requests: list = []
+
+    def reply(self, *chunks: str, tool_calls: list[dict] | None = None, error: Exception | None = None) -> None:
+        """Script the next answer: its text pieces, then any tool calls ({id, name, arguments}),
+        or `error` raised after the pieces."""
+        self.replies.append((list(chunks), list(tool_calls or ()), error))
+
+    def stream(self, request):
+        from chatcli.providers.base import Delta, Done, ToolCall
+
+        self.requests.append(request)
+        if self.replies:
+            chunks, calls, error = self.replies.popleft()
+        else:
+            users = [m.content for m in request.messages if m.role == "user"]
+            chunks, calls, error = ["You said: ", users[-1] if users else ""], [], None
+        for chunk in chunks:
+            yield Delta(chunk)
+        if error is not None:
+            raise error
+        for call in calls:
+            yield ToolCall(call["id"], call["name"], call["arguments"])
+        yield Done("tool_calls" if calls else "stop")
+
+    def sent(self) -> list[list[str]]:
+        """The contents of every request's messages, in order."""
+        return [[m.content for m in request.messages] for request in self.requests]
+
+    def registry(self):
+        """A provider registry in which every provider name is this fake."""
+        from chatcli.config.settings import PROVIDERS
+        from chatcli.providers.base import ProviderRegistry
+
+        registry = ProviderRegistry()
+        for name in PROVIDERS:
+            registry.register(name, lambda _settings: self)
+        return registry

@@ -145,8 +145,9 @@ def test_an_unbound_editor_conversation_is_kept_when_the_editor_goes_away(openai
         await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("do not lose this")])
 
     run(openai_env, work)
-    kept = list((Path(openai_env["CHATCLI_HOME"]) / "sessions").glob("autosave-*.json"))
-    assert len(kept) == 1
+    sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
+    kept = list(sessions.glob("mcp-*.json"))  # its mirror, named as SPEC §6.2 names it
+    assert len(kept) == 1 and not list(sessions.glob("autosave-*.json"))
     assert json.loads(kept[0].read_text())["chat_history"][0]["content"] == "do not lose this"
     assert (Path(openai_env["CHATCLI_HOME"]) / "logs" / "acp.log").exists()
 
@@ -178,7 +179,7 @@ def test_an_editor_thread_survives_a_restart_and_a_signal(openai_env, openai_ser
         return new.session_id
 
     session_id = run(openai_env, first)
-    kept = Path(openai_env["CHATCLI_HOME"]) / "sessions" / f"autosave-acp-{session_id}.json"
+    kept = Path(openai_env["CHATCLI_HOME"]) / "sessions" / f"mcp-{session_id}.json"
     assert [m["content"] for m in json.loads(kept.read_text())["chat_history"]][0] == "the code word is heron"
 
     async def signalled():
@@ -201,3 +202,21 @@ def test_an_editor_thread_survives_a_restart_and_a_signal(openai_env, openai_ser
     history = [m["content"] for m in json.loads(kept.read_text())["chat_history"]]
     assert history == ["the code word is heron", "You said: the code word is heron", "what was the code word?",
                        "You said: what was the code word?"]
+
+
+def test_editor_mirrors_are_named_and_gated_as_the_spec_says(openai_env, openai_server, workdir):
+    """SPEC §6.2: mcp-<id>, gated by CHATCLI_MCP_SESSION_AUTOSAVE when it is set."""
+    sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
+
+    async def work(conn, editor):
+        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("mirror me")])
+        return new.session_id, sorted(path.name for path in sessions.glob("*.json"))
+
+    session_id, during = run({**openai_env, "CHATCLI_SESSION_AUTOSAVE": "off",
+                              "CHATCLI_MCP_SESSION_AUTOSAVE": "on"}, work)
+    assert during == [f"mcp-{session_id}.json"]  # after the turn, not only at the end
+    (sessions / f"mcp-{session_id}.json").unlink()
+    session_id, during = run({**openai_env, "CHATCLI_SESSION_AUTOSAVE": "on",
+                              "CHATCLI_MCP_SESSION_AUTOSAVE": "off"}, work)
+    assert during == [] and not list(sessions.glob("*.json"))  # nor when the editor goes away

@@ -40,7 +40,7 @@ def command(conv: Conversation, line: str) -> str:
 def turn(conv: Conversation, text: str) -> None:
     conv.history += [Message("user", text), Message("assistant", f"re: {text}")]
     conv.sync_transcript()
-    conv.write_through()
+    conv.binding.write_through()
 
 
 def started(settings: Settings, name: str, *texts: str) -> Conversation:
@@ -426,9 +426,9 @@ def test_two_writers_starting_a_session_share_one_journal(openai_env):
     a.history += [Message("user", "from a"), Message("assistant", "re: a")]
     b.history += [Message("user", "from b"), Message("assistant", "re: b")]
     a.sync_transcript()
-    a.write_through()
+    a.binding.write_through()
     b.sync_transcript()
-    b.write_through()
+    b.binding.write_through()
     journals = list((settings.home / "transcripts").glob("*.jsonl"))
     assert len(journals) == 1, journals  # no orphan journal holding b's turn
     recorded = [e["message"]["content"] for e in Journal(journals[0].parent, journals[0].stem).read().events

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import CHATCLI
+from conftest import CHATCLI, run_chatcli
 from repl_driver import Repl, plain
 
 mcp = pytest.importorskip("mcp")
@@ -249,3 +249,41 @@ def test_a_restart_attaches_again_to_the_session_the_conversation_was_attached_t
     assert "Attached to session 'named'" in text(answer)
     assert "Bound to session 'named'" in text(status)
     assert [m["content"] for m in openai_server.requests[-1].body["messages"]][-2:] == ["You said: p2", "p3"]
+
+
+def test_after_an_mcp_save_continue_resumes_that_session_not_the_mirror(openai_env, openai_server, workdir):
+    async def work(client):
+        await client.call_tool("ask_chatcli", {"prompt": "the heron nests by the river"})
+        await client.call_tool("manage_session", {"action": "save", "name": "notes"})
+        await client.call_tool("ask_chatcli", {"prompt": "and the egret"})
+
+    run(openai_env, work)
+    result = run_chatcli("--continue", "-p", "and?", env=openai_env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "Resumed session 'notes' (4 messages)." in result.stderr
+    assert [m["content"] for m in openai_server.requests[-1].body["messages"]][:2] == \
+        ["the heron nests by the river", "You said: the heron nests by the river"]
+
+
+def test_reading_the_sessions_resources_opens_no_conversation_and_writes_nothing(openai_env, openai_server):
+    home = Path(openai_env["CHATCLI_HOME"])
+    run(openai_env, lambda client: client.call_tool("ask_chatcli", {"prompt": "kept in the mirror"}))
+
+    def files() -> dict[str, tuple[int, int]]:
+        return {str(path.relative_to(home)): (path.stat().st_mtime_ns, path.stat().st_size)
+                for path in home.rglob("*") if path.is_file() and path.parent.name != "logs"}
+
+    before = files()
+
+    async def work(client):
+        listing = await client.read_resource("chatcli://sessions")
+        one = await client.read_resource("chatcli://sessions/mcp-mcp")
+        return listing, one
+
+    listing, one = run(openai_env, work)
+    rows = json.loads(listing.contents[0].text)
+    assert [row["name"] for row in rows] == ["mcp-mcp"] and rows[0]["messages"] == 2
+    assert json.loads(one.contents[0].text)["chat_history"][0]["content"] == "kept in the mirror"
+    after = files()
+    assert {name: stamp for name, stamp in after.items() if not name.startswith("sessions.")} == \
+        {name: stamp for name, stamp in before.items() if not name.startswith("sessions.")}

@@ -281,7 +281,7 @@ def test_a_rewind_not_yet_written_and_another_window_s_turn_are_both_kept(openai
     assert any("disk full" in note for note in outcome.notes)
     monkeypatch.setattr(os, "replace", real_replace)
     second.send("from the other window")  # the file still holds turns 1-4; this adds a fifth
-    first.write_through()  # merges: the rewound history, then what the file gained
+    first.binding.write_through()  # merges: the rewound history, then what the file gained
     contents = [m.content for m in first.history]
     assert contents == ["turn 1 question", "You said: turn 1 question", "turn 2 question",
                         "You said: turn 2 question", "from the other window", "You said: from the other window"]

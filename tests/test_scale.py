@@ -26,7 +26,7 @@ def turn(conv: Conversation, question: str, answer: str = "ok") -> None:
     conv.checkpoint(question)
     conv.history += [Message("user", question), Message("assistant", answer)]
     conv.sync_transcript()
-    assert conv.write_through() == [] and conv.unsynced == 0
+    assert conv.binding.write_through() == [] and conv.binding.unsynced == 0
 
 
 def bound(env, name: str) -> Conversation:
@@ -145,7 +145,7 @@ def resumed(env, name: str, history: list[Message], *head: Message) -> Conversat
     conv = bound(env, name)
     conv.history += [*head, *history]
     conv.sync_transcript()
-    conv.write_through()
+    conv.binding.write_through()
     return bound(env, name)
 
 

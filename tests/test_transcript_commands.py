@@ -23,7 +23,7 @@ def make(env, name: str, *pairs: tuple[str, str], journal: bool = True) -> Conve
     for question, answer in pairs:
         conv.history += [Message("user", question), Message("assistant", answer)]
         conv.sync_transcript()
-        conv.write_through()
+        conv.binding.write_through()
     return conv
 
 
@@ -59,7 +59,7 @@ def test_markdown_collapses_system_prompts_and_fences_tool_calls(env, workdir, t
         Message("tool", "a.txt\nb.txt", tool_call_id="c1"),
     ]
     conv.sync_transcript()
-    conv.write_through()
+    conv.binding.write_through()
     result = run_chatcli("session", "export", "tools", "md", str(tmp_path / "t.md"), env=env, cwd=workdir)
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "t.md").read_text()
@@ -73,7 +73,7 @@ def test_the_export_holds_what_compaction_removed(env, workdir, tmp_path):
     conv.history = [Message("assistant", "summary", meta={"is_summary": True, "summary_of": 2}),
                     *conv.history[2:]]
     conv.sync_transcript()
-    conv.write_through()
+    conv.binding.write_through()
     run_chatcli("session", "export", "long", "jsonl", str(tmp_path / "l.jsonl"), env=env, cwd=workdir)
     rows = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
     assert [r.get("content") for r in rows if r["type"] == "message"] == [
@@ -120,7 +120,7 @@ def test_session_search_ranks_across_sessions_folds_accents_and_skips_system_pro
          ("And the hotel?", "Booked."))
     conv = make(env, "rules")
     conv.history.append(Message("system", "Never mention creme anything."))
-    conv.write_through()
+    conv.binding.write_through()
     result = run_chatcli("session", "search", "creme", "brulee", env=env, cwd=workdir)
     assert result.returncode == 0, result.stderr
     blocks = result.stdout.split("\n\n")
@@ -136,7 +136,7 @@ def test_session_search_sees_changes_and_deletions(env, workdir):
     conv = make(env, "alpha", ("zebra crossing", "ok"))
     assert "alpha" in run_chatcli("session", "search", "zebra", env=env, cwd=workdir).stdout
     conv.history += [Message("user", "giraffe neck"), Message("assistant", "long")]
-    conv.write_through()
+    conv.binding.write_through()
     assert "giraffe" in run_chatcli("session", "search", "giraffe", env=env, cwd=workdir).stdout
     run_chatcli("session", "delete", "alpha", env=env, cwd=workdir)
     assert run_chatcli("session", "search", "zebra", env=env, cwd=workdir).stdout == "No saved session matches.\n"

@@ -73,7 +73,7 @@ def journal_of(settings: Settings, name: str, turns: int) -> tuple[Conversation,
 def turn(conv: Conversation, text: str) -> None:
     conv.history += [Message("user", text), Message("assistant", f"re: {text}")]
     conv.sync_transcript()
-    conv.write_through()
+    conv.binding.write_through()
 
 
 # -- SIGKILL of a writer in the middle of its writes ----------------------------------------------
@@ -91,7 +91,7 @@ while True:
     conv.history.append(Message("user", f"q {os.getpid()} {n} " + "x" * (n % 7) * 300))
     conv.history.append(Message("assistant", f"a {os.getpid()} {n}"))
     conv.sync_transcript()
-    notes = conv.write_through()
+    notes = conv.binding.write_through()
     if not notes:
         print(f"done q {os.getpid()} {n} ", flush=True)  # this turn is on disk
 """

@@ -1,12 +1,14 @@
 """`chatcli acp`: chatcli as an Agent Client Protocol agent on stdio, for editors such as Zed (SPEC §1, §11).
 
-Each editor session is one live conversation with its journal. The prompt box sends chat turns,
-streamed back as `agent_message_chunk` updates; text starting with `/session`, `/newsession`,
-`/compact` or `/rewind` runs the very command the REPL runs, for that editor session, and the
-answer comes back in the stream. `session/load` restores a saved (or mirrored `mcp-…`) session
-by name and replays its user and assistant messages. `session/cancel` stops the answer in flight,
-which is kept (marked interrupted), as Ctrl-C does in the REPL. When the editor goes away, every
-conversation ends as a REPL does: a bound one is written, an unbound one kept as an autosave.
+Each editor session is one live conversation with its journal, hosted by engine/hosted.py and
+mirrored to `mcp-<session id>` after every turn and command (CHATCLI_MCP_SESSION_AUTOSAVE, else
+CHATCLI_SESSION_AUTOSAVE). The prompt box sends chat turns, streamed back as
+`agent_message_chunk` updates; text starting with `/session`, `/newsession`, `/compact` or
+`/rewind` runs the very command the REPL runs, for that editor session, and the answer comes
+back in the stream. `session/load` restores an editor session from its mirror, or any saved
+session by name, and replays its user and assistant messages. `session/cancel` stops the answer
+in flight, which is kept (marked interrupted), as Ctrl-C does in the REPL. When the editor goes
+away, every conversation ends as a REPL's does: a bound one is written, an unbound one mirrored.
 
 stdout is the protocol: logs go to `$CHATCLI_HOME/logs/acp.log`.
 """
@@ -25,8 +27,8 @@ from chatcli import __version__
 from chatcli.commands.builtin import build_registry
 from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
-from chatcli.engine import sessions, upkeep
-from chatcli.engine.conversation import Conversation, load_system_prompt
+from chatcli.engine import upkeep
+from chatcli.engine.hosted import Host, Hosted
 
 # The commands the prompt box runs (the others belong to the terminal).
 COMMANDS = ("session", "newsession", "compact", "rewind")
@@ -37,8 +39,9 @@ log = logging.getLogger("chatcli.acp")
 
 @dataclass
 class Live:
-    conv: Conversation
-    mirror: sessions.Mirror
+    """An editor session: its hosted conversation (engine/hosted.py) and the turn in flight."""
+
+    hosted: Hosted
     cancelled: threading.Event = field(default_factory=threading.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     worker: asyncio.Future | None = None  # the turn in flight (it may outlive a cancelled prompt)
@@ -88,12 +91,14 @@ def build_agent(settings: Settings):
     from acp.schema import AgentCapabilities, AvailableCommand, Implementation, UnstructuredCommandInput
 
     registry = build_registry()
+    host = Host(settings, warn=log.warning)
 
     class ChatcliAgent(acp.Agent):
         def __init__(self) -> None:
             self.conn = None
             self.live: dict[str, Live] = {}
             self.tasks: set[asyncio.Task] = set()
+            self.host = host
 
         def on_connect(self, conn) -> None:
             self.conn = conn
@@ -105,38 +110,24 @@ def build_agent(settings: Settings):
                 agent_info=Implementation(name="chatcli", title="chatcli", version=__version__),
             )
 
-        def _conversation(self, cwd: str | None) -> Conversation:
-            system_prompt, warnings = load_system_prompt(settings, _path(cwd))
-            for warning in warnings:
-                log.warning(warning)
-            return Conversation(settings, system_prompt=system_prompt, journal=True)
-
-        def _live(self, session_id: str, conv: Conversation) -> Live:
-            live = self.live[session_id] = Live(conv, sessions.Mirror(conv, f"autosave-acp-{session_id}"))
-            return live
-
         async def new_session(self, cwd, additional_directories=None, mcp_servers=None, **kwargs):
             session_id = os.urandom(8).hex()
-            self._live(session_id, self._conversation(cwd))
+            self.live[session_id] = Live(host.open(session_id, _path(cwd), take_over=False))
             self._announce_commands(session_id)
             return acp.NewSessionResponse(session_id=session_id)
 
         async def load_session(self, cwd, session_id, mcp_servers=None, additional_directories=None, **kwargs):
-            """An editor session of this agent (live, or kept as autosave-acp-<id>), or any saved
+            """An editor session of this agent (live, or kept in its mcp-<id> mirror), or any saved
             session by name."""
             live = self.live.get(session_id)
             if live is None:
-                conv = self._conversation(cwd)
-                live = self._live(session_id, conv)
                 try:
-                    note = await asyncio.to_thread(live.mirror.take_over)
-                    if note is None:
-                        note = (await asyncio.to_thread(sessions.load, conv, session_id)).text
+                    hosted, note = await asyncio.to_thread(host.resume, session_id, _path(cwd))
                 except ChatcliError as exc:
-                    del self.live[session_id]
                     raise acp.RequestError.invalid_params({"message": str(exc)}) from None
+                live = self.live[session_id] = Live(hosted)
                 log.info("load %s: %s", session_id, note)
-            for message in live.conv.history:  # the conversation so far, as the editor shows it
+            for message in live.hosted.conv.history:  # the conversation so far, as the editor shows it
                 if message.role == "user":
                     await self.conn.session_update(session_id=session_id,
                                                    update=acp.update_user_message_text(message.content))
@@ -148,7 +139,7 @@ def build_agent(settings: Settings):
 
         def _announce_commands(self, session_id: str) -> None:
             commands = [AvailableCommand(name=c.name, description=c.summary,
-                                         input=UnstructuredCommandInput(hint=c.usage.partition(" ")[2] or "(none)"))
+                                         input=UnstructuredCommandInput(hint=_hint(c)))
                         for c in registry.commands.values() if c.name in COMMANDS]
 
             async def send() -> None:  # after the response that names the session
@@ -174,10 +165,9 @@ def build_agent(settings: Settings):
                     return acp.PromptResponse(stop_reason="end_turn")
                 word = text.strip().split(maxsplit=1)[0].lstrip("/") if text.strip().startswith("/") else ""
                 if registry.is_command(text) and word.lower() in COMMANDS:
-                    result = await asyncio.to_thread(registry.dispatch, text.strip(), live.conv)
+                    result = await asyncio.to_thread(_command, registry, live.hosted, text.strip())
                     reply = f"error: {result.text}" if result.error else result.text
                     await self._say(session_id, reply)
-                    await self._keep(live)
                     return acp.PromptResponse(stop_reason="end_turn")
                 if registry.is_command(text):  # a terminal command, or none at all: say so, as the REPL does
                     here = ", ".join("/" + name for name in COMMANDS)
@@ -201,19 +191,15 @@ def build_agent(settings: Settings):
             def notice(line: str) -> None:
                 pending.append(asyncio.run_coroutine_threadsafe(self._say(session_id, f"[{line}]\n"), loop))
 
-            live.worker, live.thread = in_daemon_thread(live.conv.send, text, on_text, notice)
+            live.worker, live.thread = in_daemon_thread(live.hosted.send, text, on_text, notice)
             live.stop = stop
             waiter = loop.create_task(stop.wait())
             await asyncio.wait({live.worker, waiter}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
             if not live.worker.done():  # cancelled while waiting for the model: answer now
-                def wound_down(future: asyncio.Future) -> None:
-                    future.exception()  # retrieved: a failure after the cancel is not the editor's concern
-                    task = loop.create_task(self._keep(live))
-                    self.tasks.add(task)
-                    task.add_done_callback(self.tasks.discard)
-
-                live.worker.add_done_callback(wound_down)
+                # The turn keeps its mirror when it ends; a failure after the cancel is not the
+                # editor's concern (retrieved, so that asyncio does not report it).
+                live.worker.add_done_callback(lambda future: future.exception())
                 return acp.PromptResponse(stop_reason="cancelled")
             worker, live.worker = live.worker, None
             await asyncio.gather(*map(asyncio.wrap_future, pending))
@@ -221,22 +207,13 @@ def build_agent(settings: Settings):
                 result = worker.result()
             except ChatcliError as exc:
                 await self._say(session_id, f"\nerror: {exc}")
-                await self._keep(live)
                 return acp.PromptResponse(stop_reason="end_turn")
             for note in result.notes:
                 await self._say(session_id, f"\n[{note}]")
-            await self._keep(live)
             stop_reason = "cancelled" if live.cancelled.is_set() or result.interrupted else "end_turn"
             if (result.truncated or result.window_full) and stop_reason == "end_turn":
                 stop_reason = "max_tokens"
             return acp.PromptResponse(stop_reason=stop_reason)
-
-        async def _keep(self, live: Live) -> None:
-            """An unbound conversation is kept in its rolling autosave-acp-<id> after every turn
-            (a bound one was written by the turn itself)."""
-            if settings.session_autosave:
-                for note in await asyncio.to_thread(live.mirror.write):
-                    log.warning("%s: %s", live.mirror.name, note)
 
         async def cancel(self, session_id, **kwargs):
             live = self.live.get(session_id)
@@ -258,18 +235,39 @@ def build_agent(settings: Settings):
             for live in self.live.values():  # an answer in flight stops at its next word: let it
                 if live.thread is not None:
                     live.thread.join(max(0.0, deadline - time.monotonic()))
-            for session_id, live in self.live.items():
-                try:
-                    if live.conv.session_name is not None:
-                        notes = sessions.finish(live.conv)
-                    else:
-                        notes = live.mirror.write() if settings.session_autosave else []
-                    for note in notes:
-                        log.info("%s: %s", session_id, note)
-                except Exception as exc:  # noqa: BLE001 - one conversation's failure must not cost the others
-                    log.warning("%s: could not be kept: %s", session_id, exc)
+            for session_id, note in host.finish():
+                log.info("%s: %s", session_id, note)
 
     return ChatcliAgent()
+
+
+def _hint(command) -> str:
+    """What the editor shows after the command's name: for /session, its actions (the table's)."""
+    if command.details:
+        return "|".join(usage.split()[1] for usage, _summary in command.details) + " …"
+    return command.usage.partition(" ")[2] or "(none)"
+
+
+def _command(registry, hosted: Hosted, line: str):
+    """A prompt-box command, run as the REPL runs it; /session and /newsession as a hosted
+    conversation's (its mirror kept after, dropped after a clear), the others then keep the
+    mirror too."""
+    from chatcli.commands import session as session_commands
+    from chatcli.commands.registry import Result
+
+    word, _, args = line.partition(" ")
+    name = word.lstrip("/").lower()
+    if name in ("session", "newsession"):
+        action, _, rest = args.strip().partition(" ")
+        sub = session_commands.BY_NAME.get("new" if name == "newsession" else action.lower())
+        if sub is not None and (name == "session" or not args.strip()):
+            try:
+                return Result(session_commands.run_hosted(hosted, sub, rest.strip() if name == "session" else ""))
+            except ChatcliError as exc:
+                return Result(str(exc), error=True)
+    result = registry.dispatch(line, hosted.conv)
+    hosted.keep()
+    return result
 
 
 def _path(cwd: str | None):

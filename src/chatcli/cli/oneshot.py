@@ -36,7 +36,7 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
     result = stream_turn(conversation, prompt, sys.stdout)
     if result.interrupted:
         return 130
-    if conversation.unsynced:  # a one-shot has no next turn to try again
+    if conversation.binding.unsynced:  # a one-shot has no next turn to try again
         sys.stderr.write(f"chatcli: error: this turn could not be written to session '{conversation.session_name}'\n")
         return 1
     if loaded_unbound:

@@ -39,6 +39,8 @@ class Command:
     aliases: tuple[str, ...] = ()
     # Candidates for the argument being typed (given what has been typed of it).
     complete: Completer | None = None
+    # (usage, summary) of each subcommand, listed under the command by /help.
+    details: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -105,6 +107,7 @@ class CommandRegistry:
         for command in self.commands.values():
             alias = f" (also {', '.join('/' + a for a in command.aliases)})" if command.aliases else ""
             rows.append((command.usage, command.summary + alias))
+            rows += [(f"  {usage}", summary) for usage, summary in command.details]
         width = max(len(usage) for usage, _ in rows)
         lines = ["Commands:"] + [f"  {usage.ljust(width)}  {summary}" for usage, summary in rows]
         lines.append("Alt-Enter inserts a newline; Ctrl-C cancels an answer or clears the line; Ctrl-D leaves.")

@@ -1,51 +1,137 @@
-"""/session …, /newsession and /config session: written once, rendered by every surface."""
+"""/session …, /newsession and /config session: written once, rendered by every surface.
+
+`SUBCOMMANDS` is the one table of /session actions: adding a row gives the REPL its dispatch,
+/help line and completion, the ACP agent its announced hint and the MCP server its
+`manage_session` action (see the row's fields)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chatcli.commands.listing import format_listing
-from chatcli.commands.registry import CommandRegistry, Result
+from chatcli.commands.registry import Command, CommandRegistry, Result
 from chatcli.core.errors import UsageError
 from chatcli.core.names import is_machine_name
 from chatcli.engine import records, sessions
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
+    from chatcli.engine.hosted import Hosted
 
-SUBCOMMANDS = ("save", "load", "attach", "detach", "status", "list", "delete", "new", "fork", "export",
-               "transcript", "search")
-_NEEDS_NAME = {"save", "load", "attach", "delete", "fork"}
 TRANSCRIPT_ACTIONS = ("search", "show", "export", "stats")
-USAGE = ("/session save|load|attach|delete|fork <name> · /session detach|status|list|new · "
-         "/session export md|jsonl [path] · /session transcript search|show|export|stats · /session search <words>")
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One `/session` action: the one row every surface reads. The REPL dispatches, completes and
+    lists it in /help from here; the ACP agent announces it; the MCP server's `manage_session`
+    offers it as `mcp` (None: not offered there), its argument given by the first of the tool's
+    `mcp_params` that is set."""
+
+    name: str
+    args: str  # as usage shows them: "<name>", "md|jsonl [path]", "" (none)
+    summary: str
+    run: Callable[[Conversation, str], str]  # the words after the action → the reply
+    names: str = ""  # the argument completes to session names: "any", "readable", "attachable"
+    mcp: str | None = None
+    mcp_params: tuple[str, ...] = ()
+
+    @property
+    def usage(self) -> str:
+        return f"/session {self.name} {self.args}".rstrip()
+
+
+def _one_name(name: str, operation) -> Callable[[Conversation, str], str]:
+    def run(conv: Conversation, args: str) -> str:
+        words = args.split()
+        if len(words) != 1:
+            raise UsageError(f"usage: /session {name} <name>")
+        return _said(operation(conv, words[0]))
+
+    return run
+
+
+def _no_argument(name: str, operation) -> Callable[[Conversation, str], str]:
+    def run(conv: Conversation, args: str) -> str:
+        if args.split():
+            raise UsageError(f"usage: /session {name}")
+        return _said(operation(conv))
+
+    return run
+
+
+def _said(outcome: sessions.Outcome) -> str:
+    return "\n".join((outcome.text, *outcome.notes))
+
+
+def _list(conv: Conversation, args: str) -> str:
+    if args.split():
+        raise UsageError("usage: /session list")
+    return format_listing(sessions.listing(conv), conv.session_name)
+
+
+def _search(conv: Conversation, query: str) -> str:
+    if not query.strip():
+        raise UsageError("usage: /session search <words>")
+    return format_session_hits(records.search_sessions(conv.settings, conv.store, query))
+
+
+def _export_command(conv: Conversation, args: str) -> str:
+    return _export(conv, args.split(), "/session export md|jsonl [path]")
+
+
+SUBCOMMANDS: tuple[Subcommand, ...] = (
+    Subcommand("save", "<name>", "write the conversation to a session and bind to it",
+               _one_name("save", sessions.save), mcp="save", mcp_params=("name",)),
+    Subcommand("load", "<name>", "replace the conversation with a saved session's and bind to it",
+               _one_name("load", sessions.load), names="readable", mcp="load", mcp_params=("name",)),
+    Subcommand("attach", "<name>", "bind to a session: load it, or create it from this conversation",
+               _one_name("attach", sessions.attach), names="attachable", mcp="attach", mcp_params=("name",)),
+    Subcommand("detach", "", "keep the conversation in memory, bound to no session",
+               _no_argument("detach", sessions.detach), mcp="detach"),
+    Subcommand("status", "", "whether, and to which session, the conversation is bound",
+               _no_argument("status", sessions.status), mcp="status"),
+    Subcommand("list", "", "every saved session: messages, last change, title", _list, mcp="list"),
+    Subcommand("delete", "<name>", "delete a session, and the journal only it names",
+               _one_name("delete", sessions.delete), names="any", mcp="delete", mcp_params=("name",)),
+    Subcommand("new", "", "clear the history and start a new conversation (also /newsession)",
+               _no_argument("new", sessions.new), mcp="clear"),
+    Subcommand("fork", "<name>", "an independent copy of the conversation under a new name; continue there",
+               _one_name("fork", sessions.fork), mcp="fork", mcp_params=("to", "name")),
+    Subcommand("export", "md|jsonl [path]", "export the full transcript", _export_command),
+    Subcommand("transcript", "search|show|export|stats …", "search, show, export the full transcript",
+               lambda conv, args: transcript_command(conv, args)),
+    Subcommand("search", "<words>", "ranked search across every saved session", _search, mcp="search",
+               mcp_params=("query",)),
+)
+BY_NAME = {sub.name: sub for sub in SUBCOMMANDS}
+BY_MCP_ACTION = {sub.mcp: sub for sub in SUBCOMMANDS if sub.mcp}
+USAGE = " · ".join(sub.usage for sub in SUBCOMMANDS)
 
 
 def session_command(conv: Conversation, args: str) -> Result:
-    words = args.split()
-    if not words:
+    action, _, rest = args.strip().partition(" ")
+    if not action:
         return Result(sessions.status(conv).text + f"\nUsage: {USAGE}")
-    action, rest = words[0].lower(), words[1:]
-    if action not in SUBCOMMANDS:
-        raise UsageError(f"unknown /session action '{action}'; usage: {USAGE}")
-    if action == "search":
-        return Result(_search_sessions(conv, args.split(None, 1)[1] if rest else ""))
-    if action == "export":
-        return Result(_export(conv, rest, "/session export md|jsonl [path]"))
-    if action == "transcript":
-        return Result(transcript_command(conv, args.split(None, 1)[1] if rest else ""))
-    if action in _NEEDS_NAME:
-        if len(rest) != 1:
-            raise UsageError(f"usage: /session {action} <name>")
-        outcome = getattr(sessions, action)(conv, rest[0])
-    elif rest:
-        raise UsageError(f"usage: /session {action}")
-    elif action == "list":
-        return Result(format_listing(sessions.listing(conv), conv.session_name))
-    else:
-        outcome = getattr(sessions, action)(conv)
-    return Result("\n".join((outcome.text, *outcome.notes)))
+    sub = BY_NAME.get(action.lower())
+    if sub is None:
+        raise UsageError(f"unknown /session action '{action.lower()}'; usage: {USAGE}")
+    return Result(sub.run(conv, rest.strip()))
+
+
+def run_hosted(hosted: Hosted, sub: Subcommand, args: str) -> str:
+    """A /session action for a hosted conversation (MCP, ACP, the gateway), under its caller's
+    hold of it: then its mirror is kept. `new` keeps the cleared conversation one last time and
+    drops the mirror, so that a restart does not bring it back; a deleted mirror stays deleted."""
+    if sub.name == "new":
+        text, notes = hosted.clear(lambda: sub.run(hosted.conv, args))
+        return "\n".join([text, *notes])
+    text = sub.run(hosted.conv, args)
+    notes = [] if sub.name == "delete" else hosted.keep()
+    return "\n".join([text, *notes])
 
 
 def _current(conv: Conversation) -> records.Record:
@@ -100,12 +186,6 @@ def transcript_command(conv: Conversation, args: str) -> str:
     raise UsageError(f"usage: {usage}")
 
 
-def _search_sessions(conv: Conversation, query: str) -> str:
-    if not query.strip():
-        raise UsageError("usage: /session search <words>")
-    return format_session_hits(records.search_sessions(conv.settings, conv.store, query))
-
-
 def format_session_hits(groups: list[records.SessionHits]) -> str:
     if not groups:
         return "No saved session matches."
@@ -132,24 +212,24 @@ def _complete(conv: Conversation, prefix: str) -> list[str]:
     words = prefix.split(" ")
     action = words[0].lower()
     if len(words) == 1:
-        return [f"{candidate} " if candidate in _NEEDS_NAME else candidate
-                for candidate in SUBCOMMANDS if candidate.startswith(action)]
-    if len(words) == 2 and action in ("load", "attach", "delete"):
+        return [f"{sub.name} " if sub.args else sub.name for sub in SUBCOMMANDS if sub.name.startswith(action)]
+    sub = BY_NAME.get(action)
+    if len(words) == 2 and sub is not None and sub.names:
         try:
             infos = conv.store.list()
         except Exception:  # noqa: BLE001 - completion never fails loudly
             return []
         names = [info.name for info in infos
-                 if (info.messages is not None or action == "delete")
-                 and not (action == "attach" and is_machine_name(info.name))]
+                 if (info.messages is not None or sub.names == "any")
+                 and not (sub.names == "attachable" and is_machine_name(info.name))]
         return [f"{words[0]} {name}" for name in names if name.startswith(words[1])]
     return []
 
 
 def register(registry: CommandRegistry) -> None:
-    registry.command("session", "/session <action> [name]",
-                     "save, load, attach, fork, list, delete, search, export sessions; their transcripts",
-                     complete=_complete)(session_command)
+    registry.add(Command("session", session_command, "/session <action> [name]",
+                         "named sessions and their transcripts:",
+                         complete=_complete, details=tuple((sub.usage, sub.summary) for sub in SUBCOMMANDS)))
     registry.command("newsession", "/newsession", "start a new conversation (same as /session new)")(
         lambda conv, _args: Result(sessions.new(conv).text)
     )

@@ -150,6 +150,9 @@ class Settings:
     ccr_max_size: int = DEFAULT_CCR_MAX_SIZE
     # CHATCLI_CONTEXT_WINDOW: the model's context window in tokens (None: the provider's default).
     context_window: int | None = None
+    # CHATCLI_LOCAL_THREADS: the threads the local model computes with (None: every core this
+    # process may run on; fewer leave room for other work on a shared machine).
+    local_threads: int | None = None
     # CHATCLI_AUTO_COMPACT: compact automatically before a turn once the history fills this
     # fraction of the context window; 0 turns it off.
     auto_compact: float = DEFAULT_AUTO_COMPACT
@@ -230,6 +233,16 @@ class Settings:
                 context_window = None
                 warnings.append(f"CHATCLI_CONTEXT_WINDOW={env['CHATCLI_CONTEXT_WINDOW']!r} is not a positive "
                                 "number of tokens; using the provider's default")
+        local_threads = None
+        if env.get("CHATCLI_LOCAL_THREADS", "").strip():
+            try:
+                local_threads = int(env["CHATCLI_LOCAL_THREADS"].strip())
+                if local_threads <= 0:
+                    raise ValueError
+            except ValueError:
+                local_threads = None
+                warnings.append(f"CHATCLI_LOCAL_THREADS={env['CHATCLI_LOCAL_THREADS']!r} is not a positive "
+                                "number; using every core")
         auto_compact = _fraction(env, "CHATCLI_AUTO_COMPACT", DEFAULT_AUTO_COMPACT, warnings)
         encryption_key = paths.encryption_key(env)  # a bad key stops here, before anything is read
         autosave = _flag(env, "CHATCLI_SESSION_AUTOSAVE", True, warnings)
@@ -246,6 +259,7 @@ class Settings:
             ccr_ttl_days=ccr_ttl,
             ccr_max_size=ccr_max,
             context_window=context_window,
+            local_threads=local_threads,
             auto_compact=auto_compact,
             encryption_key=encryption_key,
             provider=chosen,

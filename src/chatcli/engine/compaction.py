@@ -33,7 +33,7 @@ INSTRUCTIONS = (
 
 def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_RECENT,
             label: str = "/compact") -> Outcome:
-    notes = list(conv.adopt())  # compact what the session is now
+    notes = list(conv.binding.adopt())  # compact what the session is now
     cut = plan_cut(conv.history, keep_recent)
     if cut is None:
         return Outcome(f"Nothing to compact: the history has {len(conv.history)} messages, and the latest "
@@ -50,7 +50,7 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
         keep_originals(summary, key, older)
     history = compacted(conv.history, cut, summary)
     notes += conv.checkpoint(label, command=True)  # /rewind 1 undoes it
-    notes += conv.replace_history(history, "compact")
+    notes += conv.binding.replace_history(history, "compact")
     return Outcome(f"Compacted {len(older)} messages into one summary ({marker(key)}); the history now has "
                    f"{len(history)} messages. /recall {key} shows the originals.", tuple(notes))
 

@@ -106,7 +106,7 @@ def _restore(point: Checkpoint, journal: _Journal) -> tuple[list[Message], tuple
 
 
 def listing(conv: Conversation) -> Outcome:
-    notes = conv.adopt()
+    notes = conv.binding.adopt()
     found, more, _journal = usable(conv)
     notes += more
     if not found:
@@ -121,7 +121,7 @@ def listing(conv: Conversation) -> Outcome:
 
 
 def rewind(conv: Conversation, number: int) -> Outcome:
-    notes = conv.adopt()
+    notes = conv.binding.adopt()
     found, more, journal = usable(conv)
     notes += more
     if not found:
@@ -153,7 +153,7 @@ def _set_aside(current: Sequence[Message], restored: Sequence[Message]) -> int:
 
 def uncompact(conv: Conversation) -> Outcome:
     """Put back the messages the last compaction summarised, keeping everything said since."""
-    notes = conv.adopt()
+    notes = conv.binding.adopt()
     journal = _Journal(conv)
     journal.events()  # read once, before the sync: the sync then reads only what it appends after
     notes += conv.sync_transcript()
@@ -228,7 +228,7 @@ def _replace(conv: Conversation, messages: list[Message], hashes: Sequence[str] 
         at = rest.index(target) if target in rest else 0
         rest, undo.later, back = rest[:at], tuple(rest[at:]), target.later
     conv.checkpoints = capped([*rest, *back, undo])
-    notes += conv.replace_history(messages, "rewind", hashes)
+    notes += conv.binding.replace_history(messages, "rewind", hashes)
     return Outcome(f"{text} /rewind 1 undoes this.", tuple(notes))
 
 

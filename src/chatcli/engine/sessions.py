@@ -1,7 +1,7 @@
 """Named-session operations on a live conversation: save, load, attach, fork… (SPEC §5).
 
-Each is one function over a Conversation and its SessionStore; the /session commands, the
-CLI twins and (later) the MCP and ACP servers all call these. Every check that decides
+Each is one function over a Conversation and its SessionStore; the /session commands (and so
+the MCP, ACP and CLI surfaces, through commands/session.py's table) all call these. Every check that decides
 whether a file may be written happens under that session's lock.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 from chatcli.core import retention
 from chatcli.core.errors import UsageError
 from chatcli.core.messages import shared_prefix
-from chatcli.core.names import autosave_name, is_trivial, validate_name, validate_user_target
+from chatcli.core.names import autosave_name, is_machine_name, is_trivial, validate_name, validate_user_target
 from chatcli.core.session import SessionData
 from chatcli.store.atomic import unwritable
 from chatcli.store.sessions import SessionError, SessionExists, SessionInfo
@@ -40,8 +39,8 @@ def save(conv: Conversation, name: str) -> Outcome:
     validate_user_target(name)
     if name == conv.session_name:
         # Our own session: the same merge-safe write as after a turn, even with write-through off.
-        notes = conv.write_through(force=True)
-        if conv.unsynced:
+        notes = conv.binding.write_through(force=True)
+        if conv.binding.unsynced:
             raise SessionError(notes[-1] if notes else f"session '{name}' could not be written")
         return Outcome(f"Session '{name}' saved ({len(conv.history)} messages).", tuple(notes))
     notes: list[str] = conv.sync_transcript()
@@ -49,14 +48,14 @@ def save(conv: Conversation, name: str) -> Outcome:
     def keep_previous(previous: SessionData) -> None:
         # Replacing another session: what it held that this conversation lacks is kept first.
         if shared_prefix(previous.history, data.history) < len(previous.history):
-            kept = _autosave(conv, previous, f"not saving over '{name}'")
+            kept = autosave(conv, previous, f"not saving over '{name}'")
             notes.append(f"Session '{name}' held {len(previous.history)} other messages; "
                          f"they were kept as '{kept}'.")
 
     with _document_for(conv, copy=conv.session_name is not None) as data:
         stamp = conv.store.save(name, data, before_replace=keep_previous)
-    conv.bind(name, data, stamp)
-    notes += conv.size_notes(name, stamp)
+    conv.binding.bind(name, data, stamp)
+    notes += conv.binding.size_notes(name, stamp)
     return Outcome(f"Session '{name}' saved ({len(data.history)} messages).", tuple(notes))
 
 
@@ -73,8 +72,8 @@ def _bind_loaded(conv: Conversation, name: str, data: SessionData, stamp, text: 
     read-only, a link): then it is continued unbound, in a copy of its journal, and `text` says
     why. Returns `text`."""
     protected = conv.store.protected(name)
-    conv.bind(None if protected else name, data, stamp)
-    conv.mark_loaded()
+    conv.binding.bind(None if protected else name, data, stamp)
+    conv.binding.mark_loaded()
     if conv.session_name is None:
         conv.leave_transcript()  # continued unbound: not in its journal
         if protected:
@@ -90,7 +89,7 @@ def attach(conv: Conversation, name: str) -> Outcome:
     validate_user_target(name)
     if name == conv.session_name:
         return Outcome(f"Already attached to session '{name}' ({len(conv.history)} messages).",
-                       tuple(conv.adopt()))
+                       tuple(conv.binding.adopt()))
     store = conv.store
     # On a home that cannot be written, not even a lock file can be made: a session is read as it is.
     with (contextlib.nullcontext() if conv.read_only else store.lock(name)):
@@ -100,7 +99,7 @@ def attach(conv: Conversation, name: str) -> Outcome:
                                    f"written ({conv.read_only})")
             with _document_for(conv, copy=conv.session_name is not None) as data:
                 stamp = store.write(name, data)
-            conv.bind(name, data, stamp)
+            conv.binding.bind(name, data, stamp)
             return Outcome(f"Attached to session '{name}' ({len(data.history)} messages; created).")
         data, stamp = store.load(name)
     notes = _keep_unsaved(conv, f"'{name}'")
@@ -112,20 +111,20 @@ def detach(conv: Conversation) -> Outcome:
     if conv.session_name is None:
         return Outcome("Not bound to a session.")
     name = conv.session_name
-    notes = conv.write_through() if conv.unsynced else []
-    conv.unbind()
+    notes = conv.binding.write_through() if conv.binding.unsynced else []
+    conv.binding.unbind()
     conv.leave_transcript()  # later turns are not that session's
     return Outcome(f"Detached from session '{name}'; the conversation stays in memory ({len(conv.history)} messages).",
                    tuple(notes))
 
 
 def status(conv: Conversation) -> Outcome:
-    notes = tuple(conv.adopt())
+    notes = tuple(conv.binding.adopt())
     count = len(conv.history)
     if conv.session_name is None:
         return Outcome(f"Not bound to a session ({count} messages in memory).", notes)
     mode = "write-through on" if conv.settings.session_writethrough else "write-through off"
-    pending = f", {conv.unsynced} not yet written" if conv.unsynced else ""
+    pending = f", {conv.binding.unsynced} not yet written" if conv.binding.unsynced else ""
     return Outcome(
         f"Bound to session '{conv.session_name}' ({count} messages{pending}, {mode}): "
         f"{conv.store.path(conv.session_name)}",
@@ -135,7 +134,7 @@ def status(conv: Conversation) -> Outcome:
 
 def new(conv: Conversation) -> Outcome:
     notes = _keep_unsaved(conv, "a new conversation")
-    conv.bind(None, SessionData(), None)
+    conv.binding.bind(None, SessionData(), None)
     return Outcome("New conversation started; history cleared.", notes)
 
 
@@ -165,7 +164,7 @@ def delete(conv: Conversation, name: str) -> Outcome:
     if journal_id and unshared and records.remove_journal(conv.settings, journal_id):
         also = f" Its transcript journal {journal_id} was removed too."
     if name == conv.session_name:
-        conv.bind(None, SessionData(), None)  # what was deleted on purpose is not autosaved
+        conv.binding.bind(None, SessionData(), None)  # what was deleted on purpose is not autosaved
         return Outcome(f"Session '{name}' deleted. It was the active session: history cleared, new conversation "
                        f"started.{also}")
     return Outcome(f"Session '{name}' deleted.{also}")
@@ -175,7 +174,7 @@ def delete(conv: Conversation, name: str) -> Outcome:
 def fork(conv: Conversation, name: str) -> Outcome:
     """An independent copy of the current conversation (saved or not) under `name`; continue there."""
     validate_user_target(name)
-    notes = tuple(conv.adopt())  # fork what the session is now, not what this window last saw
+    notes = tuple(conv.binding.adopt())  # fork what the session is now, not what this window last saw
     parent = conv.session_name
     with _document_for(conv, copy=True) as data:
         data.title = None
@@ -183,7 +182,7 @@ def fork(conv: Conversation, name: str) -> Outcome:
             stamp = conv.store.create(name, data)
         except SessionExists:
             raise UsageError(f"session '{name}' already exists; fork to a new name") from None
-    conv.bind(name, data, stamp)
+    conv.binding.bind(name, data, stamp)
     origin = f"'{parent}'" if parent else "the unsaved conversation"
     return Outcome(
         f"Session forked.\n  from:     {origin}\n  to:       '{name}'\n  messages: {len(data.history)}\n"
@@ -202,12 +201,18 @@ def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:
     store = conv.store
     for info in store.list(fresh=True):  # correctness over speed: every file is stat'ed
         problem = info.problem
+        # A machine session holding no message is no conversation: the mirror of a live one
+        # attached to a session of the user's only names that session (engine/hosted.py).
+        empty_mirror = is_machine_name(info.name)
         if info.messages is not None:
-            return info.name, skipped
+            if not (empty_mirror and info.messages == 0):
+                return info.name, skipped
+            continue
         if store.private and not problem:  # encryption on: the listing does not open files; this does
             try:
-                store.load(info.name)
-                return info.name, skipped
+                if store.load(info.name)[0].history or not empty_mirror:
+                    return info.name, skipped
+                continue
             except SessionError as exc:
                 problem = str(exc)
         skipped.append(f"Skipped session '{info.name}', newer but unreadable: {problem}")
@@ -276,32 +281,32 @@ def finish(conv: Conversation) -> list[str]:
     name = conv.session_name
     journal_notes = conv.sync_transcript()
     if name is not None:
-        if conv.read_only and conv.unsynced:
-            return [*journal_notes, f"The last {conv.unsynced} message(s) were not written to session '{name}' "
+        if conv.read_only and conv.binding.unsynced:
+            return [*journal_notes, f"The last {conv.binding.unsynced} message(s) were not written to session '{name}' "
                                     f"({conv.read_only})."]
-        notes = journal_notes + (conv.write_through(force=True) if conv.unsynced else [])
-        if not conv.unsynced:
+        notes = journal_notes + (conv.binding.write_through(force=True) if conv.binding.unsynced else [])
+        if not conv.binding.unsynced:
             return [*notes, f"Conversation saved in session '{name}'."]
         if not conv.settings.session_autosave:
             return [*notes, f"Session '{name}' could not be written; the last turns are lost "
                             "(CHATCLI_SESSION_AUTOSAVE is off)."]
         try:  # nothing is lost by accident: what the session could not take goes to an autosave
             with _document_for(conv, copy=True) as data:  # with a journal of its own
-                kept = _autosave(conv, data, None)
+                kept = autosave(conv, data, None)
         except SessionError as exc:
             return [*notes, f"Session '{name}' could not be written, nor an autosave ({exc}); the last turns are lost."]
-        conv.unbind()
-        conv.mark_loaded()  # what it holds now is in the autosave
+        conv.binding.unbind()
+        conv.binding.mark_loaded()  # what it holds now is in the autosave
         return [*notes, f"Session '{name}' could not be written; the conversation was kept as '{kept}' instead "
                         "(chatcli --continue resumes it)."]
-    if is_trivial(conv.history) or conv.unchanged_since_load():
+    if is_trivial(conv.history) or conv.binding.unchanged_since_load():
         return journal_notes
     if conv.read_only:
         return [*journal_notes, f"The conversation was not kept ({conv.read_only})."]
     if not conv.settings.session_autosave:
         return [*journal_notes, "The conversation was not kept (CHATCLI_SESSION_AUTOSAVE is off)."]
     try:
-        kept = _autosave(conv, conv.snapshot(), None)
+        kept = autosave(conv, conv.snapshot(), None)
     except SessionError as exc:
         where = f"; its journal {conv.transcript.id} holds it" if conv.transcript and conv.transcript.id \
             and not journal_notes else ""
@@ -328,19 +333,19 @@ def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
     non-trivial conversation, or turns of a bound one that never reached its file. It goes to
     the bound session when that can be written, else to a new autosave."""
     if conv.session_name is not None:
-        if not conv.unsynced:
+        if not conv.binding.unsynced:
             return ()
-        notes = conv.write_through(force=not conv.settings.session_writethrough)
-        if not conv.unsynced:
+        notes = conv.binding.write_through(force=not conv.settings.session_writethrough)
+        if not conv.binding.unsynced:
             return tuple(notes)
-    elif is_trivial(conv.history) or not conv.settings.session_autosave or conv.unchanged_since_load():
+    elif is_trivial(conv.history) or not conv.settings.session_autosave or conv.binding.unchanged_since_load():
         return ()  # nothing of its own: a loaded session as it is on disk is no loss
     notes = conv.sync_transcript()
-    kept = _autosave(conv, conv.snapshot(), f"not switching to {replacing}")
+    kept = autosave(conv, conv.snapshot(), f"not switching to {replacing}")
     return (*notes, f"The unsaved conversation was kept as '{kept}'.")
 
 
-def _autosave(conv: Conversation, data: SessionData, refusing: str | None) -> str:
+def autosave(conv: Conversation, data: SessionData, refusing: str | None = None) -> str:
     """Write `data` as a new autosave-YYYYMMDD-HHMMSS[-N] session and return its name.
     `refusing` names what is not done because of a failure (so nothing is lost); None when
     nothing is held back (leaving)."""
@@ -355,91 +360,3 @@ def _autosave(conv: Conversation, data: SessionData, refusing: str | None) -> st
             raise SessionError(f"{exc}; {refusing}, so nothing is lost" if refusing else str(exc)) from None
         return name
     raise SessionError("could not find a free autosave name" + (f"; {refusing}" if refusing else ""))
-
-
-ATTACHED = "chatcli_attached"  # a mirror's field: the session of the user's it is attached to
-
-
-class Mirror:
-    """A rolling machine session (`mcp-<id>` for the MCP server, `autosave-acp-<id>` for an
-    editor session) that holds a live conversation no session of the user's holds. It is
-    rewritten after every turn; on first use an existing one is taken over (a restarted server
-    continues where it was). If another process wrote it since this one did (two servers on one
-    id), this conversation moves to a new name rather than overwrite it: nothing is lost."""
-
-    def __init__(self, conv: Conversation, name: str) -> None:
-        self.conv = conv
-        self.base = self.name = name
-        self.stamp = None  # the file as this process last wrote or read it
-
-    def take_over(self) -> str | None:
-        """Continue the conversation the mirror holds, if there is one; a line saying so."""
-        store = self.conv.store
-        try:
-            if store.stamp(self.name) is None:
-                return None
-            data, stamp = store.load(self.name)
-        except SessionError as exc:
-            return f"{exc}; starting a new conversation (the file is left as it is)"
-        self.stamp = stamp
-        attached = data.extra.pop(ATTACHED, None)
-        if isinstance(attached, str) and attached and store.exists(attached):
-            try:  # it was attached to a session of the user's: attach again
-                return attach(self.conv, attached).text
-            except (SessionError, UsageError) as exc:
-                return f"{exc}; continuing from '{self.name}'"
-        self.conv.bind(self.name, data, stamp)  # a machine session: loaded, never bound
-        self.conv.leave_transcript()  # a journal of its own, seeded from the mirror's
-        return f"Continued from '{self.name}' ({len(data.history)} messages)."
-
-    def write(self) -> list[str]:
-        """Rewrite the mirror. A conversation attached to a session of the user's is written there
-        by the turn itself; its mirror then only says which session that is (so a restart attaches
-        again)."""
-        conv = self.conv
-        if not conv.history and conv.session_name is None:
-            return []
-        if conv.session_name is not None:
-            notes, snapshot = [], SessionData(extra={ATTACHED: conv.session_name})
-        else:
-            notes = conv.sync_transcript()
-            snapshot = conv.snapshot()
-            snapshot.extra.pop(ATTACHED, None)
-        store = conv.store
-        try:
-            moved = None
-            for attempt in range(100):
-                with store.lock(self.name):
-                    current = store.stamp(self.name)
-                    if current is None or current == self.stamp:
-                        self.stamp = store.write(self.name, snapshot)
-                        break
-                moved = self.name = f"{self.base}-{attempt + 2}"  # written by another process meanwhile
-                self.stamp = None
-        except SessionError as exc:
-            return [*notes, f"the conversation could not be kept in '{self.name}': {exc}"]
-        if moved:
-            notes.append(f"'{self.base}' was written by another process; this conversation is kept in '{moved}'.")
-        return notes
-
-    def retire(self) -> list[str]:
-        """Before the conversation is cleared: keep it one last time under a name of its own, so
-        that the next conversation's turns do not overwrite it."""
-        notes = self.write()
-        # With autosave on, /session new keeps it as an autosave itself; with it off, here.
-        if self.conv.history and self.conv.session_name is None and not self.conv.settings.session_autosave:
-            try:
-                kept = _autosave(self.conv, self.conv.snapshot(), None)
-                notes.append(f"The cleared conversation was kept as '{kept}'.")
-            except SessionError as exc:
-                notes.append(str(exc))
-        return notes
-
-    def drop(self) -> None:
-        """After a clear: the mirror goes (what it held was kept by `retire`), so that a restart
-        does not bring the cleared conversation back."""
-        store = self.conv.store
-        with contextlib.suppress(SessionError), store.lock(self.name, drop=True):
-            if store.stamp(self.name) == self.stamp and self.stamp is not None:
-                os.unlink(store.path(self.name))
-        self.name, self.stamp = self.base, None

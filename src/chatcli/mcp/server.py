@@ -6,12 +6,13 @@ and two resources, on stdio:
 - `ask_chatcli(prompt, session="mcp")`: one chat turn in the live conversation `session`, with
   the same write-through and adoption as the REPL when it is bound to a saved session;
 - `manage_session(action, session, name, query, to)`: save, load, attach, detach, status, list,
-  delete, clear, search, fork — each runs the very `/session` command the REPL runs;
+  delete, clear, search, fork — the rows of the `/session` table (commands/session.py) the REPL
+  runs, `clear` being `/session new`;
 - `chatcli://sessions` and `chatcli://sessions/{name}`: the listing and one saved session.
 
-Every live conversation keeps its journal and is mirrored to a rolling `mcp-<session>` session
-after every turn and every action (CHATCLI_MCP_SESSION_AUTOSAVE, else CHATCLI_SESSION_AUTOSAVE),
-so a conversation held only by a client is never lost. Failures come back as tool errors with a
+Every live conversation is hosted by engine/hosted.py: it keeps its journal and is mirrored to a
+rolling `mcp-<session>` session after every turn and every action (CHATCLI_MCP_SESSION_AUTOSAVE,
+else CHATCLI_SESSION_AUTOSAVE), so a conversation held only by a client is never lost. Failures come back as tool errors with a
 clear text; the server itself never stops on one. stdout is the protocol: logs go to
 `$CHATCLI_HOME/logs/mcp-server.log`.
 """
@@ -20,112 +21,73 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from typing import Annotated
 
 from pydantic import Field
 
-from chatcli.commands.builtin import build_registry
+from chatcli.commands import session as session_commands
 from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
 from chatcli.core.names import validate_name
 from chatcli.core.session import encode_session
-from chatcli.engine import sessions, upkeep
-from chatcli.engine.conversation import Conversation, load_system_prompt
+from chatcli.engine import upkeep
+from chatcli.engine.hosted import Host
 
-ACTIONS = ("save", "load", "attach", "detach", "status", "list", "delete", "clear", "search", "fork")
-NEEDS_NAME = ("save", "load", "attach", "delete", "fork")
+ACTIONS = tuple(session_commands.BY_MCP_ACTION)  # from the /session table: one list for every surface
 DEFAULT_SESSION = "mcp"
 log = logging.getLogger("chatcli.mcp")
 
 
-class Live:
-    def __init__(self, conv: Conversation, mirror: sessions.Mirror) -> None:
-        self.conv, self.mirror, self.lock = conv, mirror, threading.Lock()
-        self.notes: list[str] = []  # said with the next answer (the conversation was continued…)
-
-
 class Surface:
-    """The live conversations of one server, by session id, each with its lock (a client may call
-    tools concurrently; one conversation takes one turn at a time)."""
+    """The MCP server's live conversations, hosted by id (engine/hosted.py); each takes one turn
+    or action at a time (a client may call tools concurrently)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.registry = build_registry()
-        self.system_prompt, warnings = load_system_prompt(settings)
-        for warning in warnings:
-            log.warning(warning)
-        self.live: dict[str, Live] = {}
-        self._guard = threading.Lock()
-
-    def conversation(self, session: str) -> Live:
-        validate_name(session)
-        with self._guard:
-            live = self.live.get(session)
-            if live is None:
-                conv = Conversation(self.settings, system_prompt=self.system_prompt, journal=True)
-                live = self.live[session] = Live(conv, sessions.Mirror(conv, f"mcp-{session}"))
-                if self.settings.mcp_autosave:  # a restarted server continues where it was
-                    note = live.mirror.take_over()
-                    if note:
-                        live.notes.append(note)
-            return live
+        self.host = Host(settings, warn=log.warning)
 
     def ask(self, prompt: str, session: str) -> str:
         if not prompt.strip():
             raise ChatcliError("the prompt is empty")
-        live = self.conversation(session)
-        with live.lock:
-            notes, live.notes = live.notes, []
-            try:
-                result = live.conv.send(prompt, on_notice=notes.append)
-            finally:  # a failed turn keeps the question, and so does the mirror
-                notes += self.mirror(live)
+        hosted = self.host.open(session)
+        with hosted.lock:
+            notes, hosted.notes = hosted.notes, []
+            result = hosted.send(prompt, on_notice=notes.append)
             notes += result.notes
         text = result.text + (" [interrupted]" if result.interrupted else "")
         return "\n".join([*(f"[{note}]" for note in notes), text]) if notes else text
 
-    def manage(self, action: str, session: str, name: str, query: str, to: str) -> str:
-        if action not in ACTIONS:
+    def manage(self, action: str, session: str, params: dict[str, str]) -> str:
+        sub = session_commands.BY_MCP_ACTION.get(action)
+        if sub is None:
             raise ChatcliError(f"unknown action {action!r}: one of {', '.join(ACTIONS)}")
-        argument = {"search": query, "fork": to or name}.get(action, name if action in NEEDS_NAME else "").strip()
-        if action in NEEDS_NAME and not argument:
-            raise ChatcliError(f"manage_session {action} needs {'to (or name)' if action == 'fork' else 'name'}")
-        if action == "search" and not argument:
-            raise ChatcliError("manage_session search needs query")
-        live = self.conversation(session)
-        with live.lock:
-            notes = live.mirror.retire() if action == "clear" and self.settings.mcp_autosave else []
-            line = f"/session {'new' if action == 'clear' else action} {argument}".strip()
-            result = self.registry.dispatch(line, live.conv)
-            if result.error:
-                raise ChatcliError(result.text)
-            if action == "clear" and self.settings.mcp_autosave:
-                live.mirror.drop()  # kept above; a restart must not bring it back
-            elif action != "delete":  # a deleted mirror stays deleted
-                notes += self.mirror(live)
-        return "\n".join([result.text, *notes])
-
-    def mirror(self, live: Live) -> list[str]:
-        """Keep the live conversation in its rolling `mcp-<session>` session (a machine session:
-        it never binds, and the retention rules expire it)."""
-        if not self.settings.mcp_autosave:
-            return []
-        notes = live.mirror.write()
-        for note in notes:
-            log.warning("%s: %s", live.mirror.name, note)
-        return notes
+        argument = next((params[p].strip() for p in sub.mcp_params if params.get(p, "").strip()), "")
+        if sub.mcp_params and not argument:
+            raise ChatcliError(f"manage_session {action} needs {' (or '.join(sub.mcp_params)}"
+                               f"{')' * (len(sub.mcp_params) - 1)}")
+        hosted = self.host.open(session)
+        with hosted.lock:
+            return session_commands.run_hosted(hosted, sub, argument)
 
     def listing(self) -> str:
-        conv = self.conversation(DEFAULT_SESSION).conv
+        """The saved sessions, read from the store: no live conversation is opened for it."""
         rows = [{"name": i.name, "messages": i.messages, "size": i.size, "title": i.title, "modified": i.mtime,
-                 **({"problem": i.problem} if i.problem else {})} for i in sessions.listing(conv)]
+                 **({"problem": i.problem} if i.problem else {})} for i in self.host.store.list()]
         return json.dumps(rows, ensure_ascii=False, indent=2)
 
     def saved(self, name: str) -> str:
-        conv = self.conversation(DEFAULT_SESSION).conv
-        data, _stamp = conv.store.load(validate_name(name))
+        data, _stamp = self.host.store.load(validate_name(name))
         return json.dumps(encode_session(data), ensure_ascii=False, indent=2)
+
+
+def _described() -> str:
+    """manage_session's description, from the /session table."""
+    parts = []
+    for action, sub in session_commands.BY_MCP_ACTION.items():
+        argument = f" {sub.mcp_params[0].upper()}" if sub.mcp_params else ""
+        parts.append(f"{action}{argument} ({sub.summary})")
+    return ("Manage chatcli sessions for the live conversation `session` (default 'mcp'): " + "; ".join(parts)
+            + ". Clearing keeps the conversation in its mcp-<session> mirror first.")
 
 
 def build_server(settings: Settings):
@@ -154,17 +116,15 @@ def build_server(settings: Settings):
         except ChatcliError as exc:
             raise failing(exc) from None
 
-    @server.tool(description="Manage chatcli sessions for the live conversation `session` (default 'mcp'): "
-                             "save NAME, load NAME, attach NAME (load, or create from this conversation), "
-                             "detach, status, list, delete NAME, clear (start over; the conversation is kept "
-                             "in its mcp-<session> mirror), search QUERY (across saved sessions), fork TO.")
+    @server.tool(description=_described())
     async def manage_session(action: Annotated[str, Field(json_schema_extra={"enum": list(ACTIONS)})],
                              session: str = DEFAULT_SESSION, name: str = "", query: str = "",
                              to: str = "") -> str:
         import anyio
 
+        params = {"name": name, "query": query, "to": to}
         try:
-            return await anyio.to_thread.run_sync(surface.manage, action, session, name, query, to)
+            return await anyio.to_thread.run_sync(surface.manage, action, session, params)
         except ChatcliError as exc:
             raise failing(exc) from None
 
@@ -192,7 +152,7 @@ def run_mcp_server(settings: Settings) -> int:
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
     server, _surface = build_server(settings)
     log.info("chatcli mcp-server started (provider %s, model %s)", settings.provider, settings.model)
-    server.run()
+    server.run()  # every turn and action already wrote its session or mirror: nothing is left to keep
     return 0
 
 

@@ -78,7 +78,7 @@ class LocalProvider:
         self.path = Path(model).expanduser() if model.lower().endswith(".gguf") else bundled_model_path()
         if not self.path.is_file():
             raise ProviderError(f"local: model file not found: {self.path}")
-        self.worker = worker_for(self.path)
+        self.worker = worker_for(self.path, settings.local_threads)
 
     def warm(self) -> dict:
         """Start the worker and load the model now (from a background thread, say), so the first
@@ -122,14 +122,15 @@ _workers: dict[str, "LocalWorker"] = {}
 _workers_lock = threading.Lock()
 
 
-def worker_for(path: Path) -> "LocalWorker":
-    """The process-wide worker of this model file (started on first use)."""
+def worker_for(path: Path, threads: int | None = None) -> "LocalWorker":
+    """The process-wide worker of this model file (started on first use), computing with
+    `threads` (None: every core this process may run on)."""
     key = str(path)
     with _workers_lock:
         if not _workers:
             atexit.register(_shutdown_all)
         if key not in _workers:
-            _workers[key] = LocalWorker(key)
+            _workers[key] = LocalWorker(key, threads or worker_threads())
         return _workers[key]
 
 
@@ -142,8 +143,9 @@ class LocalWorker:
     """The client side of one worker process. One request at a time (the lock); a request that
     did not end cleanly leaves no half-read events behind: the worker is stopped or killed."""
 
-    def __init__(self, model_path: str) -> None:
+    def __init__(self, model_path: str, threads: int) -> None:
         self.model_path = model_path
+        self.threads = threads
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
         self.ready: dict | None = None  # the worker's "ready" event once the model is loaded
@@ -219,7 +221,7 @@ class LocalWorker:
             self.proc = subprocess.Popen(
                 # -P: the user's working directory is not put on the worker's import path.
                 [sys.executable, "-P", "-m", "chatcli.providers.local_worker",
-                 self.model_path, str(CONTEXT_TOKENS), str(worker_threads())],
+                 self.model_path, str(CONTEXT_TOKENS), str(self.threads)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                 # A session of its own: the terminal's Ctrl-C and hang-up are the REPL's to handle.
                 start_new_session=True,

@@ -8,7 +8,8 @@ from contextlib import AbstractContextManager
 from typing import TextIO
 
 from chatcli.core.errors import ChatcliError
-from chatcli.engine.conversation import Conversation, TurnResult
+from chatcli.engine.conversation import Conversation
+from chatcli.engine.turn import TurnResult
 from chatcli.render.stream import TRUNCATED, WINDOW_FULL, make_renderer
 
 

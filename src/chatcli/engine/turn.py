@@ -1,0 +1,241 @@
+"""One turn of a conversation, the pipeline every surface calls (REPL, one-shot, MCP, ACP):
+adopt → compact if due → checkpoint → send → record → journal → persist.
+
+`run` is the whole of it; `Conversation.send` is its entry point. The binding steps (adopt,
+write-through) are engine/binding.py's, the journal's engine/transcript.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from chatcli.core import checkpoints as rewind_points
+from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
+from chatcli.core.errors import ChatcliError, ProviderError
+from chatcli.core.messages import Message
+from chatcli.engine import compaction, recall
+from chatcli.providers.base import Delta, Done, Request, ToolCall, streaming
+
+if TYPE_CHECKING:
+    from chatcli.engine.conversation import Conversation
+
+# How many times in one turn the model may call tools before it must answer.
+MAX_TOOL_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    text: str
+    interrupted: bool = False
+    done: Done | None = None
+    # Lines about what happened to the session after the answer (merged, unbound, too large…).
+    notes: tuple[str, ...] = ()
+
+    def with_notes(self, more: Sequence[str]) -> TurnResult:
+        return replace(self, notes=(*self.notes, *more))
+
+    @property
+    def truncated(self) -> bool:
+        """The answer stopped at the token limit rather than where the model meant to end."""
+        return self.done is not None and self.done.stop_reason in ("length", "max_tokens")
+
+    @property
+    def window_full(self) -> bool:
+        """The answer stopped because the message left it no more room in the context window."""
+        return self.done is not None and self.done.stop_reason == "context_window"
+
+
+@dataclass
+class Pacing:
+    """What a conversation's turns remember between them about its context window."""
+
+    compact_after: int = 0  # after a failed automatic compaction: not before this length
+    window_from: int = 0  # this turn sends the history from here on (see _auto_compact)
+    full_window_said: bool = False  # the "compacting would not help" note is given once
+    too_large_said: bool = False  # the "too large to summarise" note too
+
+
+def run(
+    conv: Conversation,
+    text: str,
+    on_text: Callable[[str], None] = lambda _t: None,
+    on_notice: Callable[[str], None] | None = None,
+) -> TurnResult:
+    """Run one turn: adopt what other surfaces wrote, compact if due, checkpoint, send,
+    record the answer, journal it, write the bound session. The user's message stays in the history whatever happens.
+
+    Ctrl-C (KeyboardInterrupt) during the answer keeps the partial answer, marked
+    `meta.interrupted`, and returns normally. A provider error keeps any partial answer
+    the same way, then propagates.
+    """
+    notice = on_notice or (lambda _text: None)
+    for note in conv.binding.adopt():
+        notice(note)
+    for note in _auto_compact(conv, text):
+        notice(note)
+    for note in conv.checkpoint(rewind_points.label_of(text)):
+        notice(note)
+    conv.history.append(Message("user", text))
+    try:
+        result = _answer(conv, on_text, notice)
+    except BaseException:
+        # The user's message is recorded even when the turn failed.
+        for note in conv.sync_transcript() + conv.binding.write_through():
+            notice(note)
+        raise
+    finally:
+        conv.pacing.window_from = 0
+    return replace(result, notes=tuple(conv.sync_transcript() + conv.binding.write_through()))
+
+
+def _auto_compact(conv: Conversation, text: str) -> list[str]:
+    """Before a turn: compact when the request would fill CHATCLI_AUTO_COMPACT of the context
+    window (SPEC §8), and say so in one line. Only when it helps: the part a summary would
+    replace must be at least a quarter of the request (otherwise it says so, once, and
+    leaves the history alone; a compaction does not repeat at every turn). A failure is a
+    note, the turn goes on, and the next attempt waits four turns; Ctrl-C or a signal stops
+    the turn before anything was sent.
+
+    Never compacted automatically: a session just loaded, at its first turn, and one whose
+    older part is more than a summary request can carry. A turn whose request would not fit
+    the window at all (those, or after a failed compaction) sends the latest messages that
+    fit, after the system messages and summaries before them (`_sent`), and says so."""
+    share = conv.settings.auto_compact
+    window = conv.settings.context_tokens
+    used = estimate_tokens(conv.system_prompt, conv.history, text)
+    if not share or used < share * window:
+        return []
+    too_big = used > window
+    if len(conv.history) < conv.pacing.compact_after:  # a compaction failed lately: said then
+        if too_big:
+            _window_view(conv, text)
+        return []
+    cut = plan_cut(conv.history, compaction.KEEP_RECENT)
+    if cut is None:
+        if too_big:
+            _window_view(conv, text)
+        return []  # nothing old enough to summarise
+    percent = used * 100 // window
+    summarisable = estimate_tokens("", [conv.history[i] for i in cut.summarised]) <= window
+    if conv.binding.unchanged_since_load() or not summarisable:
+        # Not rewritten before the user has said a word in it, nor by a summary request that
+        # no model would take: this turn sends the latest messages that fit, and says so.
+        sent = _window_view(conv, text)
+        later = ("later turns compact automatically" if summarisable else
+                 "it is too large to summarise in one request, so later turns send their latest messages too")
+        note = (f"This session holds about {used:,} tokens, {percent:,}% of the {window:,}-token context window. "
+                f"Nothing was compacted: this turn sends its latest {sent:,} of {len(conv.history):,} messages "
+                f"(/compact summarises the older ones; {later}).")
+        if not summarisable:
+            if conv.pacing.too_large_said:
+                return []  # said once: every turn of such a session does the same
+            conv.pacing.too_large_said = True
+        return [note]
+    left = estimate_tokens(conv.system_prompt, [*(conv.history[i] for i in cut.kept_system),
+                                                *conv.history[cut.index:]], text)
+    if used - left < used / 4:
+        if too_big:
+            _window_view(conv, text)
+        if conv.pacing.full_window_said:
+            return []
+        conv.pacing.full_window_said = True
+        return [f"The conversation is at about {percent:,}% of the {window:,}-token context window, mostly in "
+                "its latest messages; compacting the older ones would not free enough, so it was not done."]
+    head = f"Automatic compaction (about {percent:,}% of the {window:,}-token context window)"
+    try:
+        outcome = compaction.compact(conv, label="/compact (automatic)")
+    except ChatcliError as exc:
+        conv.pacing.compact_after = len(conv.history) + 8
+        if too_big:
+            sent = _window_view(conv, text)
+            return [f"{head} failed: {exc}; this turn sends the latest {sent:,} messages that fit (the next try "
+                    "in four turns)."]
+        return [f"{head} failed: {exc}; the whole history is sent (the next try in four turns)."]
+    conv.pacing.full_window_said = False
+    return [f"{head}: {outcome.text[:1].lower()}{outcome.text[1:]}", *outcome.notes]
+
+
+def _window_view(conv: Conversation, text: str) -> int:
+    """This turn sends only the latest messages that fit (see `_sent`); how many."""
+    budget = int(conv.settings.auto_compact * conv.settings.context_tokens) \
+        - estimate_tokens(conv.system_prompt, (), text)
+    conv.pacing.window_from = recent_window(conv.history, budget)
+    return len(conv.history) - conv.pacing.window_from
+
+
+def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable[[str], None]) -> TurnResult:
+    """Stream the answer. When the provider can call tools and a summary names recall
+    entries, the model may fetch them (SPEC §8.1): each call and its result join the
+    history as a pair, and the model is asked again, at most MAX_TOOL_ROUNDS times."""
+    parts: list[str] = []
+    done: Done | None = None
+    rounds = 0
+    supports = getattr(conv.provider, "supports_tools", False)
+    try:
+        while True:
+            # Offered while a summary names recall entries, and described whenever the
+            # history holds tool calls (Anthropic refuses tool blocks of undefined tools);
+            # after MAX_TOOL_ROUNDS the model must answer in text.
+            summary, called = recall.tool_state(conv.history)
+            tools = (recall.TOOL,) if supports and (summary or called) else ()
+            choice = "auto" if summary and rounds < MAX_TOOL_ROUNDS else "none"
+            request = Request(
+                model=conv.settings.model,
+                messages=_sent(conv),
+                system=conv.system_prompt,
+                timeout=conv.settings.timeout,
+                max_tokens=conv.settings.max_tokens,
+                on_retry=notice,
+                tools=tools,
+                tool_choice=choice,
+            )
+            parts, calls = [], []
+            with streaming(conv.provider, request) as events:
+                for event in events:
+                    if isinstance(event, Delta):
+                        parts.append(event.text)
+                        on_text(event.text)
+                    elif isinstance(event, ToolCall):
+                        calls.append(event)
+                    elif isinstance(event, Done):
+                        done = event
+            if not calls or choice == "none":
+                break
+            rounds += 1
+            _run_tools(conv, "".join(parts), calls, notice)
+            if parts:
+                on_text("\n\n")
+    except KeyboardInterrupt:
+        answer = "".join(parts)
+        conv.history.append(Message("assistant", answer, meta={"interrupted": True}))
+        return TurnResult(answer, interrupted=True)
+    except ProviderError:
+        if parts:
+            conv.history.append(Message("assistant", "".join(parts), meta={"interrupted": True}))
+        raise
+    answer = "".join(parts)
+    conv.history.append(Message("assistant", answer))
+    return TurnResult(answer, done=done)
+
+
+def _sent(conv: Conversation) -> list[Message]:
+    """The messages a request carries: the history, or on a first turn after a resume that
+    does not fit (see _auto_compact) its latest part, after the system messages and
+    summaries that came before it (as a compaction would keep them)."""
+    start = conv.pacing.window_from
+    if not start:
+        return list(conv.history)
+    kept = [m for m in conv.history[:start] if m.role == "system" or m.is_summary]
+    return kept + conv.history[start:]
+
+
+def _run_tools(conv: Conversation, text: str, calls: list[ToolCall], notice: Callable[[str], None]) -> None:
+    conv.history.append(Message("assistant", text, tool_calls=[
+        {"id": c.id, "type": "function", "name": c.name, "arguments": c.arguments} for c in calls]))
+    for call in calls:
+        result, problem = recall.answer(conv.settings, call, conv.history)
+        notice(problem or f"The model read {result.splitlines()[0].removeprefix('Recall ')}")
+        conv.history.append(Message("tool", result, tool_call_id=call.id,
+                                    extra={"is_error": True} if problem else None))

@@ -1,0 +1,98 @@
+"""Live conversations hosted for MCP, ACP and the gateway (engine/hosted.py), in process: a real
+store on disk, the model faked in process. The server-level checks are in test_mcp_server.py and
+test_acp.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chatcli.commands import session as session_commands
+from chatcli.commands.builtin import build_registry
+from chatcli.engine import sessions
+from chatcli.engine.hosted import ATTACHED, Host
+
+
+@pytest.fixture
+def host(settings, fake_model):
+    return Host(settings, registry=fake_model.registry())
+
+
+def act(hosted, action: str, argument: str = "") -> str:
+    """A manage_session action, as the MCP server runs it."""
+    return session_commands.run_hosted(hosted, session_commands.BY_MCP_ACTION[action], argument)
+
+
+def test_a_mirror_never_becomes_the_session_continue_resumes(host, make_conversation, sessions_dir):
+    hosted = host.open("mcp")
+    hosted.send("take notes on the heron")
+    assert "Session 'notes' saved (2 messages)." in act(hosted, "save", "notes")
+    hosted.send("and on the egret")  # written to notes; the mirror only names notes, and is written after
+    mirror = json.loads((sessions_dir / "mcp-mcp.json").read_text())
+    assert mirror["chat_history"] == [] and mirror[ATTACHED] == "notes"
+    assert host.store.latest().name == "notes"  # the pointer the REPL's start line follows
+    later = make_conversation()
+    lines = sessions.start(later, resume=True)  # chatcli --continue
+    assert lines == ["Resumed session 'notes' (4 messages)."]
+    assert later.session_name == "notes"
+
+
+def test_a_mirror_written_alone_does_not_move_the_pointer(host, sessions_dir):
+    first = host.open("a")
+    first.send("the first conversation")  # mirrored, unbound
+    assert host.store.latest() is None
+    assert json.loads((sessions_dir / "mcp-a.json").read_text())["chat_history"][0]["content"] == \
+        "the first conversation"
+
+
+def test_the_mirror_gate_is_the_mcp_variable_when_set(fake_model, make_conversation, sessions_dir):
+    for variables, mirrored in (({"CHATCLI_SESSION_AUTOSAVE": "on", "CHATCLI_MCP_SESSION_AUTOSAVE": "off"}, False),
+                                ({"CHATCLI_SESSION_AUTOSAVE": "off", "CHATCLI_MCP_SESSION_AUTOSAVE": "on"}, True),
+                                ({"CHATCLI_SESSION_AUTOSAVE": "off"}, False)):
+        settings = make_conversation(**variables).settings
+        hosted = Host(settings, registry=fake_model.registry()).open("gate")
+        hosted.send("hello")
+        assert (sessions_dir / "mcp-gate.json").exists() is mirrored, variables
+        if mirrored:
+            (sessions_dir / "mcp-gate.json").unlink()
+
+
+def test_a_restarted_host_continues_from_the_mirror_and_resume_finds_an_older_editor_mirror(
+        settings, fake_model, sessions_dir):
+    hosted = Host(settings, registry=fake_model.registry()).open("e1")
+    hosted.send("remember the heron")
+    again = Host(settings, registry=fake_model.registry())
+    resumed, note = again.resume("e1")
+    assert note == "Continued from 'mcp-e1' (2 messages)."
+    assert [m.content for m in resumed.conv.history] == ["remember the heron", "You said: remember the heron"]
+    # An editor session an older version mirrored as autosave-acp-<id>.
+    (sessions_dir / "mcp-e1.json").rename(sessions_dir / "autosave-acp-e2.json")
+    older, note = again.resume("e2")
+    assert note == "Continued from 'autosave-acp-e2' (2 messages)."
+    assert older.conv.session_name is None  # a machine session is never bound
+
+
+def test_clear_keeps_the_conversation_once_and_drops_the_mirror(host, sessions_dir):
+    hosted = host.open("c")
+    hosted.send("worth keeping")
+    assert act(hosted, "clear").startswith("New conversation started; history cleared.")
+    assert not (sessions_dir / "mcp-c.json").exists()  # a restart does not bring it back
+    [kept] = sessions_dir.glob("autosave-*.json")
+    assert json.loads(kept.read_text())["chat_history"][0]["content"] == "worth keeping"
+
+
+def test_every_surface_offers_the_session_table():
+    """Adding a row to the /session table is all it takes: dispatch, /help, completion, the
+    ACP hint and the MCP action list come from it."""
+    from chatcli.mcp.server import ACTIONS
+
+    registry = build_registry()
+    help_text = registry.help_text()
+    completions = registry.find("session").complete(None, "")
+    for sub in session_commands.SUBCOMMANDS:
+        assert sub.usage in help_text and sub.summary in help_text
+        assert sub.name in [word.strip() for word in completions]
+        assert session_commands.BY_NAME[sub.name] is sub
+    assert list(ACTIONS) == [sub.mcp for sub in session_commands.SUBCOMMANDS if sub.mcp]
+    assert set(ACTIONS) == {"save", "load", "attach", "detach", "status", "list", "delete", "clear", "search", "fork"}
