@@ -146,7 +146,7 @@ def test_an_unbound_editor_conversation_is_kept_when_the_editor_goes_away(openai
 
     run(openai_env, work)
     sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
-    kept = list(sessions.glob("mcp-*.json"))  # its mirror, named as SPEC §6.2 names it
+    kept = list(sessions.glob("mcp-acp-*.json"))  # its mirror, mcp-<id> as SPEC §6.2 says
     assert len(kept) == 1 and not list(sessions.glob("autosave-*.json"))
     assert json.loads(kept[0].read_text())["chat_history"][0]["content"] == "do not lose this"
     assert (Path(openai_env["CHATCLI_HOME"]) / "logs" / "acp.log").exists()
@@ -179,7 +179,7 @@ def test_an_editor_thread_survives_a_restart_and_a_signal(openai_env, openai_ser
         return new.session_id
 
     session_id = run(openai_env, first)
-    kept = Path(openai_env["CHATCLI_HOME"]) / "sessions" / f"mcp-{session_id}.json"
+    kept = Path(openai_env["CHATCLI_HOME"]) / "sessions" / f"mcp-acp-{session_id}.json"
     assert [m["content"] for m in json.loads(kept.read_text())["chat_history"]][0] == "the code word is heron"
 
     async def signalled():
@@ -205,7 +205,8 @@ def test_an_editor_thread_survives_a_restart_and_a_signal(openai_env, openai_ser
 
 
 def test_editor_mirrors_are_named_and_gated_as_the_spec_says(openai_env, openai_server, workdir):
-    """SPEC §6.2: mcp-<id>, gated by CHATCLI_MCP_SESSION_AUTOSAVE when it is set."""
+    """SPEC §6.2: mcp-<id> (an editor's ids as acp-<id>), gated by CHATCLI_MCP_SESSION_AUTOSAVE
+    when it is set; with mirrors off, leaving keeps the conversation as a REPL would."""
     sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
 
     async def work(conn, editor):
@@ -215,8 +216,26 @@ def test_editor_mirrors_are_named_and_gated_as_the_spec_says(openai_env, openai_
 
     session_id, during = run({**openai_env, "CHATCLI_SESSION_AUTOSAVE": "off",
                               "CHATCLI_MCP_SESSION_AUTOSAVE": "on"}, work)
-    assert during == [f"mcp-{session_id}.json"]  # after the turn, not only at the end
-    (sessions / f"mcp-{session_id}.json").unlink()
+    assert during == [f"mcp-acp-{session_id}.json"]  # after the turn, not only at the end
+    (sessions / f"mcp-acp-{session_id}.json").unlink()
     session_id, during = run({**openai_env, "CHATCLI_SESSION_AUTOSAVE": "on",
                               "CHATCLI_MCP_SESSION_AUTOSAVE": "off"}, work)
-    assert during == [] and not list(sessions.glob("*.json"))  # nor when the editor goes away
+    assert during == []
+    [kept] = sessions.glob("*.json")  # on leaving: an autosave, as a REPL keeps it
+    assert kept.name.startswith("autosave-") and "mirror me" in kept.read_text()
+
+
+def test_loading_a_saved_session_by_name_never_picks_an_mcp_conversation_of_that_name(
+        openai_env, openai_server, workdir):
+    sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
+    sessions.mkdir(parents=True)
+    mine = {"version": 2, "chat_history": [{"role": "user", "content": "my notes"}]}
+    other = {"version": 2, "chat_history": [{"role": "user", "content": "an MCP client's chat"}]}
+    (sessions / "notes.json").write_text(json.dumps(mine))
+    (sessions / "mcp-notes.json").write_text(json.dumps(other))
+
+    async def work(conn, editor):
+        await conn.load_session(cwd=str(workdir), session_id="notes", mcp_servers=[])
+        return editor.texts("notes", "UserMessageChunk")
+
+    assert run(openai_env, work) == ["my notes"]

@@ -10,6 +10,7 @@ import pytest
 
 from chatcli.commands import session as session_commands
 from chatcli.commands.builtin import build_registry
+from chatcli.core.errors import UsageError
 from chatcli.engine import sessions
 from chatcli.engine.hosted import ATTACHED, Host
 
@@ -96,3 +97,22 @@ def test_every_surface_offers_the_session_table():
         assert session_commands.BY_NAME[sub.name] is sub
     assert list(ACTIONS) == [sub.mcp for sub in session_commands.SUBCOMMANDS if sub.mcp]
     assert set(ACTIONS) == {"save", "load", "attach", "detach", "status", "list", "delete", "clear", "search", "fork"}
+
+
+def test_a_clear_with_words_after_it_is_refused_before_anything_is_kept(host, sessions_dir):
+    hosted = host.open("w")
+    hosted.send("still here")
+    with pytest.raises(UsageError, match="usage: /session new"):
+        session_commands.run_hosted(hosted, session_commands.BY_NAME["new"], "now")
+    assert [m.content for m in hosted.conv.history][0] == "still here"
+    assert not list(sessions_dir.glob("autosave-*.json"))
+
+
+def test_continue_passes_over_a_newer_mirror_as_the_start_line_does(host, make_conversation):
+    mine = make_conversation()
+    sessions.start(mine, name="notes")
+    mine.send("my own notes")
+    host.open("other").send("an MCP client's chat, later")  # a newer file: its mirror
+    assert host.store.latest().name == "notes"
+    later = make_conversation()
+    assert sessions.start(later, resume=True) == ["Resumed session 'notes' (2 messages)."]

@@ -1,7 +1,7 @@
 """`chatcli acp`: chatcli as an Agent Client Protocol agent on stdio, for editors such as Zed (SPEC §1, §11).
 
 Each editor session is one live conversation with its journal, hosted by engine/hosted.py and
-mirrored to `mcp-<session id>` after every turn and command (CHATCLI_MCP_SESSION_AUTOSAVE, else
+mirrored to `mcp-acp-<session id>` after every turn and command (CHATCLI_MCP_SESSION_AUTOSAVE, else
 CHATCLI_SESSION_AUTOSAVE). The prompt box sends chat turns, streamed back as
 `agent_message_chunk` updates; text starting with `/session`, `/newsession`, `/compact` or
 `/rewind` runs the very command the REPL runs, for that editor session, and the answer comes
@@ -28,6 +28,7 @@ from chatcli.commands.builtin import build_registry
 from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
 from chatcli.engine import upkeep
+from chatcli.core.names import MIRROR_PREFIX
 from chatcli.engine.hosted import Host, Hosted
 
 # The commands the prompt box runs (the others belong to the terminal).
@@ -91,7 +92,7 @@ def build_agent(settings: Settings):
     from acp.schema import AgentCapabilities, AvailableCommand, Implementation, UnstructuredCommandInput
 
     registry = build_registry()
-    host = Host(settings, warn=log.warning)
+    host = Host(settings, warn=log.warning, prefix=MIRROR_PREFIX + "acp-")
 
     class ChatcliAgent(acp.Agent):
         def __init__(self) -> None:
@@ -117,8 +118,8 @@ def build_agent(settings: Settings):
             return acp.NewSessionResponse(session_id=session_id)
 
         async def load_session(self, cwd, session_id, mcp_servers=None, additional_directories=None, **kwargs):
-            """An editor session of this agent (live, or kept in its mcp-<id> mirror), or any saved
-            session by name."""
+            """An editor session of this agent (live, or kept in its mcp-acp-<id> mirror), or any
+            saved session by name."""
             live = self.live.get(session_id)
             if live is None:
                 try:
@@ -228,7 +229,8 @@ def build_agent(settings: Settings):
 
         def finish(self) -> None:
             """The editor went away (or a signal came): a bound conversation is written one last
-            time, an unbound one kept in its rolling autosave. An answer in flight stops."""
+            time, an unbound one kept in its mirror (with mirrors off, as an autosave). An answer
+            in flight stops."""
             for live in self.live.values():
                 live.cancelled.set()
             deadline = time.monotonic() + FINISH_WAIT
@@ -258,11 +260,11 @@ def _command(registry, hosted: Hosted, line: str):
     word, _, args = line.partition(" ")
     name = word.lstrip("/").lower()
     if name in ("session", "newsession"):
-        action, _, rest = args.strip().partition(" ")
-        sub = session_commands.BY_NAME.get("new" if name == "newsession" else action.lower())
-        if sub is not None and (name == "session" or not args.strip()):
+        action, rest = (args.split(None, 1) + ["", ""])[:2]
+        sub = session_commands.BY_NAME.get(action.lower()) if name == "session" else session_commands.BY_NAME["new"]
+        if sub is not None:
             try:
-                return Result(session_commands.run_hosted(hosted, sub, rest.strip() if name == "session" else ""))
+                return Result(session_commands.run_hosted(hosted, sub, rest if name == "session" else args))
             except ChatcliError as exc:
                 return Result(str(exc), error=True)
     result = registry.dispatch(line, hosted.conv)

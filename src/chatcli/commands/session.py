@@ -113,7 +113,7 @@ USAGE = " · ".join(sub.usage for sub in SUBCOMMANDS)
 
 
 def session_command(conv: Conversation, args: str) -> Result:
-    action, _, rest = args.strip().partition(" ")
+    action, rest = (args.split(None, 1) + ["", ""])[:2]
     if not action:
         return Result(sessions.status(conv).text + f"\nUsage: {USAGE}")
     sub = BY_NAME.get(action.lower())
@@ -127,6 +127,8 @@ def run_hosted(hosted: Hosted, sub: Subcommand, args: str) -> str:
     hold of it: then its mirror is kept. `new` keeps the cleared conversation one last time and
     drops the mirror, so that a restart does not bring it back; a deleted mirror stays deleted."""
     if sub.name == "new":
+        if args.split():  # refused before the mirror keeps anything
+            raise UsageError("usage: /session new")
         text, notes = hosted.clear(lambda: sub.run(hosted.conv, args))
         return "\n".join([text, *notes])
     text = sub.run(hosted.conv, args)
@@ -231,7 +233,7 @@ def register(registry: CommandRegistry) -> None:
                          "named sessions and their transcripts:",
                          complete=_complete, details=tuple((sub.usage, sub.summary) for sub in SUBCOMMANDS)))
     registry.command("newsession", "/newsession", "start a new conversation (same as /session new)")(
-        lambda conv, _args: Result(sessions.new(conv).text)
+        lambda conv, args: Result(BY_NAME["new"].run(conv, args))
     )
     registry.command("config", "/config session", "show the session settings and where each came from")(
         config_command

@@ -135,7 +135,7 @@ class Settings:
     # CHATCLI_SESSION_AUTOSAVE: unbound conversations are kept as autosave-… sessions.
     session_autosave: bool = True
     # CHATCLI_MCP_SESSION_AUTOSAVE (wins when set), else CHATCLI_SESSION_AUTOSAVE: the MCP
-    # server mirrors each live conversation to a rolling mcp-<session> session.
+    # server and the ACP agent mirror each live conversation to a rolling mcp-<id> session.
     mcp_autosave: bool = True
     # CHATCLI_SESSION_TRANSCRIPT: every message is also appended to the session's journal.
     session_transcript: bool = True

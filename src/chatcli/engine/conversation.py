@@ -118,7 +118,7 @@ class Conversation:
             self._store = Home.of(self.settings).sessions()
         return self._store
 
-    # -- binding (SPEC §6.1) ----------------------------------------------------------------
+    # -- the session document and its checkpoints ------------------------------------------
     def read_checkpoints(self, data: SessionData) -> None:
         """The session's checkpoints are the file's (an older version's) and the journal's: read
         when /rewind needs them, never at a turn (a turn's checkpoint is one journal line)."""

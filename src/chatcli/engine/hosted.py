@@ -3,15 +3,16 @@ and later the chat gateway (SPEC §6.2, §11).
 
 A surface names its conversations by an id (MCP's `session` parameter, an editor's session id).
 The `Host` keeps one `Hosted` conversation per id, each with its journal and its rolling mirror,
-`mcp-<id>`: after every turn and every session action the mirror is rewritten, so a conversation
-that only a client holds is never lost, and a restarted server continues where it was. Gate
-CHATCLI_MCP_SESSION_AUTOSAVE (when set it wins; otherwise CHATCLI_SESSION_AUTOSAVE).
+`mcp-<id>` (`mcp-acp-<id>` for an editor's): after every turn and every session action the
+mirror is rewritten, so a conversation that only a client holds is never lost, and a restarted
+server continues where it was. Gate CHATCLI_MCP_SESSION_AUTOSAVE (when set it wins; otherwise
+CHATCLI_SESSION_AUTOSAVE).
 
 A mirror is chatcli's own record of a live conversation, not a session the user chose: it is
-never bound, never written through, and never moves the latest-session pointer that
-`chatcli --continue` and the REPL's "most recent session" line follow. When the conversation
-is attached to a session of the user's, the turns go there and the mirror only names that
-session (so a restart attaches again).
+never bound, never written through, and never moves the latest-session pointer that the REPL's
+"most recent session" line follows (`chatcli --continue` passes over mirrors too). When the
+conversation is attached to a session of the user's, the turns go there and the mirror only
+names that session (so a restart attaches again).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from chatcli.config.settings import Settings
 from chatcli.core.errors import UsageError
-from chatcli.core.names import validate_name
+from chatcli.core.names import MIRROR_PREFIX, validate_name
 from chatcli.core.session import SessionData
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation, load_system_prompt
@@ -33,7 +34,6 @@ from chatcli.providers.base import ProviderRegistry
 from chatcli.store.home import Home
 from chatcli.store.sessions import SessionError
 
-MIRROR_PREFIX = "mcp-"
 # Editor sessions of versions before 0.9 were mirrored under this prefix; still found on load.
 OLD_EDITOR_PREFIX = "autosave-acp-"
 ATTACHED = "chatcli_attached"  # a mirror's field: the session of the user's it is attached to
@@ -129,23 +129,26 @@ class Hosted:
 
     def __init__(self, host: Host, id: str, conv: Conversation) -> None:
         self.host, self.id, self.conv = host, id, conv
-        self.mirror = Mirror(conv, MIRROR_PREFIX + id)
+        self.mirror = Mirror(conv, host.prefix + id)
         self.lock = threading.Lock()
         self.notes: list[str] = []  # said with the next answer (the conversation was continued…)
 
     def keep(self) -> list[str]:
-        """Rewrite the mirror (after a turn or an action), when mirrors are on."""
-        return self.mirror.write() if self.host.settings.mcp_autosave else []
+        """Rewrite the mirror (after a turn or an action), when mirrors are on; what went wrong
+        is logged too."""
+        notes = self.mirror.write() if self.host.settings.mcp_autosave else []
+        for note in notes:
+            self.host.warn(f"{self.mirror.name}: {note}")
+        return notes
 
     def send(self, text: str, on_text: Callable[[str], None] = lambda _t: None,
              on_notice: Callable[[str], None] | None = None) -> TurnResult:
         """One turn (the run-turn pipeline every surface calls), then the mirror. A failed turn
         keeps the question, and so does the mirror; the mirror's notes join the result's."""
-        kept: list[str] = []
         try:
             result = self.conv.send(text, on_text, on_notice)
         finally:
-            kept = self.keep()
+            kept = self.keep()  # logged there, also when the turn failed
         return result.with_notes(kept) if kept else result
 
     def clear(self, run: Callable[[], object]) -> tuple[object, list[str]]:
@@ -160,8 +163,8 @@ class Hosted:
 
     def finish(self) -> list[str]:
         """The surface goes away: a bound conversation is written one last time (as a REPL's is),
-        an unbound one kept in its mirror."""
-        if self.conv.session_name is not None:
+        an unbound one kept in its mirror, or, with mirrors off, as an autosave (as a REPL's is)."""
+        if self.conv.session_name is not None or not self.host.settings.mcp_autosave:
             return sessions.finish(self.conv)
         return self.keep()
 
@@ -171,13 +174,16 @@ class Host:
     over its mirror (a restarted server continues where it was)."""
 
     def __init__(self, settings: Settings, warn: Callable[[str], None] = lambda _line: None,
-                 registry: ProviderRegistry | None = None) -> None:
+                 registry: ProviderRegistry | None = None, prefix: str = MIRROR_PREFIX) -> None:
         self.settings = settings
+        # Mirrors are `prefix` + id: the MCP server's `mcp-<session>`, the ACP agent's
+        # `mcp-acp-<id>` (an editor's ids never meet an MCP client's session names).
+        self.prefix = prefix
         self.warn = warn
         self.registry = registry  # the providers (tests give a fake model)
         self.live: dict[str, Hosted] = {}
         self._prompts: dict[Path | None, str] = {}
-        self._guard = threading.Lock()
+        self._guard = threading.RLock()  # `live` changes whole: resume opens under it
         self._store = None
 
     @property
@@ -201,6 +207,7 @@ class Host:
 
     def open(self, id: str, cwd: Path | None = None, *, take_over: bool = True) -> Hosted:
         validate_name(id)
+        validate_name(self.prefix + id)  # its mirror's name: said now, not at the first turn
         with self._guard:
             hosted = self.live.get(id)
             if hosted is None:
@@ -217,24 +224,28 @@ class Host:
         """A conversation of this surface by id (live, or kept in its mirror), or else any saved
         session by that name, loaded into a new live conversation named `id`. Raises ChatcliError
         when there is none."""
-        hosted = self.live.get(id)
-        if hosted is not None:
-            return hosted, f"'{id}' is live"
-        hosted = self.open(id, cwd, take_over=False)
-        try:
-            note = hosted.mirror.take_over() or hosted.mirror.take_over(OLD_EDITOR_PREFIX + id)
-            if note is None:
-                note = sessions.load(hosted.conv, id).text
-        except BaseException:
-            del self.live[id]
-            raise
-        return hosted, note
+        with self._guard:  # another resume of the same id waits: it never sees it half-loaded
+            hosted = self.live.get(id)
+            if hosted is not None:
+                return hosted, f"'{id}' is live"
+            hosted = self.open(id, cwd, take_over=False)
+            try:
+                note = hosted.mirror.take_over() or hosted.mirror.take_over(OLD_EDITOR_PREFIX + id)
+                if note is None:
+                    note = sessions.load(hosted.conv, id).text
+            except BaseException:
+                self.live.pop(id, None)
+                raise
+            return hosted, note
 
-    def finish(self) -> list[tuple[str, str]]:
+    def finish(self, unbound: bool = True) -> list[tuple[str, str]]:
         """Every conversation ends as a REPL's does (see Hosted.finish); (id, line) pairs. One
-        conversation's failure does not cost the others."""
+        conversation's failure does not cost the others. `unbound=False` leaves the unbound ones
+        as their last turn or action kept them (a mirror deleted on purpose stays deleted)."""
         said = []
         for id, hosted in list(self.live.items()):
+            if not unbound and hosted.conv.session_name is None:
+                continue
             try:
                 said += [(id, note) for note in hosted.finish()]
             except Exception as exc:  # noqa: BLE001 - the others are still kept

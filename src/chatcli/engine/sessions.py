@@ -1,7 +1,7 @@
 """Named-session operations on a live conversation: save, load, attach, fork… (SPEC §5).
 
-Each is one function over a Conversation and its SessionStore; the /session commands (and so
-the MCP, ACP and CLI surfaces, through commands/session.py's table) all call these. Every check that decides
+Each is one function over a Conversation and its SessionStore; the /session table
+(commands/session.py, and through it the REPL, MCP and ACP) and the CLI twins call these. Every check that decides
 whether a file may be written happens under that session's lock.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from chatcli.core import retention
 from chatcli.core.errors import UsageError
 from chatcli.core.messages import shared_prefix
-from chatcli.core.names import autosave_name, is_machine_name, is_trivial, validate_name, validate_user_target
+from chatcli.core.names import MIRROR_PREFIX, autosave_name, is_trivial, validate_name, validate_user_target
 from chatcli.core.session import SessionData
 from chatcli.store.atomic import unwritable
 from chatcli.store.sessions import SessionError, SessionExists, SessionInfo
@@ -201,18 +201,16 @@ def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:
     store = conv.store
     for info in store.list(fresh=True):  # correctness over speed: every file is stat'ed
         problem = info.problem
-        # A machine session holding no message is no conversation: the mirror of a live one
-        # attached to a session of the user's only names that session (engine/hosted.py).
-        empty_mirror = is_machine_name(info.name)
-        if info.messages is not None:
-            if not (empty_mirror and info.messages == 0):
-                return info.name, skipped
+        if info.name.lower().startswith(MIRROR_PREFIX):
+            # A server's mirror is its record of a live conversation, not a session the user
+            # left: the latest-session pointer passes over it too (engine/hosted.py).
             continue
+        if info.messages is not None:
+            return info.name, skipped
         if store.private and not problem:  # encryption on: the listing does not open files; this does
             try:
-                if store.load(info.name)[0].history or not empty_mirror:
-                    return info.name, skipped
-                continue
+                store.load(info.name)
+                return info.name, skipped
             except SessionError as exc:
                 problem = str(exc)
         skipped.append(f"Skipped session '{info.name}', newer but unreadable: {problem}")

@@ -44,7 +44,7 @@ class Surface:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.host = Host(settings, warn=log.warning)
+        self.host = Host(settings, warn=log.warning)  # mirrors: mcp-<session>
 
     def ask(self, prompt: str, session: str) -> str:
         if not prompt.strip():
@@ -150,9 +150,14 @@ def build_server(settings: Settings):
 def run_mcp_server(settings: Settings) -> int:
     upkeep.log_to_file(settings, "mcp-server.log", log.name)
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
-    server, _surface = build_server(settings)
+    server, surface = build_server(settings)
     log.info("chatcli mcp-server started (provider %s, model %s)", settings.provider, settings.model)
-    server.run()  # every turn and action already wrote its session or mirror: nothing is left to keep
+    try:
+        server.run()
+    finally:  # a bound conversation's unwritten turns (write-through off) go to its session now;
+        # an unbound one was mirrored by its last turn or action (a mirror deleted stays deleted)
+        for session, note in surface.host.finish(unbound=False):
+            log.info("%s: %s", session, note)
     return 0
 
 
