@@ -63,7 +63,7 @@ def _no_argument(name: str, operation) -> Callable[[Conversation, str], str]:
     return run
 
 
-def _said(outcome: sessions.Outcome) -> str:
+def _said(outcome: sessions.SessionResult) -> str:
     return "\n".join((outcome.text, *outcome.notes))
 
 

