@@ -236,7 +236,7 @@ class FakeProvider:
 
     def registry(self):
         """A provider registry in which every provider name is this fake."""
-        from chatcli.config.settings import PROVIDERS
+        from chatcli.config.providers import PROVIDERS
         from chatcli.providers.base import ProviderRegistry
 
         registry = ProviderRegistry()

@@ -6,7 +6,7 @@ from chatcli.commands import recall as recall_commands
 from chatcli.commands import session as session_commands
 from chatcli.commands import storage as storage_commands
 from chatcli.commands.registry import CommandRegistry, Result
-from chatcli.config.settings import DEFAULT_MODELS, PROVIDERS
+from chatcli.config.providers import DEFAULT_MODELS, PROVIDERS
 from chatcli.core.errors import UsageError
 from chatcli.engine.conversation import Conversation
 

