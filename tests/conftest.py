@@ -17,6 +17,18 @@ _SCRUB = ("OPENAI_", "ANTHROPIC_", "OLLAMA_", "LLM_", "CHATCLI_", "HISTORY_", "N
           "HTTPS_PROXY", "http_proxy", "https_proxy")
 
 
+# The real local model computes on one core per test (CHATCLI_LOCAL_THREADS below); its tests
+# go to two of the parallel workers, in turn, so that at most two models run at once on a
+# 2-core machine and the terminals and servers of the other tests are not starved.
+LOCAL_MODEL_WORKERS = 2
+
+
+def pytest_collection_modifyitems(items) -> None:
+    local = [item for item in items if item.nodeid.startswith("tests/test_local_model.py::")]
+    for index, item in enumerate(local):
+        item.add_marker(pytest.mark.xdist_group(f"local-model-{index % LOCAL_MODEL_WORKERS}"))
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """The user's home for this test; CHATCLI_HOME is <home>/.chatcli."""

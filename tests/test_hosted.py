@@ -116,3 +116,29 @@ def test_continue_passes_over_a_newer_mirror_as_the_start_line_does(host, make_c
     assert host.store.latest().name == "notes"
     later = make_conversation()
     assert sessions.start(later, resume=True) == ["Resumed session 'notes' (2 messages)."]
+
+
+def test_an_attached_mirror_says_where_the_conversation_is_and_a_mirror_loads_by_its_own_name(
+        host, settings, fake_model, sessions_dir):
+    hosted = host.open("m")
+    hosted.send("first")
+    act(hosted, "attach", "notes")
+    [row] = [info for info in host.store.list() if info.name == "mcp-m"]
+    assert row.title == "attached to 'notes'"  # not an untitled, empty session in listings
+    editor = Host(settings, registry=fake_model.registry(), prefix="mcp-acp-")
+    editor.open("e").send("in the editor")
+    again = Host(settings, registry=fake_model.registry(), prefix="mcp-acp-")
+    resumed, note = again.resume("mcp-acp-e")  # the name `session list` shows
+    assert note == "Continued from 'mcp-acp-e' (2 messages)."
+    resumed.send("more")
+    assert not list(sessions_dir.glob("mcp-acp-mcp-acp-*.json"))  # continued there, not copied
+
+
+def test_a_turn_too_long_for_the_window_with_nothing_to_summarise_says_what_it_sent(make_conversation, fake_model):
+    conv = make_conversation(CHATCLI_CONTEXT_WINDOW="256")
+    notes: list[str] = []
+    conv.send("word " * 150)
+    conv.send("word " * 150, on_notice=notes.append)
+    assert len(fake_model.requests[-1].messages) == 1  # only the latest fits
+    assert any("none of it is old enough to summarise: this turn sends the new message and the latest 0 of the "
+               "2 before it" in n for n in notes), notes

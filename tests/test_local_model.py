@@ -28,10 +28,6 @@ from chatcli.engine.conversation import Conversation
 from chatcli.providers.base import Delta, Request, streaming
 from chatcli.providers.local import LocalProvider, bundled_model_path
 
-# One worker runs these, one after another: llama.cpp keeps every core busy while it generates,
-# and two models at once would starve the other tests' terminals and servers.
-pytestmark = pytest.mark.xdist_group("local-model")
-
 BUNDLED_LABEL = "SmolLM2-135M-Instruct.Q4_1"
 CRASHED = "local model crashed (signal 11); the conversation is kept"
 # A question that makes even the small model write at length, so there is an answer to interrupt.

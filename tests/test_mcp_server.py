@@ -152,7 +152,7 @@ def test_clear_keeps_the_conversation_and_a_restart_does_not_bring_it_back(opena
         return await client.call_tool("ask_chatcli", {"prompt": "not mirrored"})
 
     assert not run(off, quiet).is_error
-    assert not (Path(off["CHATCLI_HOME"]) / "sessions").exists()
+    assert not list((Path(off["CHATCLI_HOME"]) / "sessions").glob("mcp-*.json"))  # not mirrored
 
 
 def test_the_server_sweeps_expired_machine_sessions_in_the_background(openai_env, openai_server):
@@ -287,3 +287,11 @@ def test_reading_the_sessions_resources_opens_no_conversation_and_writes_nothing
     after = files()
     assert {name: stamp for name, stamp in after.items() if not name.startswith("sessions.")} == \
         {name: stamp for name, stamp in before.items() if not name.startswith("sessions.")}
+
+
+def test_with_mirrors_off_an_unsaved_conversation_is_kept_when_the_server_stops(openai_env, openai_server):
+    openai_env.update(CHATCLI_SESSION_AUTOSAVE="on", CHATCLI_MCP_SESSION_AUTOSAVE="off")
+    run(openai_env, lambda client: client.call_tool("ask_chatcli", {"prompt": "do not drop me"}))
+    sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
+    [kept] = sessions.glob("*.json")  # no mirror: an autosave, as the REPL keeps it
+    assert kept.name.startswith("autosave-") and "do not drop me" in kept.read_text()

@@ -259,6 +259,8 @@ def _command(registry, hosted: Hosted, line: str):
 
     word, _, args = line.partition(" ")
     name = word.lstrip("/").lower()
+    if name == "newsession" and args.split():
+        return Result("usage: /newsession", error=True)
     if name in ("session", "newsession"):
         action, rest = (args.split(None, 1) + ["", ""])[:2]
         sub = session_commands.BY_NAME.get(action.lower()) if name == "session" else session_commands.BY_NAME["new"]

@@ -210,8 +210,14 @@ def config_command(conv: Conversation, args: str) -> Result:
     return Result("\n".join(f"  {name.ljust(width)}  {value}  ({source})" for name, value, source in rows))
 
 
+def _newsession(conv: Conversation, args: str) -> str:
+    if args.split():
+        raise UsageError("usage: /newsession")
+    return BY_NAME["new"].run(conv, "")
+
+
 def _complete(conv: Conversation, prefix: str) -> list[str]:
-    words = prefix.split(" ")
+    words = prefix.split() + ([""] if not prefix.strip() or prefix.endswith(" ") else [])
     action = words[0].lower()
     if len(words) == 1:
         return [f"{sub.name} " if sub.args else sub.name for sub in SUBCOMMANDS if sub.name.startswith(action)]
@@ -230,10 +236,10 @@ def _complete(conv: Conversation, prefix: str) -> list[str]:
 
 def register(registry: CommandRegistry) -> None:
     registry.add(Command("session", session_command, "/session <action> [name]",
-                         "named sessions and their transcripts:",
+                         "named sessions and their transcripts",
                          complete=_complete, details=tuple((sub.usage, sub.summary) for sub in SUBCOMMANDS)))
     registry.command("newsession", "/newsession", "start a new conversation (same as /session new)")(
-        lambda conv, args: Result(BY_NAME["new"].run(conv, args))
+        lambda conv, args: Result(_newsession(conv, args))
     )
     registry.command("config", "/config session", "show the session settings and where each came from")(
         config_command

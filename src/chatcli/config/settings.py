@@ -28,6 +28,7 @@ DEFAULT_AUTOSAVE_KEEP = 600
 DEFAULT_CCR_TTL_DAYS = 7.0
 DEFAULT_CCR_MAX_SIZE = 100 * 1024 * 1024
 DEFAULT_AUTO_COMPACT = 0.8
+MIN_CONTEXT_WINDOW = 256  # below this no prompt and answer fit beside a system prompt
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
                "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
 
@@ -176,8 +177,9 @@ class Settings:
             except ValueError:
                 warnings.append(f"CHATCLI_CCR_MAX_SIZE={env['CHATCLI_CCR_MAX_SIZE']!r} is not a size like 100MB; "
                                 "using 100MB")
-        context_window = _whole(env, "CHATCLI_CONTEXT_WINDOW", warnings, "a positive number of tokens",
-                                "using the provider's default")
+        context_window = _whole(env, "CHATCLI_CONTEXT_WINDOW", warnings,
+                                f"a number of tokens of at least {MIN_CONTEXT_WINDOW}", "using the provider's default",
+                                least=MIN_CONTEXT_WINDOW)
         local_threads = _whole(env, "CHATCLI_LOCAL_THREADS", warnings, "a positive number", "using every core")
         auto_compact = _fraction(env, "CHATCLI_AUTO_COMPACT", DEFAULT_AUTO_COMPACT, warnings)
         encryption_key = paths.encryption_key(env)  # a bad key stops here, before anything is read

@@ -78,8 +78,9 @@ class Mirror:
         conv = self.conv
         if not conv.history and conv.session_name is None:
             return []
-        if conv.session_name is not None:
-            notes, snapshot = [], SessionData(extra={ATTACHED: conv.session_name})
+        if conv.session_name is not None:  # titled, so that listings say where the conversation is
+            notes = []
+            snapshot = SessionData(title=f"attached to '{conv.session_name}'", extra={ATTACHED: conv.session_name})
         else:
             notes = conv.sync_transcript()
             snapshot = conv.snapshot()
@@ -224,6 +225,8 @@ class Host:
         """A conversation of this surface by id (live, or kept in its mirror), or else any saved
         session by that name, loaded into a new live conversation named `id`. Raises ChatcliError
         when there is none."""
+        if id.lower().startswith(self.prefix) and len(id) > len(self.prefix):
+            id = id[len(self.prefix):]  # a mirror loaded by the name listings show: continue it, not a copy
         with self._guard:  # another resume of the same id waits: it never sees it half-loaded
             hosted = self.live.get(id)
             if hosted is not None:

@@ -113,10 +113,13 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
             _window_view(conv, text)
         return []
     cut = plan_cut(conv.history, compaction.KEEP_RECENT)
-    if cut is None:
-        if too_big:
-            _window_view(conv, text)
-        return []  # nothing old enough to summarise
+    if cut is None:  # nothing old enough to summarise
+        if not too_big:
+            return []
+        sent = _window_view(conv, text)
+        return [f"This conversation holds about {used:,} tokens, more than the {window:,}-token context window, "
+                f"and none of it is old enough to summarise: this turn sends the new message and the latest "
+                f"{sent:,} of the {len(conv.history):,} before it."]
     percent = used * 100 // window
     summarisable = estimate_tokens("", [conv.history[i] for i in cut.summarised]) <= window
     if conv.binding.unchanged_since_load() or not summarisable:

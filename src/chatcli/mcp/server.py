@@ -85,9 +85,9 @@ def _described() -> str:
     parts = []
     for action, sub in session_commands.BY_MCP_ACTION.items():
         argument = f" {sub.mcp_params[0].upper()}" if sub.mcp_params else ""
-        parts.append(f"{action}{argument} ({sub.summary})")
-    return ("Manage chatcli sessions for the live conversation `session` (default 'mcp'): " + "; ".join(parts)
-            + ". Clearing keeps the conversation in its mcp-<session> mirror first.")
+        parts.append(f"{action}{argument}: {sub.summary.split(' (also')[0]}")
+    return ("Manage chatcli sessions for the live conversation `session` (default 'mcp'). Actions: "
+            + "; ".join(parts) + ". Before a clear, an unsaved conversation is kept as an autosave-… session.")
 
 
 def build_server(settings: Settings):
@@ -117,9 +117,12 @@ def build_server(settings: Settings):
             raise failing(exc) from None
 
     @server.tool(description=_described())
-    async def manage_session(action: Annotated[str, Field(json_schema_extra={"enum": list(ACTIONS)})],
-                             session: str = DEFAULT_SESSION, name: str = "", query: str = "",
-                             to: str = "") -> str:
+    async def manage_session(
+            action: Annotated[str, Field(json_schema_extra={"enum": list(ACTIONS)})],
+            session: Annotated[str, Field(description="the live conversation (as in ask_chatcli)")] = DEFAULT_SESSION,
+            name: Annotated[str, Field(description="the saved session: save, load, attach, delete, fork")] = "",
+            query: Annotated[str, Field(description="words to search for: search")] = "",
+            to: Annotated[str, Field(description="the new session's name: fork")] = "") -> str:
         import anyio
 
         params = {"name": name, "query": query, "to": to}
@@ -155,8 +158,9 @@ def run_mcp_server(settings: Settings) -> int:
     try:
         server.run()
     finally:  # a bound conversation's unwritten turns (write-through off) go to its session now;
-        # an unbound one was mirrored by its last turn or action (a mirror deleted stays deleted)
-        for session, note in surface.host.finish(unbound=False):
+        # an unbound one was mirrored by its last turn or action (a mirror deleted stays deleted),
+        # or, with mirrors off, is kept as an autosave now, as the REPL keeps it
+        for session, note in surface.host.finish(unbound=not settings.mcp_autosave):
             log.info("%s: %s", session, note)
     return 0
 

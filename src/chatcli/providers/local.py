@@ -135,7 +135,9 @@ def worker_for(path: Path, threads: int | None = None, context: int = CONTEXT_TO
         if not _workers:
             atexit.register(_shutdown_all)
         if key not in _workers:
-            _workers[key] = LocalWorker(str(path), threads or worker_threads(), context)
+            # More threads than cores only make each token wait for the slowest of them.
+            cores = worker_threads()
+            _workers[key] = LocalWorker(str(path), min(threads or cores, cores), context)
         return _workers[key]
 
 
