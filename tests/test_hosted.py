@@ -13,6 +13,7 @@ from chatcli.commands.builtin import build_registry
 from chatcli.core.errors import UsageError
 from chatcli.engine import sessions
 from chatcli.engine.hosted import ATTACHED, Host
+from chatcli.store.sessions import SessionError
 
 
 @pytest.fixture
@@ -142,3 +143,13 @@ def test_a_turn_too_long_for_the_window_with_nothing_to_summarise_says_what_it_s
     assert len(fake_model.requests[-1].messages) == 1  # only the latest fits
     assert any("none of it is old enough to summarise: this turn sends the new message and the latest 0 of the "
                "2 before it" in n for n in notes), notes
+
+
+def test_a_mirror_name_with_no_mirror_is_not_read_as_the_session_it_contains(settings, fake_model, make_conversation):
+    mine = make_conversation()
+    sessions.start(mine, name="notes")
+    mine.send("my notes")
+    editor = Host(settings, registry=fake_model.registry(), prefix="mcp-acp-")
+    with pytest.raises(SessionError, match="mcp-acp-notes"):
+        editor.resume("mcp-acp-notes")
+    assert editor.live == {}

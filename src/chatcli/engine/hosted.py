@@ -203,9 +203,6 @@ class Host:
             self._prompts[cwd] = prompt
         return self._prompts[cwd]
 
-    def get(self, id: str) -> Hosted | None:
-        return self.live.get(id)
-
     def open(self, id: str, cwd: Path | None = None, *, take_over: bool = True) -> Hosted:
         validate_name(id)
         validate_name(self.prefix + id)  # its mirror's name: said now, not at the first turn
@@ -225,6 +222,7 @@ class Host:
         """A conversation of this surface by id (live, or kept in its mirror), or else any saved
         session by that name, loaded into a new live conversation named `id`. Raises ChatcliError
         when there is none."""
+        name = id  # what is loaded when no mirror holds it
         if id.lower().startswith(self.prefix) and len(id) > len(self.prefix):
             id = id[len(self.prefix):]  # a mirror loaded by the name listings show: continue it, not a copy
         with self._guard:  # another resume of the same id waits: it never sees it half-loaded
@@ -235,7 +233,7 @@ class Host:
             try:
                 note = hosted.mirror.take_over() or hosted.mirror.take_over(OLD_EDITOR_PREFIX + id)
                 if note is None:
-                    note = sessions.load(hosted.conv, id).text
+                    note = sessions.load(hosted.conv, name).text
             except BaseException:
                 self.live.pop(id, None)
                 raise
