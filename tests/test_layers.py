@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,25 @@ def test_the_layer_check_catches_upward_and_peer_imports(tmp_path: Path) -> None
     assert len(layer_violations("chatcli.engine.bad", bad)) == 1
     assert len(layer_violations("chatcli.cli.bad", bad)) == 1
     assert layer_violations("chatcli.main", bad) == []
+
+
+# The layout under CHATCLI_HOME: directory names joined onto a path, and the suffixes and names
+# of the files chatcli keeps there.
+_LAYOUT = re.compile(r"""/\s*["'](?:sessions|transcripts|ccr|index|logs)["']"""
+                     r"""|join\([^)]*["'](?:sessions|transcripts|ccr|index|logs)["']"""
+                     r"""|["']\.(?:jsonl|lock|sqlite)["']|key-check|search\.sqlite|sealed\.sqlite"""
+                     r"""|\.catalog\.(?:json|log)|\.latest\.json|\.listing\.txt""")
+# The prompt history's lock sits beside HISTORY_FILE, outside CHATCLI_HOME.
+_LAYOUT_ELSEWHERE = {"chatcli.store.history": "'.lock'"}
+
+
+def test_the_storage_layout_is_spelled_in_store_home_only():
+    spelled = []
+    for module, path in _modules():
+        if module == "chatcli.store.home":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            found = _LAYOUT.search(line)
+            if found and found.group(0).strip("\"'") not in _LAYOUT_ELSEWHERE.get(module, "").strip("\"'"):
+                spelled.append(f"{module}:{number}: {line.strip()}")
+    assert spelled == []
