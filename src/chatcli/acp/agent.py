@@ -24,12 +24,13 @@ import time
 from dataclasses import dataclass, field
 
 from chatcli import __version__
+from chatcli.commands import session as session_commands
 from chatcli.commands.builtin import build_registry
+from chatcli.commands.registry import Result
 from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
 from chatcli.engine import upkeep
-from chatcli.core.names import MIRROR_PREFIX
-from chatcli.engine.hosted import Host, Hosted
+from chatcli.engine.hosted import EDITOR_PREFIX, Host, Hosted
 
 # The commands the prompt box runs (the others belong to the terminal).
 COMMANDS = ("session", "newsession", "compact", "rewind")
@@ -92,7 +93,7 @@ def build_agent(settings: Settings):
     from acp.schema import AgentCapabilities, AvailableCommand, Implementation, UnstructuredCommandInput
 
     registry = build_registry()
-    host = Host(settings, warn=log.warning, prefix=MIRROR_PREFIX + "acp-")
+    host = Host(settings, warn=log.warning, prefix=EDITOR_PREFIX)
 
     class ChatcliAgent(acp.Agent):
         def __init__(self) -> None:
@@ -254,21 +255,15 @@ def _command(registry, hosted: Hosted, line: str):
     """A prompt-box command, run as the REPL runs it; /session and /newsession as a hosted
     conversation's (its mirror kept after, dropped after a clear), the others then keep the
     mirror too."""
-    from chatcli.commands import session as session_commands
-    from chatcli.commands.registry import Result
-
     word, _, args = line.partition(" ")
     name = word.lstrip("/").lower()
-    if name == "newsession" and args.split():
-        return Result("usage: /newsession", error=True)
     if name in ("session", "newsession"):
-        action, rest = (args.split(None, 1) + ["", ""])[:2]
-        sub = session_commands.BY_NAME.get(action.lower()) if name == "session" else session_commands.BY_NAME["new"]
-        if sub is not None:
-            try:
-                return Result(session_commands.run_hosted(hosted, sub, rest if name == "session" else args))
-            except ChatcliError as exc:
-                return Result(str(exc), error=True)
+        try:
+            text = session_commands.run_hosted_line(hosted, name, args)
+        except ChatcliError as exc:
+            return Result(str(exc), error=True)
+        if text is not None:
+            return Result(text)
     result = registry.dispatch(line, hosted.conv)
     hosted.keep()
     return result

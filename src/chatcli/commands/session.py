@@ -112,14 +112,20 @@ BY_MCP_ACTION = {sub.mcp: sub for sub in SUBCOMMANDS if sub.mcp}
 USAGE = " · ".join(sub.usage for sub in SUBCOMMANDS)
 
 
-def session_command(conv: Conversation, args: str) -> Result:
+def _action(args: str) -> tuple[str, str]:
+    """The words after /session: its action (lower case) and the rest."""
     action, rest = (args.split(None, 1) + ["", ""])[:2]
+    return action.lower(), rest.strip()
+
+
+def session_command(conv: Conversation, args: str) -> Result:
+    action, rest = _action(args)
     if not action:
         return Result(sessions.status(conv).text + f"\nUsage: {USAGE}")
-    sub = BY_NAME.get(action.lower())
+    sub = BY_NAME.get(action)
     if sub is None:
-        raise UsageError(f"unknown /session action '{action.lower()}'; usage: {USAGE}")
-    return Result(sub.run(conv, rest.strip()))
+        raise UsageError(f"unknown /session action '{action}'; usage: {USAGE}")
+    return Result(sub.run(conv, rest))
 
 
 def run_hosted(hosted: Hosted, sub: Subcommand, args: str) -> str:
@@ -214,6 +220,19 @@ def _newsession(conv: Conversation, args: str) -> str:
     if args.split():
         raise UsageError("usage: /newsession")
     return BY_NAME["new"].run(conv, "")
+
+
+def run_hosted_line(hosted: Hosted, command: str, args: str) -> str | None:
+    """`/session …` or `/newsession` typed on a hosted surface (the ACP prompt box, later a chat
+    channel), run with run_hosted. None when the words name no action: the registry's own reply
+    (the status and usage, or the unknown-action error) is then the one to give."""
+    if command == "newsession":
+        if args.split():
+            raise UsageError("usage: /newsession")
+        return run_hosted(hosted, BY_NAME["new"], "")
+    action, rest = _action(args)
+    sub = BY_NAME.get(action)
+    return None if sub is None else run_hosted(hosted, sub, rest)
 
 
 def _complete(conv: Conversation, prefix: str) -> list[str]:

@@ -34,7 +34,10 @@ from chatcli.providers.base import ProviderRegistry
 from chatcli.store.home import Home
 from chatcli.store.sessions import SessionError
 
-# Editor sessions of versions before 0.9 were mirrored under this prefix; still found on load.
+# An editor's conversations (the ACP agent's) are mirrored as mcp-acp-<id>: its ids never meet
+# an MCP client's session names.
+EDITOR_PREFIX = MIRROR_PREFIX + "acp-"
+# Editor sessions of older versions were mirrored under this prefix; still found on load.
 OLD_EDITOR_PREFIX = "autosave-acp-"
 ATTACHED = "chatcli_attached"  # a mirror's field: the session of the user's it is attached to
 

@@ -181,30 +181,8 @@ class Home:
     def key_check_path(self) -> Path:
         return self.root / _KEY_CHECK
 
-    def session_path(self, name: str) -> Path:
-        return session_path(self.sessions_dir, name)
-
-    def lock_path(self, name: str) -> Path:
-        return lock_path(self.sessions_dir, name)
-
     def journal_path(self, transcript_id: str) -> Path:
         return journal_path(self.transcripts_dir, transcript_id)
-
-    @property
-    def catalog_path(self) -> Path:
-        return catalog_path(self.sessions_dir)
-
-    @property
-    def appends_path(self) -> Path:
-        return appends_path(self.sessions_dir)
-
-    @property
-    def latest_path(self) -> Path:
-        return latest_path(self.sessions_dir)
-
-    @property
-    def rendered_path(self) -> Path:
-        return rendered_path(self.sessions_dir)
 
     # -- stores, opened with the key ---------------------------------------------------------
     def sessions(self) -> SessionStore:
