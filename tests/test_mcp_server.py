@@ -33,7 +33,7 @@ def text(result) -> str:
 def test_tools_and_two_turns_in_one_live_conversation(openai_env, openai_server):
     async def work(client):
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(tools) == {"ask_chatcli", "manage_session"}
+        assert set(tools) == {"ask_chatcli", "agent_task", "manage_session"}
         assert "fork" in tools["manage_session"].input_schema["properties"]["action"]["enum"]  # told to clients
         first = await client.call_tool("ask_chatcli", {"prompt": "my name is Ada"})
         second = await client.call_tool("ask_chatcli", {"prompt": "what is my name?"})

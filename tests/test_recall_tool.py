@@ -50,6 +50,7 @@ def compacted_session(repl: Repl, server) -> str:
 
 
 def test_the_model_fetches_the_originals_of_a_summary(env, workdir, tool_server):
+    env["CHATCLI_CHAT_TOOLS"] = "false"  # chat's session_search off: recall alone, offered by the summary
     repl = Repl(env, "m", cwd=workdir, args=("--session", "recalling"))
     try:
         key = compacted_session(repl, tool_server)

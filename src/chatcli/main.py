@@ -37,6 +37,13 @@ def build_parser():
                         help="resume the most recent session")
     parser.add_argument("--session", metavar="NAME", help="attach to session NAME at start (created when "
                         "missing); with -p the turn is written to it")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--agent", dest="mode", action="store_const", const="agent", default="chat",
+                       help="agent mode: the model may read files here and run shell commands, each asking first")
+    modes.add_argument("--coder", dest="mode", action="store_const", const="coder",
+                       help="coder mode: agent mode plus file writes and edits, each diff asking first")
+    parser.add_argument("--yes", action="store_true", help="approve every shell command and file write "
+                        "without asking (with --agent/--coder; for scripts)")
     parser.add_argument("--raw", action="store_true", help="print answers as plain text, no Markdown rendering")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     parser.add_argument("--version", action="version", version=f"chatcli {__version__}")
@@ -74,9 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         args.debug = False
         runner = _run_storage
     elif argv and argv[0] == "mcp-server":
-        args = _server_parser("mcp-server", "Serve chatcli's conversations and sessions over MCP on stdio "
-                              "(tools ask_chatcli and manage_session; resources chatcli://sessions).",
-                              ).parse_args(argv[1:])
+        parser = _server_parser("mcp-server", "Serve chatcli's conversations and sessions over MCP on stdio "
+                                "(tools ask_chatcli, agent_task and manage_session; resources chatcli://sessions).")
+        parser.add_argument("--allow-writes", action="store_true", help="let agent_task run shell commands and "
+                            "write files in the server's working directory (without it, its tools only read)")
+        args = parser.parse_args(argv[1:])
         runner = _run_mcp
     elif argv and argv[0] == "doctor":
         args = _server_parser("doctor", "Check that chatcli can answer: which provider would answer and why, "
@@ -144,10 +153,10 @@ def _run(args) -> int:
 
         # Bytes that are not UTF-8 (a Latin-1 log, say) become U+FFFD rather than failing later.
         piped = None if sys.stdin.isatty() else sys.stdin.buffer.read().decode("utf-8", errors="replace")
-        return run_oneshot(settings, args.prompt, piped, start)
+        return run_oneshot(settings, args.prompt, piped, start, mode=args.mode, yes=args.yes)
     from chatcli.repl.app import run_repl
 
-    return run_repl(settings, start)
+    return run_repl(settings, start, mode=args.mode, yes=args.yes)
 
 
 def _server_parser(name: str, description: str):
@@ -161,7 +170,8 @@ def _server_parser(name: str, description: str):
 def _run_mcp(args) -> int:
     from chatcli.mcp.server import run_mcp_server
 
-    return run_mcp_server(_settings(provider=args.provider, model=args.model, debug=args.debug))
+    return run_mcp_server(_settings(provider=args.provider, model=args.model, debug=args.debug),
+                          allow_writes=args.allow_writes)
 
 
 def _run_acp(args) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from chatcli.config.settings import Settings
+from chatcli.core.agent import ALWAYS, NO, Approval, parse_answer
 from chatcli.core.errors import UsageError
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation, load_system_prompt
@@ -19,13 +20,17 @@ def compose_prompt(flag: str | None, piped: str | None) -> str:
     return "\n\n".join(part.strip("\n") for part in parts)
 
 
-def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: dict | None = None) -> int:
-    """Without --session/--continue nothing is written; with them the turn goes to that session."""
+def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: dict | None = None,
+                mode: str = "chat", yes: bool = False) -> int:
+    """Without --session/--continue nothing is written; with them the turn goes to that session.
+    In agent or coder mode a shell command or file write asks on the terminal (stdin a
+    terminal), is approved by --yes, or else is refused and the model told so."""
     prompt = compose_prompt(flag, piped)
     system_prompt, warnings = load_system_prompt(settings)
     for warning in warnings:
         sys.stderr.write(f"chatcli: warning: {warning}\n")
     conversation = Conversation(settings, system_prompt=system_prompt)
+    conversation.agent.switch(mode, conversation)
     if start and (start.get("name") or start.get("resume")):  # a turn to record: can it be?
         warning, _ = sessions.read_only_warning(conversation)
         if warning:
@@ -33,7 +38,8 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
     for note in sessions.start(conversation, **(start or {})):
         sys.stderr.write(note + "\n")
     loaded_unbound = bool(conversation.history) and conversation.session_name is None
-    result = stream_turn(conversation, prompt, sys.stdout)
+    approve = (lambda _question: ALWAYS) if yes else _ask_on_terminal if sys.stdin.isatty() else None
+    result = stream_turn(conversation, prompt, sys.stdout, approve=approve)
     if result.interrupted:
         return 130
     if conversation.binding.unsynced:  # a one-shot has no next turn to try again
@@ -44,3 +50,19 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
         sys.stderr.write("chatcli: error: this turn was not written to a session (see the note above)\n")
         return 1
     return 0
+
+
+def _ask_on_terminal(question: Approval) -> str:
+    """The approval question on stderr, answered on stdin (a terminal): y / n / always."""
+    if question.detail:
+        sys.stderr.write(question.detail.rstrip("\n") + "\n")
+    sys.stderr.write(f"{question.tool}: {question.title}\n")
+    while True:
+        sys.stderr.write("Allow? (y)es / (n)o / (a)lways: ")
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:
+            return NO
+        answer = parse_answer(line)
+        if answer is not None:
+            return answer

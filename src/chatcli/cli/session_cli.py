@@ -98,9 +98,7 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
                     for g in groups]
             out.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
         else:
-            from chatcli.commands.session import format_session_hits
-
-            out.write(format_session_hits(groups) + "\n")
+            out.write(records.format_session_hits(groups) + "\n")
     else:  # delete and fork act on a conversation, exactly as /session does
         from chatcli.engine import sessions
         from chatcli.engine.conversation import Conversation

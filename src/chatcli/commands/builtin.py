@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chatcli.commands import agent as agent_commands
 from chatcli.commands import recall as recall_commands
 from chatcli.commands import session as session_commands
 from chatcli.commands import storage as storage_commands
@@ -55,6 +56,7 @@ def build_registry() -> CommandRegistry:
         conv.switch_provider(args)
         return Result(f"Provider set to {conv.settings.provider}, model {conv.settings.model_label}.")
 
+    agent_commands.register(registry)
     session_commands.register(registry)
     storage_commands.register(registry)
     recall_commands.register(registry)

@@ -24,6 +24,7 @@ class Result:
     ask: str = ""
     follow: str = ""
     unanswered: str = ""  # what to say when the question is left without an answer
+    send: str = ""  # a message the surface sends as a turn next (/agent TASK)
 
 
 Handler = Callable[["Conversation", str], Result]

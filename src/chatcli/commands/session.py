@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -76,7 +75,7 @@ def _list(conv: Conversation, args: str) -> str:
 def _search(conv: Conversation, query: str) -> str:
     if not query.strip():
         raise UsageError("usage: /session search <words>")
-    return format_session_hits(records.search_sessions(conv.settings, conv.store, query))
+    return records.format_session_hits(records.search_sessions(conv.settings, conv.store, query))
 
 
 def _export_command(conv: Conversation, args: str) -> str:
@@ -192,17 +191,6 @@ def transcript_command(conv: Conversation, args: str) -> str:
             rest = ["md", *rest]  # a path alone: Markdown
         return _export(conv, rest or ["md"], "/session transcript export [md|jsonl] [path]")
     raise UsageError(f"usage: {usage}")
-
-
-def format_session_hits(groups: list[records.SessionHits]) -> str:
-    if not groups:
-        return "No saved session matches."
-    lines = []
-    for group in groups:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(group.mtime)) if group.mtime else ""
-        lines.append(f"{group.name}  ({when})")
-        lines += [f"  #{pos} {role} …{snippet.strip()}…" for pos, role, snippet in group.hits]
-    return "\n".join(lines)
 
 
 def config_command(conv: Conversation, args: str) -> Result:

@@ -28,6 +28,9 @@ DEFAULT_AUTOSAVE_KEEP = 600
 DEFAULT_CCR_TTL_DAYS = 7.0
 DEFAULT_CCR_MAX_SIZE = 100 * 1024 * 1024
 DEFAULT_AUTO_COMPACT = 0.8
+DEFAULT_AGENT_MAX_STEPS = 25
+DEFAULT_AGENT_SHELL_TIMEOUT = 60.0
+DEFAULT_AGENT_OUTPUT_LIMIT = 16_000
 MIN_CONTEXT_WINDOW = 256  # below this no prompt and answer fit beside a system prompt
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
                "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
@@ -127,6 +130,17 @@ class Settings:
     # CHATCLI_AUTO_COMPACT: compact automatically before a turn once the history fills this
     # fraction of the context window; 0 turns it off.
     auto_compact: float = DEFAULT_AUTO_COMPACT
+    # CHATCLI_CHAT_TOOLS: chat mode offers the model the session tools (session_search, and
+    # recall after a compaction); off for an endpoint that refuses requests carrying tools.
+    chat_tools: bool = True
+    # CHATCLI_AGENT_MAX_STEPS: tool rounds an agent or coder turn may take before it must answer.
+    agent_max_steps: int = DEFAULT_AGENT_MAX_STEPS
+    # CHATCLI_AGENT_SHELL_TIMEOUT: seconds a run_shell command may take before it is stopped.
+    agent_shell_timeout: float = DEFAULT_AGENT_SHELL_TIMEOUT
+    # CHATCLI_AGENT_OUTPUT_LIMIT: characters of a tool's output the model is given (start and end).
+    agent_output_limit: int = DEFAULT_AGENT_OUTPUT_LIMIT
+    # CHATCLI_AGENT_DIRS: directories besides the working one the file tools may read and write.
+    agent_dirs: tuple[Path, ...] = ()
     # CHATCLI_ENCRYPTION_KEY: the master key sealing sessions, journals and recall entries.
     encryption_key: bytes | None = field(default=None, repr=False)
     proxies: Proxies = field(default_factory=Proxies)
@@ -182,6 +196,13 @@ class Settings:
                                 least=MIN_CONTEXT_WINDOW)
         local_threads = _whole(env, "CHATCLI_LOCAL_THREADS", warnings, "a positive number", "using every core")
         auto_compact = _fraction(env, "CHATCLI_AUTO_COMPACT", DEFAULT_AUTO_COMPACT, warnings)
+        steps = _whole(env, "CHATCLI_AGENT_MAX_STEPS", warnings, "a positive whole number",
+                       f"using {DEFAULT_AGENT_MAX_STEPS}")
+        output_limit = _whole(env, "CHATCLI_AGENT_OUTPUT_LIMIT", warnings, "a number of characters of at least 200",
+                              f"using {DEFAULT_AGENT_OUTPUT_LIMIT:,}", least=200)
+        shell_timeout = _seconds(env, "CHATCLI_AGENT_SHELL_TIMEOUT", DEFAULT_AGENT_SHELL_TIMEOUT, warnings)
+        agent_dirs = tuple(Path(os.path.expanduser(part.strip()))
+                           for part in env.get("CHATCLI_AGENT_DIRS", "").split(os.pathsep) if part.strip())
         encryption_key = paths.encryption_key(env)  # a bad key stops here, before anything is read
         autosave = _flag(env, "CHATCLI_SESSION_AUTOSAVE", True, warnings)
         mcp_autosave = _flag(env, "CHATCLI_MCP_SESSION_AUTOSAVE", autosave, warnings)
@@ -199,6 +220,11 @@ class Settings:
             context_window=context_window,
             local_threads=local_threads,
             auto_compact=auto_compact,
+            chat_tools=_flag(env, "CHATCLI_CHAT_TOOLS", True, warnings),
+            agent_max_steps=steps or DEFAULT_AGENT_MAX_STEPS,
+            agent_shell_timeout=shell_timeout,
+            agent_output_limit=output_limit or DEFAULT_AGENT_OUTPUT_LIMIT,
+            agent_dirs=agent_dirs,
             encryption_key=encryption_key,
             provider=chosen,
             provider_source=chosen_because,
@@ -359,6 +385,20 @@ def _whole(env: Mapping[str, str], var: str, warnings: list[str], says: str, oth
         pass
     warnings.append(f"{var}={env[var]!r} is not {says}; {otherwise}")
     return None
+
+
+def _seconds(env: Mapping[str, str], var: str, default: float, warnings: list[str]) -> float:
+    text = env.get(var, "").strip().lower().removesuffix("s")
+    if not text:
+        return default
+    try:
+        value = float(text)
+        if math.isfinite(value) and value > 0:
+            return value
+    except ValueError:
+        pass
+    warnings.append(f"{var}={env[var]!r} is not a number of seconds; using {default:g}")
+    return default
 
 
 def _fraction(env: Mapping[str, str], var: str, default: float, warnings: list[str]) -> float:

@@ -45,7 +45,8 @@ def to_markdown(entries: Sequence[Entry], *, title: str, facts: Sequence[str]) -
             continue
         message = entry.message
         when = f" · {local_time(entry.time)}" if entry.time else ""
-        flags = " (interrupted)" if message.meta.get("interrupted") else ""
+        flags = f" ({message.meta['mode']})" if message.meta.get("mode") in ("agent", "coder") else ""
+        flags += " (interrupted)" if message.meta.get("interrupted") else ""
         if message.meta.get("is_summary"):
             flags += f" (summary of {message.meta.get('summary_of', '?')} messages)"
         if message.role == "system":
@@ -54,14 +55,28 @@ def to_markdown(entries: Sequence[Entry], *, title: str, facts: Sequence[str]) -
             continue
         if message.role == "tool":
             call = f" for call {message.tool_call_id}" if message.tool_call_id else ""
-            out += [f"## #{entry.pos} tool result{call}{when}", "", fence(message.content)]
+            flags += " (refused)" if message.meta.get("refused") else ""
+            out += [f"## #{entry.pos} tool result{call}{flags}{when}", "", fence(message.content)]
             continue
         out += [f"## #{entry.pos} {message.role}{flags}{when}", ""]
         if message.content:
             out.append(message.content)
         for call in message.tool_calls or ():
-            out += ["", fence(json.dumps(call, ensure_ascii=False, indent=2), "json")]
+            out += ["", *_call_block(call)]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _call_block(call: dict) -> list[str]:
+    """A tool call as its name and id, then its arguments as indented JSON (as written, when they
+    are not JSON)."""
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    arguments = function.get("arguments")
+    try:
+        shown = json.dumps(json.loads(arguments), ensure_ascii=False, indent=2) if isinstance(arguments, str) \
+            else json.dumps(arguments, ensure_ascii=False, indent=2)
+    except ValueError:
+        shown = str(arguments)
+    return [f"Tool call `{function.get('name')}` (id {call.get('id')}):", "", fence(shown, "json")]
 
 
 def to_jsonl(entries: Sequence[Entry]) -> str:

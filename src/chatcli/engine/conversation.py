@@ -18,6 +18,7 @@ from chatcli.core.bootstrap import compose_system_prompt
 from chatcli.core.messages import History
 from chatcli.core.session import SessionData
 from chatcli.engine import turn
+from chatcli.engine.agent import Agent, Approve
 from chatcli.engine.binding import Binding
 from chatcli.engine.transcript import TranscriptSync, now_text
 from chatcli.providers.base import Provider, ProviderRegistry, default_registry
@@ -67,6 +68,8 @@ class Conversation:
         self.foreign_checkpoints: list = []
         self.unreadable_checkpoints = 0
         self.pacing = turn.Pacing()  # what its turns remember about the context window
+        # Its mode (chat, agent, coder) and what its tools may do (engine/agent.py).
+        self.agent = Agent()
         # Why nothing can be saved this run (CHATCLI_HOME read-only, say), once a front end found
         # it at start-up and said so: no journal, no autosave, no write-through attempts.
         self.read_only: str | None = None
@@ -262,9 +265,9 @@ class Conversation:
                                       key=lambda c: c.time)
 
     def send(self, text: str, on_text: Callable[[str], None] = lambda _t: None,
-             on_notice: Callable[[str], None] | None = None) -> turn.TurnResult:
+             on_notice: Callable[[str], None] | None = None, approve: Approve | None = None) -> turn.TurnResult:
         """Run one turn: engine/turn.py's pipeline (see `turn.run`)."""
-        return turn.run(self, text, on_text, on_notice)
+        return turn.run(self, text, on_text, on_notice, approve)
 
     def warm(self) -> None:
         """Do the slow part of the first request now (load a local model); safe from a thread."""

@@ -28,6 +28,7 @@ from chatcli.core.errors import UsageError
 from chatcli.core.names import MIRROR_PREFIX, validate_name
 from chatcli.core.session import SessionData
 from chatcli.engine import sessions
+from chatcli.engine.agent import Approve
 from chatcli.engine.conversation import Conversation, load_system_prompt
 from chatcli.engine.turn import TurnResult
 from chatcli.providers.base import ProviderRegistry
@@ -146,11 +147,11 @@ class Hosted:
         return notes
 
     def send(self, text: str, on_text: Callable[[str], None] = lambda _t: None,
-             on_notice: Callable[[str], None] | None = None) -> TurnResult:
+             on_notice: Callable[[str], None] | None = None, approve: Approve | None = None) -> TurnResult:
         """One turn (the run-turn pipeline every surface calls), then the mirror. A failed turn
         keeps the question, and so does the mirror; the mirror's notes join the result's."""
         try:
-            result = self.conv.send(text, on_text, on_notice)
+            result = self.conv.send(text, on_text, on_notice, approve)
         finally:
             kept = self.keep()  # logged there, also when the turn failed
         return result.with_notes(kept) if kept else result

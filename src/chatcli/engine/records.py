@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
 from collections import namedtuple
 from collections.abc import Sequence
 from pathlib import Path
@@ -292,5 +293,18 @@ def search_sessions(settings: Settings, store: SessionStore, query: str, session
     return ranked[:sessions]
 
 
-__all__ = ["FORMATS", "Record", "SessionHits", "export", "exported", "format_hits", "messages", "record", "remove_journal", "search",
+def format_session_hits(groups: list[SessionHits]) -> str:
+    """The ranked hits of a session search, as /session search, `chatcli session search` and the
+    model's session_search tool show them."""
+    if not groups:
+        return "No saved session matches."
+    lines = []
+    for group in groups:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(group.mtime)) if group.mtime else ""
+        lines.append(f"{group.name}  ({when})")
+        lines += [f"  #{pos} {role} …{snippet.strip()}…" for pos, role, snippet in group.hits]
+    return "\n".join(lines)
+
+
+__all__ = ["FORMATS", "Record", "SessionHits", "export", "exported", "format_hits", "format_session_hits", "messages", "record", "remove_journal", "search",
            "index_recorded", "search_index", "search_sessions", "show", "stats", "warm_index"]

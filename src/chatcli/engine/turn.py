@@ -15,13 +15,15 @@ from chatcli.core import checkpoints as rewind_points
 from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
 from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message
-from chatcli.engine import compaction, recall
+from chatcli.engine import compaction
+from chatcli.engine.agent import Approve
 from chatcli.providers.base import Delta, Done, Request, ToolCall, streaming
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
 
-# How many times in one turn the model may call tools before it must answer.
+# How many times in one chat turn the model may call tools before it must answer (agent and
+# coder turns: CHATCLI_AGENT_MAX_STEPS).
 MAX_TOOL_ROUNDS = 4
 
 
@@ -62,13 +64,15 @@ def run(
     text: str,
     on_text: Callable[[str], None] = lambda _t: None,
     on_notice: Callable[[str], None] | None = None,
+    approve: Approve | None = None,
 ) -> TurnResult:
     """Run one turn: adopt what other surfaces wrote, compact if due, checkpoint, send,
     record the answer, journal it, write the bound session. The user's message stays in the history whatever happens.
 
     Ctrl-C (KeyboardInterrupt) during the answer keeps the partial answer, marked
     `meta.interrupted`, and returns normally. A provider error keeps any partial answer
-    the same way, then propagates.
+    the same way, then propagates. `approve` is asked before a tool call that asks (a shell
+    command, a file write); without it such calls are refused.
     """
     notice = on_notice or (lambda _text: None)
     for note in conv.binding.adopt():
@@ -77,9 +81,9 @@ def run(
         notice(note)
     for note in conv.checkpoint(rewind_points.label_of(text)):
         notice(note)
-    conv.history.append(Message("user", text))
+    conv.history.append(Message("user", text, meta=conv.agent.meta()))
     try:
-        result = _answer(conv, on_text, notice)
+        result = _answer(conv, on_text, notice, approve)
     except BaseException:
         # The user's message is recorded even when the turn failed.
         for note in conv.sync_transcript() + conv.binding.write_through():
@@ -168,22 +172,31 @@ def _window_view(conv: Conversation, text: str) -> int:
     return len(conv.history) - conv.pacing.window_from
 
 
-def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable[[str], None]) -> TurnResult:
-    """Stream the answer. When the provider can call tools and a summary names recall
-    entries, the model may fetch them (SPEC §8.1): each call and its result join the
-    history as a pair, and the model is asked again, at most MAX_TOOL_ROUNDS times."""
+def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable[[str], None],
+            approve: Approve | None) -> TurnResult:
+    """Stream the answer. When the provider can call tools the model may call those the mode
+    offers (engine/agent.py): each batch of calls joins the history as an assistant message
+    holding them, followed by one `tool` message per call, and the model is asked again, at
+    most MAX_TOOL_ROUNDS times in chat (CHATCLI_AGENT_MAX_STEPS in agent and coder modes).
+
+    An agent or coder turn syncs the journal at the start of every step (SPEC §7): the
+    previous batch's results are on disk before the model is asked again, so a hard kill
+    loses at most the batch in flight. `run` syncs again when the turn ends, however it ends."""
+    agent = conv.agent
+    limit = conv.settings.agent_max_steps if agent.tagged else MAX_TOOL_ROUNDS
     parts: list[str] = []
     done: Done | None = None
     rounds = 0
-    supports = getattr(conv.provider, "supports_tools", False)
     try:
         while True:
-            # Offered while a summary names recall entries, and described whenever the
-            # history holds tool calls (Anthropic refuses tool blocks of undefined tools);
-            # after MAX_TOOL_ROUNDS the model must answer in text.
-            summary, called = recall.tool_state(conv.history)
-            tools = (recall.TOOL,) if supports and (summary or called) else ()
-            choice = "auto" if summary and rounds < MAX_TOOL_ROUNDS else "none"
+            if agent.tagged:
+                for note in conv.sync_transcript():
+                    notice(note)
+            tools, callable_now = agent.offered(conv)
+            choice = "auto" if callable_now and rounds < limit else "none"
+            if agent.tagged and tools and rounds == limit:
+                notice(f"The {agent.mode} reached its limit of {limit} tool steps (CHATCLI_AGENT_MAX_STEPS) "
+                       "and was asked to answer now.")
             request = Request(
                 model=conv.settings.model,
                 messages=_sent(conv),
@@ -207,19 +220,20 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
             if not calls or choice == "none":
                 break
             rounds += 1
-            _run_tools(conv, "".join(parts), calls, notice)
-            if parts:
+            text, parts = "".join(parts), []  # the batch's message holds it now
+            _run_tools(conv, text, calls, notice, approve)
+            if text:
                 on_text("\n\n")
     except KeyboardInterrupt:
         answer = "".join(parts)
-        conv.history.append(Message("assistant", answer, meta={"interrupted": True}))
+        conv.history.append(Message("assistant", answer, meta={**(agent.meta() or {}), "interrupted": True}))
         return TurnResult(answer, interrupted=True)
     except ProviderError:
         if parts:
-            conv.history.append(Message("assistant", "".join(parts), meta={"interrupted": True}))
+            conv.history.append(Message("assistant", "".join(parts), meta={**(agent.meta() or {}), "interrupted": True}))
         raise
     answer = "".join(parts)
-    conv.history.append(Message("assistant", answer))
+    conv.history.append(Message("assistant", answer, meta=agent.meta()))
     return TurnResult(answer, done=done)
 
 
@@ -234,11 +248,25 @@ def _sent(conv: Conversation) -> list[Message]:
     return kept + conv.history[start:]
 
 
-def _run_tools(conv: Conversation, text: str, calls: list[ToolCall], notice: Callable[[str], None]) -> None:
-    conv.history.append(Message("assistant", text, tool_calls=[
+def _run_tools(conv: Conversation, text: str, calls: list[ToolCall], notice: Callable[[str], None],
+               approve: Approve | None) -> None:
+    """One batch: the assistant message that makes the calls, then each call's result in order
+    (refused ones too, as refused). Ctrl-C during a call stops the batch: the calls left get
+    a result saying so, as every provider wants a result for every call."""
+    meta = conv.agent.meta()
+    conv.history.append(Message("assistant", text, meta=meta, tool_calls=[
         {"id": c.id, "type": "function", "name": c.name, "arguments": c.arguments} for c in calls]))
-    for call in calls:
-        result, problem = recall.answer(conv.settings, call, conv.history)
-        notice(problem or f"The model read {result.splitlines()[0].removeprefix('Recall ')}")
-        conv.history.append(Message("tool", result, tool_call_id=call.id,
-                                    extra={"is_error": True} if problem else None))
+    for index, call in enumerate(calls):
+        try:
+            outcome = conv.agent.call(conv, call, approve)
+        except KeyboardInterrupt:
+            for left in calls[index:]:
+                conv.history.append(Message("tool", "error: stopped by the user (Ctrl-C) before it finished",
+                                            meta={**(meta or {}), "interrupted": True}, tool_call_id=left.id,
+                                            extra={"is_error": True}))
+            raise
+        if outcome.note:
+            notice(outcome.note)
+        tool_meta = {**(meta or {}), "refused": True} if outcome.refused else meta
+        conv.history.append(Message("tool", outcome.text, meta=tool_meta, tool_call_id=call.id,
+                                    extra={"is_error": True} if outcome.error else None))

@@ -5,6 +5,10 @@ and two resources, on stdio:
 
 - `ask_chatcli(prompt, session="mcp")`: one chat turn in the live conversation `session`, with
   the same write-through and adoption as the REPL when it is bound to a saved session;
+- `agent_task(task, session="mcp", mode="agent")`: one agent (or coder) turn in that conversation,
+  the model calling tools in the server's working directory: reading only, unless the server was
+  started with `--allow-writes` (then shell commands and file writes run without asking: there
+  is no one to ask);
 - `manage_session(action, session, name, query, to)`: save, load, attach, detach, status, list,
   delete, clear, search, fork — the rows of the `/session` table (commands/session.py) the REPL
   runs, `clear` being `/session new`;
@@ -27,6 +31,7 @@ from pydantic import Field
 
 from chatcli.commands import session as session_commands
 from chatcli.config.settings import Settings
+from chatcli.core.agent import ALWAYS, MODES
 from chatcli.core.errors import ChatcliError
 from chatcli.core.names import validate_name
 from chatcli.core.session import encode_session
@@ -42,17 +47,29 @@ class Surface:
     """The MCP server's live conversations, hosted by id (engine/hosted.py); each takes one turn
     or action at a time (a client may call tools concurrently)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, allow_writes: bool = False) -> None:
         self.settings = settings
         self.host = Host(settings, warn=log.warning)  # mirrors: mcp-<session>
+        self.allow_writes = allow_writes
 
-    def ask(self, prompt: str, session: str) -> str:
+    def ask(self, prompt: str, session: str, mode: str = "chat") -> str:
+        """One turn in `session`: chat (ask_chatcli), or agent/coder (agent_task), after which
+        the conversation is back in chat mode."""
         if not prompt.strip():
             raise ChatcliError("the prompt is empty")
+        if mode not in MODES:
+            raise ChatcliError(f"unknown mode {mode!r}: agent or coder")
         hosted = self.host.open(session)
         with hosted.lock:
+            agent = hosted.conv.agent
+            agent.writes = self.allow_writes
+            agent.switch(mode, hosted.conv)
             notes, hosted.notes = hosted.notes, []
-            result = hosted.send(prompt, on_notice=notes.append)
+            try:
+                result = hosted.send(prompt, on_notice=notes.append,
+                                     approve=(lambda _question: ALWAYS) if self.allow_writes else None)
+            finally:
+                agent.mode = "chat"
             notes += result.notes
         text = result.text + (" [interrupted]" if result.interrupted else "")
         return "\n".join([*(f"[{note}]" for note in notes), text]) if notes else text
@@ -90,13 +107,14 @@ def _described() -> str:
             + "; ".join(parts) + ". Before a clear, an unsaved conversation is kept as an autosave-… session.")
 
 
-def build_server(settings: Settings):
+def build_server(settings: Settings, allow_writes: bool = False):
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
-    surface = Surface(settings)
+    surface = Surface(settings, allow_writes)
     server = MCPServer(name="chatcli", instructions=(
-        "chatcli's conversations: ask_chatcli runs a chat turn in a live conversation (default 'mcp'); "
+        "chatcli's conversations: ask_chatcli runs a chat turn in a live conversation (default 'mcp'), "
+        "agent_task an agent turn with tools in the server's working directory; "
         "manage_session saves, loads, attaches, forks, searches and lists the sessions shared with the "
         "chatcli terminal and editor surfaces."))
 
@@ -113,6 +131,23 @@ def build_server(settings: Settings):
 
         try:
             return await anyio.to_thread.run_sync(surface.ask, prompt, session)
+        except ChatcliError as exc:
+            raise failing(exc) from None
+
+    @server.tool(description="Run a task with chatcli's agent: one turn in the live conversation `session` "
+                             "(default 'mcp') in which the model may call tools in the server's working directory "
+                             "(read_file, list_dir, grep; with --allow-writes also run_shell, and in coder mode "
+                             "write_file and edit_file) until it answers. Returns the tool lines and the answer.")
+    async def agent_task(
+            task: str,
+            session: Annotated[str, Field(description="the live conversation (as in ask_chatcli)")] = DEFAULT_SESSION,
+            mode: Annotated[str, Field(json_schema_extra={"enum": ["agent", "coder"]})] = "agent") -> str:
+        import anyio
+
+        if mode not in ("agent", "coder"):
+            raise failing(ChatcliError(f"unknown mode {mode!r}: agent or coder"))
+        try:
+            return await anyio.to_thread.run_sync(surface.ask, task, session, mode)
         except ChatcliError as exc:
             raise failing(exc) from None
 
@@ -150,10 +185,10 @@ def build_server(settings: Settings):
     return server, surface
 
 
-def run_mcp_server(settings: Settings) -> int:
+def run_mcp_server(settings: Settings, allow_writes: bool = False) -> int:
     upkeep.log_to_file(settings, "mcp-server.log", log.name)
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
-    server, surface = build_server(settings)
+    server, surface = build_server(settings, allow_writes)
     log.info("chatcli mcp-server started (provider %s, model %s)", settings.provider, settings.model)
     try:
         server.run()

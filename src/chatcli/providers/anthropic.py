@@ -108,8 +108,10 @@ def _wire(message: Message) -> dict | None:
     """A history message as a Messages API turn: tool calls become tool_use blocks, and tool
     results user turns of tool_result blocks. None for what the API rejects (an empty turn)."""
     if message.role == "tool":
-        return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": message.tool_call_id or "",
-                                             "content": message.content}]}
+        result = {"type": "tool_result", "tool_use_id": message.tool_call_id or "", "content": message.content}
+        if message.extra.get("is_error") is True:
+            result["is_error"] = True  # a failed or refused call, as the API lets it say
+        return {"role": "user", "content": [result]}
     if message.role not in ("user", "assistant"):
         return None
     calls = [c for c in message.tool_calls or () if isinstance(c, dict)] if message.role == "assistant" else []

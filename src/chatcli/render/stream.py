@@ -47,6 +47,10 @@ class PlainStream:
             self.note(INTERRUPTED)
 
     def note(self, text: str) -> None:
+        if self._last != "\n" and self.out.isatty():  # on a terminal a note starts its own line
+            self.out.write("\n")
+            self.out.flush()
+            self._last = "\n"
         self.notes.write(text + "\n")
         self.notes.flush()
 

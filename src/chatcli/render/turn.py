@@ -7,7 +7,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TextIO
 
+from chatcli.core.agent import Approval
 from chatcli.core.errors import ChatcliError
+from chatcli.engine.agent import Approve
 from chatcli.engine.conversation import Conversation
 from chatcli.engine.turn import TurnResult
 from chatcli.render.stream import TRUNCATED, WINDOW_FULL, make_renderer
@@ -18,14 +20,26 @@ def stream_turn(
     text: str,
     out: TextIO,
     guard: Callable[[], AbstractContextManager] = contextlib.nullcontext,
+    approve: Approve | None = None,
 ) -> TurnResult:
     """Send `text` and render the answer as it arrives. A provider error ends the partial line
-    and propagates (the caller says it in one line); anything else is marked interrupted."""
+    and propagates (the caller says it in one line); anything else is marked interrupted.
+    `approve` asks the user about a tool call: the answer so far is finished on screen first,
+    and what follows is drawn after the question."""
     renderer = make_renderer(out, conversation.settings)
     renderer.start()
+
+    def asked(question: Approval) -> str:
+        renderer.finish()
+        try:
+            return approve(question)
+        finally:
+            renderer.start()
+
     try:
         with guard():
-            result = conversation.send(text, on_text=renderer.feed, on_notice=renderer.note)
+            result = conversation.send(text, on_text=renderer.feed, on_notice=renderer.note,
+                                       approve=asked if approve is not None else None)
     except ChatcliError:
         renderer.finish()  # the error line that follows says the answer failed; no second marker
         raise

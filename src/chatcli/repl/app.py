@@ -15,7 +15,9 @@ from prompt_toolkit.styles import Style
 from chatcli.commands.builtin import build_registry
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.config.settings import Settings
+from chatcli.core.agent import ASKS, NO, WRITE, Approval, parse_answer
 from chatcli.core.errors import ChatcliError
+from chatcli.engine.agent import Approve
 from chatcli.engine import records, sessions, upkeep
 from chatcli.engine.conversation import Conversation, load_system_prompt
 from chatcli.render import wants_markdown
@@ -23,7 +25,7 @@ from chatcli.render.turn import stream_turn
 from chatcli.repl.parts import PromptFileHistory, SlashCompleter, key_bindings, prompt_text
 from chatcli.store.history import PromptHistory
 
-STYLE = Style.from_dict({"session": "ansicyan", "model": "ansigreen bold", "arrow": ""})
+STYLE = Style.from_dict({"session": "ansicyan", "mode": "ansiyellow bold", "model": "ansigreen bold", "arrow": ""})
 
 
 class Terminal:
@@ -67,8 +69,11 @@ def build_repl(settings: Settings) -> tuple[PromptSession, Conversation, Command
     return session, conversation, registry, terminal
 
 
-def run_repl(settings: Settings, start: dict | None = None) -> int:
+def run_repl(settings: Settings, start: dict | None = None, mode: str = "chat", yes: bool = False) -> int:
     session, conversation, registry, terminal = build_repl(settings)
+    conversation.agent.switch(mode, conversation)  # --agent/--coder: refused here, before the prompt
+    if yes:
+        conversation.agent.always.update(ASKS)
     start = start or {}
     notes = sessions.start(conversation, **start)
     if not (start.get("resume") or start.get("name")):
@@ -76,7 +81,9 @@ def run_repl(settings: Settings, start: dict | None = None) -> int:
     for note in notes:
         if note:
             terminal.say(note)
-    _after_first_draw(session, conversation, markdown=wants_markdown(sys.stdout, settings))
+    markdown = wants_markdown(sys.stdout, settings)
+    approve = _approver(terminal, markdown)
+    _after_first_draw(session, conversation, markdown=markdown)
     ended = _end_on_signals(session)
     try:
         while not ended.is_set():
@@ -91,7 +98,7 @@ def run_repl(settings: Settings, start: dict | None = None) -> int:
                     break
                 raise
             try:
-                if _handle(text, conversation, registry, terminal, session.prompt):
+                if _handle(text, conversation, registry, terminal, session.prompt, approve):
                     break
             except KeyboardInterrupt:  # Ctrl-C outside an answer (while drawing, say): back to the prompt
                 continue
@@ -148,7 +155,7 @@ def _end_on_signals(session: PromptSession) -> threading.Event:
 
 
 def _handle(text: str, conversation: Conversation, registry: CommandRegistry, terminal: Terminal,
-            ask: Callable[[str], str]) -> bool:
+            ask: Callable[[str], str], approve: Approve | None = None) -> bool:
     """Run one line the user typed; True when the REPL should end."""
     if not text.strip():
         return False
@@ -165,16 +172,49 @@ def _handle(text: str, conversation: Conversation, registry: CommandRegistry, te
                 _show(terminal, result)
             elif result.unanswered:
                 terminal.say(result.unanswered)
+        if result.send and not result.error:  # /agent TASK: the task is this mode's first turn
+            _turn(conversation, result.send, terminal, approve)
         return result.exit
-    _turn(conversation, registry.as_prompt(text), terminal)
+    _turn(conversation, registry.as_prompt(text), terminal, approve)
     return False
 
 
-def _turn(conversation: Conversation, text: str, terminal: Terminal) -> None:
+def _turn(conversation: Conversation, text: str, terminal: Terminal, approve: Approve | None = None) -> None:
     try:
-        stream_turn(conversation, text, sys.stdout, guard=_no_echo)
+        stream_turn(conversation, text, sys.stdout, guard=_no_echo, approve=approve)
     except ChatcliError as exc:
         terminal.error(str(exc))
+
+
+APPROVAL_PROMPT = "Allow? (y)es / (n)o / (a)lways for this session: "
+
+
+def _approver(terminal: Terminal, markdown: bool) -> Approve:
+    """The REPL's approval question for a tool call: the diff or the command, then y / n / always.
+    Its answers go to no prompt history; Ctrl-D is no, Ctrl-C stops the turn."""
+    asker: list[PromptSession] = []
+
+    def approve(question: Approval) -> str:
+        if question.detail:
+            if markdown and question.kind == WRITE:
+                from rich.console import Console
+                from rich.syntax import Syntax
+
+                Console(file=terminal.out).print(Syntax(question.detail.rstrip("\n"), "diff", theme="ansi_dark"))
+            else:
+                terminal.say(question.detail)
+        terminal.say(f"{question.tool}: {question.title}")
+        if not asker:
+            asker.append(PromptSession())
+        while True:
+            try:
+                answer = parse_answer(asker[0].prompt(APPROVAL_PROMPT))
+            except EOFError:
+                return NO
+            if answer is not None:
+                return answer
+
+    return approve
 
 
 @contextlib.contextmanager

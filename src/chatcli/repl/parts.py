@@ -15,10 +15,13 @@ from chatcli.store.history import PromptHistory
 
 
 def prompt_text(conversation: Conversation) -> FormattedText:
-    """`<model>> `, or `[<session>] <model>> ` once a session is bound."""
+    """`<model>> `, or `[<session>] <model>> ` once a session is bound; `agent:` or `coder:`
+    before the model in those modes."""
     parts = []
     if conversation.session_name:
         parts.append(("class:session", f"[{_shorten(conversation.session_name)}] "))
+    if conversation.agent.tagged:
+        parts.append(("class:mode", f"{conversation.agent.mode}:"))
     parts.append(("class:model", conversation.settings.model_label))
     parts.append(("class:arrow", "> "))
     return FormattedText(parts)

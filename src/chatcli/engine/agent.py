@@ -1,0 +1,116 @@
+"""A conversation's mode (chat, agent, coder) and the calls its model makes: which tools a
+request offers, and each call planned, approved (or refused) and run. engine/turn.py drives it;
+the tools are engine/tools.py's, the rules core/agent.py's.
+
+The approval question goes to whoever runs the turn (`approve`: the REPL asks y / n / always,
+a one-shot asks on its terminal, an MCP server started with --allow-writes has said yes to all).
+An "always" answer holds for the rest of this conversation, for that kind of tool (shell
+commands, or file writes). A refused call is recorded in the history as refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from chatcli.core import agent as rules
+from chatcli.core.errors import UsageError
+from chatcli.core.messages import Message
+from chatcli.engine import tools
+from chatcli.providers.base import Tool, ToolCall
+from chatcli.store.recall import MARKER_RE
+
+if TYPE_CHECKING:
+    from chatcli.engine.conversation import Conversation
+
+# Told the approval question, returns rules.YES, NO or ALWAYS (Ctrl-C propagates: the turn stops).
+Approve = Callable[[rules.Approval], str]
+
+
+@dataclass
+class Agent:
+    mode: str = "chat"
+    # Kinds of tool the user said "always" to, in this conversation.
+    always: set[str] = field(default_factory=set)
+    # False for an MCP server not started with --allow-writes: no shell, no writes, in any mode.
+    writes: bool = True
+    root: Path | None = None  # the working directory (None: the process's, when first needed)
+    _workspace: tools.Workspace | None = None
+
+    def switch(self, mode: str, conv: Conversation) -> None:
+        """Change the mode; agent and coder need a provider that calls tools (one line why not)."""
+        if mode not in rules.MODES:
+            raise UsageError(f"no mode {mode!r}; the modes are {', '.join(rules.MODES)}")
+        if mode != "chat" and not getattr(conv.provider, "supports_tools", False):
+            raise UsageError(f"{mode} mode needs a model that calls tools, and provider "
+                             f"'{conv.settings.provider}' does not (/provider openai or anthropic has them)")
+        self.mode = mode
+
+    @property
+    def tagged(self) -> bool:
+        """Whether this mode's messages carry `meta.mode` (chat's do not: it is the default)."""
+        return self.mode != "chat"
+
+    def meta(self) -> dict | None:
+        return {"mode": self.mode} if self.tagged else None
+
+    def allowed(self, conv: Conversation) -> tuple[list[str], set[str]]:
+        """The tools the model may call now, and those the history called. `recall` is offered
+        while a summary names recall entries, in every mode; `session_search` in every mode
+        unless CHATCLI_CHAT_TOOLS turns chat's tools off."""
+        summary, called = _tool_state(conv.history)
+        kinds = rules.kinds_for(self.mode, self.writes)
+        if self.mode == "chat" and not conv.settings.chat_tools:
+            kinds = ()
+        names = [name for name, spec in tools.TOOLS.items()
+                 if (summary if name == "recall" else spec.kind in kinds)]
+        return names, called
+
+    def workspace(self, conv: Conversation) -> tools.Workspace:
+        if self._workspace is None:
+            self._workspace = tools.Workspace.at(self.root or Path.cwd(), conv.settings.agent_dirs)
+        return self._workspace
+
+    def offered(self, conv: Conversation) -> tuple[tuple[Tool, ...], bool]:
+        """The tools a request describes, and whether the model may call them now: those allowed,
+        and those the history called (Anthropic refuses tool blocks of undefined tools)."""
+        if not getattr(conv.provider, "supports_tools", False):
+            return (), False
+        allowed, called = self.allowed(conv)
+        described = [name for name in tools.TOOLS if name in allowed or name in called]
+        return tuple(tools.TOOLS[name].tool for name in described), bool(allowed)
+
+    def call(self, conv: Conversation, call: ToolCall, approve: Approve | None) -> tools.Outcome:
+        """Plan the call, ask when it asks (unless "always" was said for its kind), run it."""
+        allowed, _called = self.allowed(conv)
+        plan = tools.plan(call.name, call.arguments, tools.Context(conv, self.workspace(conv)), allowed)
+        question = plan.approval
+        if question is not None and question.kind not in self.always:
+            answer = approve(question) if approve is not None else None
+            if answer is None:
+                why = "there was no one to approve it (run it in the REPL, or give --yes)"
+                return tools.Outcome(f"refused: {question.title}: {why}", f"refused ({why}): {question.title}",
+                                     error=True, refused=True)
+            if answer == rules.NO:
+                return tools.Outcome(f"refused: the user did not allow this ({question.title}). Do not try it again "
+                                     "another way; ask the user what to do instead.",
+                                     f"refused: {question.title}", error=True, refused=True)
+            if answer == rules.ALWAYS:
+                self.always.add(question.kind)
+        return plan.run()
+
+
+def _tool_state(history: Sequence[Message]) -> tuple[bool, set[str]]:
+    """(whether a summary names recall entries, the names of the tools the history called)."""
+    summary, called = False, set()
+    for message in history:
+        if message.tool_calls:
+            called.update(c.get("name") or (c.get("function") or {}).get("name") for c in message.tool_calls)
+        elif message.is_summary and MARKER_RE.search(message.content):
+            summary = True
+    return summary, called
+
+
+__all__ = ["Agent", "Approve"]

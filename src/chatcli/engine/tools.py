@@ -1,0 +1,397 @@
+"""The tools the model may call (core/agent.py says which mode offers which): each is planned
+first — its arguments checked, the paths confined, a write's diff made — and only then run, so
+that what the user approves is exactly what happens.
+
+`TOOLS` is the one table: name → (the function's description for the model, its kind, its
+planner). A planner returns a `Plan`: the approval question (None for a tool that does not ask)
+and the action that runs it. A tool's failure is an `Outcome` with `error`, given back to the
+model as text; nothing here raises to the turn except Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from chatcli.core import agent as rules
+from chatcli.core.errors import ChatcliError
+from chatcli.engine import recall, records
+from chatcli.providers.base import Tool
+from chatcli.store.atomic import atomic_write, os_cause
+
+if TYPE_CHECKING:
+    from chatcli.engine.conversation import Conversation
+
+# Directories grep and list_dir pass over: tools' and version control's, never the user's words.
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache",
+                          ".pytest_cache", ".ruff_cache", ".tox"})
+MAX_LIST = 500  # entries list_dir shows
+MAX_MATCHES = 200  # lines grep shows
+MAX_FILE = 10 * 1024 * 1024  # bytes read_file and edit_file take; a bigger file is refused
+
+
+class ToolError(Exception):
+    """A tool cannot do what it was asked; the text goes back to the model."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a call gives the model (`text`) and says to the user (`note`, one line)."""
+
+    text: str
+    note: str = ""
+    error: bool = False
+    refused: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    approval: rules.Approval | None
+    run: Callable[[], Outcome]
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where file tools may go: the working directory, and the directories CHATCLI_AGENT_DIRS
+    adds. Paths are resolved (links followed) before they are checked."""
+
+    root: Path
+    extra: tuple[Path, ...] = ()
+
+    @classmethod
+    def at(cls, root: Path, extra: tuple[Path, ...] = ()) -> Workspace:
+        return cls(Path(os.path.realpath(root)), tuple(Path(os.path.realpath(p)) for p in extra))
+
+    def resolve(self, path: str) -> Path:
+        if not isinstance(path, str) or not path.strip():
+            raise ToolError("give a path (relative to the working directory)")
+        candidate = Path(os.path.expanduser(path.strip()))
+        real = os.path.realpath(candidate if candidate.is_absolute() else self.root / candidate)
+        for allowed in (self.root, *self.extra):
+            if real == str(allowed) or real.startswith(str(allowed).rstrip(os.sep) + os.sep):
+                return Path(real)
+        raise ToolError(f"{path} is outside the working directory ({self.root}); the user can allow more "
+                        "directories with CHATCLI_AGENT_DIRS")
+
+    def show(self, path: Path) -> str:
+        """How a path is named to the user and the model: relative to the root when inside it."""
+        try:
+            return str(path.relative_to(self.root)) or "."
+        except ValueError:
+            return str(path)
+
+
+@dataclass(frozen=True)
+class Context:
+    conv: Conversation
+    workspace: Workspace
+
+
+Planner = Callable[[dict, Context], Plan]
+
+
+@dataclass(frozen=True)
+class Spec:
+    tool: Tool
+    kind: str
+    plan: Planner
+
+
+def _object(properties: dict, required: tuple[str, ...]) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+def _string(description: str) -> dict:
+    return {"type": "string", "description": description}
+
+
+def _done(text: str, note: str) -> Plan:
+    return Plan(None, lambda: Outcome(text, note))
+
+
+# -- reading -----------------------------------------------------------------------------------
+def _read_text(path: Path, shown: str) -> str:
+    try:
+        if path.is_dir():
+            raise ToolError(f"{shown} is a directory (list_dir lists it)")
+        if path.stat().st_size > MAX_FILE:
+            raise ToolError(f"{shown} is larger than {MAX_FILE // (1024 * 1024)} MB")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ToolError(f"{shown} does not exist") from None
+    except OSError as exc:
+        raise ToolError(f"{shown} cannot be read: {os_cause(exc)}") from None
+    if b"\0" in data[:8192]:
+        raise ToolError(f"{shown} is a binary file")
+    return data.decode("utf-8", errors="replace")
+
+
+def _plan_read_file(args: dict, ctx: Context) -> Plan:
+    path = ctx.workspace.resolve(args.get("path"))
+    shown = ctx.workspace.show(path)
+    text = _read_text(path, shown)
+    lines = text.splitlines(keepends=True)
+    first = _whole(args.get("start_line"), 1)
+    count = _whole(args.get("max_lines"), len(lines) or 1)
+    part = "".join(lines[first - 1: first - 1 + count])
+    limit = ctx.conv.settings.agent_output_limit
+    head = f"{shown}: lines {first}–{min(first - 1 + count, len(lines))} of {len(lines)}\n" \
+        if (first > 1 or count < len(lines)) else ""
+    return _done(head + rules.cap(part, limit), f"read {shown} ({len(lines):,} {'line' if len(lines) == 1 else 'lines'})")
+
+
+def _whole(value, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
+        raise ToolError("start_line and max_lines are whole numbers from 1")
+    return int(value)
+
+
+def _plan_list_dir(args: dict, ctx: Context) -> Plan:
+    path = ctx.workspace.resolve(args.get("path") or ".")
+    shown = ctx.workspace.show(path)
+    try:
+        entries = sorted(os.scandir(path), key=lambda e: e.name)
+    except FileNotFoundError:
+        raise ToolError(f"{shown} does not exist") from None
+    except NotADirectoryError:
+        raise ToolError(f"{shown} is a file (read_file reads it)") from None
+    except OSError as exc:
+        raise ToolError(f"{shown} cannot be listed: {os_cause(exc)}") from None
+    rows = []
+    for entry in entries[:MAX_LIST]:
+        try:
+            rows.append(entry.name + "/" if entry.is_dir() else f"{entry.name}  ({entry.stat().st_size:,} bytes)")
+        except OSError:
+            rows.append(entry.name)
+    if len(entries) > MAX_LIST:
+        rows.append(f"[… {len(entries) - MAX_LIST:,} more entries]")
+    text = f"{shown}/ ({len(entries):,} entries)\n" + "\n".join(rows)
+    return _done(text, f"listed {shown}/ ({len(entries):,} entries)")
+
+
+def _plan_grep(args: dict, ctx: Context) -> Plan:
+    pattern = args.get("pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise ToolError("give a pattern (a regular expression)")
+    try:
+        regex = re.compile(pattern, re.IGNORECASE if args.get("ignore_case") else 0)
+    except re.error as exc:
+        raise ToolError(f"the pattern is not a valid regular expression: {exc}") from None
+    base = ctx.workspace.resolve(args.get("path") or ".")
+    glob = args.get("glob") if isinstance(args.get("glob"), str) else None
+    matches: list[str] = []
+    files = [base] if base.is_file() else _walk(base, glob)
+    total = 0
+    for file in files:
+        try:
+            data = file.read_bytes() if file.stat().st_size <= MAX_FILE else b""
+        except OSError:
+            continue
+        if b"\0" in data[:8192]:
+            continue
+        for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+            if regex.search(line):
+                total += 1
+                if len(matches) < MAX_MATCHES:
+                    matches.append(f"{ctx.workspace.show(file)}:{number}: {line[:300]}")
+    if total > MAX_MATCHES:
+        matches.append(f"[… {total - MAX_MATCHES:,} more matching lines]")
+    text = "\n".join(matches) if matches else f"no line matches {pattern!r}"
+    return _done(rules.cap(text, ctx.conv.settings.agent_output_limit), f"grep {pattern!r}: {total:,} {'line' if total == 1 else 'lines'}")
+
+
+def _walk(base: Path, glob: str | None):
+    import fnmatch
+
+    for directory, dirs, names in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        for name in sorted(names):
+            if glob is None or fnmatch.fnmatch(name, glob):
+                yield Path(directory) / name
+
+
+# -- changing things ---------------------------------------------------------------------------
+def _plan_run_shell(args: dict, ctx: Context) -> Plan:
+    command = args.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ToolError("give a command to run")
+    settings = ctx.conv.settings
+    timeout = settings.agent_shell_timeout
+    asked = args.get("timeout")
+    if isinstance(asked, int | float) and not isinstance(asked, bool) and 0 < asked < timeout:
+        timeout = float(asked)
+    approval = rules.Approval(rules.SHELL, "run_shell", f"run: {command.strip().splitlines()[0][:200]}",
+                              f"$ {command.strip()}\n(in {ctx.workspace.root}, at most {timeout:g} s)")
+    return Plan(approval, lambda: _run_shell(command, ctx.workspace.root, timeout, settings.agent_output_limit))
+
+
+def _run_shell(command: str, cwd: Path, timeout: float, limit: int) -> Outcome:
+    first = command.strip().splitlines()[0][:80]
+    # Its own process group: a timeout or Ctrl-C stops the command and everything it started.
+    process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(process)
+        output, _ = process.communicate()
+        text = output.decode("utf-8", errors="replace")
+        return Outcome(f"error: the command timed out after {timeout:g} s and was stopped; its output:\n"
+                       + rules.cap(text, limit), f"run_shell {first!r}: timed out after {timeout:g} s", error=True)
+    except BaseException:  # Ctrl-C: the command goes with the turn
+        _stop(process)
+        process.wait()
+        raise
+    text = output.decode("utf-8", errors="replace")
+    code = process.returncode
+    return Outcome(f"exit code {code}\n" + rules.cap(text, limit), f"run_shell {first!r}: exit code {code}",
+                   error=code != 0)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _plan_write(path: Path, shown: str, before: str | None, after: str, tool: str) -> Plan:
+    change = rules.diff(shown, before, after)
+    added, removed = rules.diff_counts(change)
+    title = f"{'create' if before is None else 'write'} {shown} (+{added} −{removed})"
+    if before == after:
+        return _done(f"{shown} already holds exactly that; nothing was written", f"{tool} {shown}: unchanged")
+
+    def run() -> Outcome:
+        try:
+            mode = path.stat().st_mode & 0o7777 if before is not None else 0o666 & ~_umask()
+            atomic_write(path, after.encode("utf-8"), mode=mode)
+        except OSError as exc:
+            return Outcome(f"error: {shown} could not be written: {os_cause(exc)}",
+                           f"{tool} {shown}: failed ({os_cause(exc)})", error=True)
+        return Outcome(f"wrote {shown} (+{added} −{removed} lines)", f"{tool} {shown}: +{added} −{removed}")
+
+    return Plan(rules.Approval(rules.WRITE, tool, title, change or "(no line changes)"), run)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _plan_write_file(args: dict, ctx: Context) -> Plan:
+    path = ctx.workspace.resolve(args.get("path"))
+    shown = ctx.workspace.show(path)
+    content = args.get("content")
+    if not isinstance(content, str):
+        raise ToolError("give the file's whole new content as 'content'")
+    if path.is_dir():
+        raise ToolError(f"{shown} is a directory")
+    if not path.parent.is_dir():
+        raise ToolError(f"the directory of {shown} does not exist")
+    before = _read_text(path, shown) if path.exists() else None
+    return _plan_write(path, shown, before, content, "write_file")
+
+
+def _plan_edit_file(args: dict, ctx: Context) -> Plan:
+    path = ctx.workspace.resolve(args.get("path"))
+    shown = ctx.workspace.show(path)
+    old, new = args.get("old_text"), args.get("new_text")
+    if not isinstance(old, str) or not isinstance(new, str):
+        raise ToolError("give 'old_text' (exactly as in the file) and 'new_text'")
+    before = _read_text(path, shown)
+    try:
+        after = rules.apply_edit(before, old, new, bool(args.get("replace_all")))
+    except ValueError as exc:
+        raise ToolError(f"{shown}: {exc}") from None
+    return _plan_write(path, shown, before, after, "edit_file")
+
+
+# -- the user's sessions -----------------------------------------------------------------------
+def _plan_session_search(args: dict, ctx: Context) -> Plan:
+    query = args.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ToolError("give a 'query' (words to look for)")
+    conv = ctx.conv
+    try:
+        groups = records.search_sessions(conv.settings, conv.store, query, sessions=5)
+    except ChatcliError as exc:
+        raise ToolError(str(exc)) from None
+    return _done(records.format_session_hits(groups), f"searched the saved sessions for {query!r}: "
+                 f"{len(groups)} {'session' if len(groups) == 1 else 'sessions'}")
+
+
+def _plan_recall(args: dict, ctx: Context) -> Plan:
+    key = args.get("key")
+    if not isinstance(key, str):
+        raise ToolError("recall needs a 'key' argument (16 hexadecimal digits)")
+    try:
+        text = recall.recall_text(ctx.conv.settings, key, ctx.conv.history)
+    except ChatcliError as exc:
+        raise ToolError(str(exc)) from None
+    return _done(text, f"The model read {text.splitlines()[0].removeprefix('Recall ')}")
+
+
+_PATH = _string("a path relative to the working directory")
+TOOLS: dict[str, Spec] = {spec.tool.name: spec for spec in (
+    Spec(Tool("session_search", "Search the user's saved chatcli sessions (ranked, best first) for earlier "
+              "conversations; returns session names and matching lines.",
+              _object({"query": _string("words to look for")}, ("query",))), rules.SESSION, _plan_session_search),
+    Spec(recall.TOOL, rules.SESSION, _plan_recall),
+    Spec(Tool("read_file", "Read a text file in the working directory.",
+              _object({"path": _PATH, "start_line": {"type": "integer", "description": "first line (from 1)"},
+                       "max_lines": {"type": "integer", "description": "how many lines"}}, ("path",))),
+         rules.READ, _plan_read_file),
+    Spec(Tool("list_dir", "List a directory of the working directory (names, sizes; directories end in /).",
+              _object({"path": _string("a directory, '.' by default")}, ())), rules.READ, _plan_list_dir),
+    Spec(Tool("grep", "Search files under a path for lines matching a regular expression.",
+              _object({"pattern": _string("a regular expression"), "path": _string("file or directory, '.' by default"),
+                       "glob": _string("only file names matching this, e.g. '*.py'"),
+                       "ignore_case": {"type": "boolean"}}, ("pattern",))), rules.READ, _plan_grep),
+    Spec(Tool("run_shell", "Run a shell command in the working directory (the user approves it first); "
+              "returns its exit code and output.",
+              _object({"command": _string("the command line, run by /bin/sh"),
+                       "timeout": {"type": "number", "description": "seconds, at most the user's limit"}},
+                      ("command",))), rules.SHELL, _plan_run_shell),
+    Spec(Tool("write_file", "Create or replace a whole text file (the user sees the diff and approves it first).",
+              _object({"path": _PATH, "content": _string("the file's whole new content")}, ("path", "content"))),
+         rules.WRITE, _plan_write_file),
+    Spec(Tool("edit_file", "Replace an exact piece of a text file (the user sees the diff and approves it first).",
+              _object({"path": _PATH, "old_text": _string("the exact text to replace, unique in the file"),
+                       "new_text": _string("what replaces it"),
+                       "replace_all": {"type": "boolean", "description": "replace every occurrence"}},
+                      ("path", "old_text", "new_text"))), rules.WRITE, _plan_edit_file),
+)}
+
+
+def plan(name: str, arguments: str, ctx: Context, allowed: Sequence[str]) -> Plan:
+    """The plan of one call to a tool of `allowed`; a call that cannot run is a plan that
+    answers with the error."""
+    spec = TOOLS.get(name)
+    try:
+        if spec is None or name not in allowed:
+            why = "there is no tool named" if spec is None else "this mode does not offer"
+            raise ToolError(f"{why} {name!r}; the tools now are: {', '.join(allowed) or 'none'}")
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError:
+            args = None
+        if not isinstance(args, dict):
+            raise ToolError(f"the arguments of {name} must be a JSON object")
+        return spec.plan(args, ctx)
+    except ToolError as exc:
+        failed = Outcome(f"error: {exc}", f"The model's {name} call failed: {exc}", error=True)
+        return Plan(None, lambda: failed)
+
+
+__all__ = ["TOOLS", "Context", "Outcome", "Plan", "Spec", "ToolError", "Workspace", "plan"]

@@ -1,0 +1,286 @@
+"""Agent and coder modes in process (engine/agent.py, engine/tools.py): the real pipeline,
+journal and store on disk, a scripted model that calls tools. The terminal, the wire formats,
+the kill and the MCP tool are in test_agent_surfaces.py."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from chatcli.commands.builtin import build_registry
+from chatcli.core import agent as rules
+from chatcli.engine import sessions
+from chatcli.store.home import Home
+
+
+def call(id: str, name: str, **arguments) -> dict:
+    return {"id": id, "name": name, "arguments": json.dumps(arguments)}
+
+
+class Asked:
+    """The user at the approval question: answers in order, and remembers what was asked."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.questions: list[rules.Approval] = []
+
+    def __call__(self, question: rules.Approval) -> str:
+        self.questions.append(question)
+        return self.answers.pop(0)
+
+
+@pytest.fixture
+def project(workdir):
+    (workdir / "app.py").write_text("def greet():\n    return 'helo'\n")
+    (workdir / "README.md").write_text("The greeter says helo.\n")
+    return workdir
+
+
+@pytest.fixture
+def coder(make_conversation, project):
+    conv = make_conversation()
+    conv.agent.root = project
+    conv.agent.switch("coder", conv)
+    return conv
+
+
+def results(conv) -> list[str]:
+    return [m.content for m in conv.history if m.role == "tool"]
+
+
+def journaled(conv) -> list[str]:
+    """The roles of the messages in the conversation's journal on disk (not the live history)."""
+    journal = Home.of(conv.settings).journal(conv.transcript.id)
+    return [event["message"]["role"] for event in journal.read().events if event["type"] == "message"]
+
+
+def test_a_coder_turn_reads_greps_edits_with_approval_and_answers(coder, fake_model, project, sessions_dir):
+    sessions.save(coder, "fixing")
+    fake_model.reply("Let me look.", tool_calls=[call("c1", "read_file", path="app.py")])
+    fake_model.reply(tool_calls=[call("c2", "grep", pattern="helo")])
+    fake_model.reply(tool_calls=[call("c3", "edit_file", path="app.py", old_text="'helo'", new_text="'hello'")])
+    fake_model.reply("Fixed the typo in app.py.")
+    user = Asked(rules.YES)
+    result = coder.send("fix the typo in greet", approve=user)
+    assert result.text == "Fixed the typo in app.py."
+    assert (project / "app.py").read_text() == "def greet():\n    return 'hello'\n"
+    # Only the write asked, showing its diff first.
+    [question] = user.questions
+    assert question.kind == rules.WRITE and question.title == "write app.py (+1 −1)"
+    assert "-    return 'helo'\n+    return 'hello'\n" in question.detail
+    # The model saw each result before its next step.
+    assert "def greet():" in fake_model.requests[1].messages[-1].content
+    assert "app.py:2:     return 'helo'" in fake_model.requests[2].messages[-1].content
+    assert "README.md:1: The greeter says helo." in fake_model.requests[2].messages[-1].content
+    assert fake_model.requests[3].messages[-1].content == "wrote app.py (+1 −1 lines)"
+    # Coder mode offers the file tools; the session tools come in every mode.
+    offered = [tool.name for tool in fake_model.requests[0].tools]
+    assert offered == ["session_search", "read_file", "list_dir", "grep", "run_shell", "write_file", "edit_file"]
+    # The saved session holds the unified history in the v2 fields.
+    saved = json.loads((sessions_dir / "fixing.json").read_text())["chat_history"]
+    assert [m["role"] for m in saved] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool",
+                                          "assistant"]
+    assert all(m["meta"]["mode"] == "coder" for m in saved)
+    assert saved[1]["tool_calls"] == [{"id": "c1", "type": "function", "name": "read_file",
+                                       "arguments": json.dumps({"path": "app.py"})}]
+    assert [m["tool_call_id"] for m in saved if m["role"] == "tool"] == ["c1", "c2", "c3"]
+
+
+def test_a_refused_write_is_recorded_as_refused_and_changes_nothing(coder, fake_model, project):
+    fake_model.reply(tool_calls=[call("c1", "write_file", path="app.py", content="print('gone')\n")])
+    fake_model.reply("Understood, I left it.")
+    coder.send("rewrite app.py", approve=Asked(rules.NO))
+    assert (project / "app.py").read_text().startswith("def greet")
+    refused = next(m for m in coder.history if m.role == "tool")
+    assert refused.content.startswith("refused: the user did not allow this (write app.py")
+    assert refused.meta == {"mode": "coder", "refused": True} and refused.extra == {"is_error": True}
+    assert coder.history[-1].content == "Understood, I left it."
+
+
+def test_always_holds_for_that_kind_for_the_rest_of_the_conversation(coder, fake_model, project):
+    fake_model.reply(tool_calls=[call("c1", "write_file", path="a.txt", content="a\n"),
+                                 call("c2", "write_file", path="b.txt", content="b\n"),
+                                 call("c3", "run_shell", command="cat a.txt b.txt")])
+    fake_model.reply("Done.")
+    user = Asked(rules.ALWAYS, rules.YES)
+    coder.send("make two files", approve=user)
+    assert [q.title for q in user.questions] == ["create a.txt (+1 −0)", "run: cat a.txt b.txt"]  # b.txt: always
+    assert (project / "b.txt").read_text() == "b\n"
+    assert results(coder)[2] == "exit code 0\na\nb\n"
+
+
+def test_without_anyone_to_ask_commands_and_writes_are_refused(make_conversation, fake_model, project):
+    conv = make_conversation()
+    conv.agent.root = project
+    conv.agent.switch("agent", conv)
+    fake_model.reply(tool_calls=[call("c1", "run_shell", command="touch made")])
+    fake_model.reply("I could not run it.")
+    conv.send("touch a file")  # no approve: a one-shot with no terminal and no --yes
+    assert not (project / "made").exists()
+    assert results(conv)[0].startswith("refused: run: touch made: there was no one to approve it")
+
+
+def test_file_tools_stay_in_the_working_directory(coder, fake_model, project, tmp_path):
+    (tmp_path / "secret.txt").write_text("the key\n")
+    (project / "link").symlink_to(tmp_path / "secret.txt")
+    fake_model.reply(tool_calls=[call("c1", "read_file", path="../secret.txt"),
+                                 call("c2", "read_file", path="link"),
+                                 call("c3", "write_file", path=str(tmp_path / "x.txt"), content="x"),
+                                 call("c4", "list_dir", path="/")])
+    fake_model.reply("I cannot reach those.")
+    coder.send("read the secret", approve=Asked())  # nothing is even asked
+    for text in results(coder):
+        assert text.startswith("error: ") and "is outside the working directory" in text
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_agent_dirs_let_the_user_allow_more(make_conversation, fake_model, project, tmp_path):
+    other = tmp_path / "shared"
+    other.mkdir()
+    (other / "notes.txt").write_text("shared notes\n")
+    conv = make_conversation(CHATCLI_AGENT_DIRS=str(other))
+    conv.agent.root = project
+    conv.agent.switch("agent", conv)
+    fake_model.reply(tool_calls=[call("c1", "read_file", path=str(other / "notes.txt"))])
+    fake_model.reply("Read it.")
+    conv.send("read the shared notes")
+    assert results(conv) == ["shared notes\n"]
+
+
+def test_agent_mode_has_no_write_tools(make_conversation, fake_model, project):
+    conv = make_conversation()
+    conv.agent.root = project
+    conv.agent.switch("agent", conv)
+    fake_model.reply(tool_calls=[call("c1", "edit_file", path="app.py", old_text="helo", new_text="x")])
+    fake_model.reply("Agent mode cannot edit.")
+    conv.send("edit it", approve=Asked(rules.YES))
+    assert results(conv)[0].startswith("error: this mode does not offer 'edit_file'")
+    assert "write_file" not in [tool.name for tool in fake_model.requests[0].tools]
+    assert "helo" in (project / "app.py").read_text()
+
+
+def test_a_shell_command_past_its_time_is_stopped_and_the_turn_goes_on(make_conversation, fake_model, project):
+    conv = make_conversation(CHATCLI_AGENT_SHELL_TIMEOUT="1")
+    conv.agent.root = project
+    conv.agent.switch("agent", conv)
+    fake_model.reply(tool_calls=[call("c1", "run_shell", command="echo started; sleep 30; echo never")])
+    fake_model.reply("It hung, so it was stopped.")
+    began = time.monotonic()
+    conv.send("run the slow thing", approve=Asked(rules.YES))
+    assert time.monotonic() - began < 10
+    [text] = results(conv)
+    assert text.startswith("error: the command timed out after 1 s") and "started" in text and "never" not in text
+    assert conv.history[-1].content == "It hung, so it was stopped."
+
+
+def test_a_long_output_keeps_its_start_and_its_end(make_conversation, fake_model, project):
+    conv = make_conversation(CHATCLI_AGENT_OUTPUT_LIMIT="300")
+    conv.agent.root = project
+    conv.agent.switch("agent", conv)
+    fake_model.reply(tool_calls=[call("c1", "run_shell", command="seq 1 5000")])
+    fake_model.reply("Counted.")
+    conv.send("count", approve=Asked(rules.YES))
+    [text] = results(conv)
+    assert text.startswith("exit code 0\n1\n2\n") and text.rstrip().endswith("5000")
+    assert "characters left out" in text and len(text) < 400
+
+
+def test_each_agent_step_is_on_disk_before_the_model_is_asked_again(coder, fake_model, project):
+    sessions.save(coder, "steps")
+    seen = []
+    stream = fake_model.stream
+
+    def recording(request):
+        seen.append(journaled(coder))
+        return stream(request)
+
+    fake_model.stream = recording
+    fake_model.reply(tool_calls=[call("c1", "read_file", path="app.py")])
+    fake_model.reply(tool_calls=[call("c2", "list_dir")])
+    fake_model.reply("Two steps.")
+    coder.send("look around", approve=Asked())
+    assert journaled(coder) == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert seen == [["user"], ["user", "assistant", "tool"], ["user", "assistant", "tool", "assistant", "tool"]]
+
+
+def test_ctrl_c_during_a_call_records_the_batch_and_ends_the_turn(coder, fake_model, project):
+    sessions.save(coder, "stopped")
+    fake_model.reply(tool_calls=[call("c1", "read_file", path="app.py"),
+                                 call("c2", "run_shell", command="make"), call("c3", "list_dir")])
+
+    def interrupt(_question):
+        raise KeyboardInterrupt
+
+    result = coder.send("build it", approve=interrupt)
+    assert result.interrupted
+    roles = [(m.role, m.tool_call_id) for m in coder.history]
+    assert roles == [("user", None), ("assistant", None), ("tool", "c1"), ("tool", "c2"), ("tool", "c3"),
+                     ("assistant", None)]
+    assert results(coder)[1] == "error: stopped by the user (Ctrl-C) before it finished"
+    assert len(journaled(coder)) == 6  # the run's end synced the journal
+    fake_model.reply("Resumed.")
+    coder.send("go on")  # every call has its result: the next request is well formed
+    assert fake_model.requests[-1].messages[-1].content == "go on"
+
+
+def test_chat_mode_offers_the_session_tools(make_conversation, fake_model, sessions_dir):
+    old = make_conversation()
+    old.send("the heron nests by the north pond")
+    sessions.save(old, "birds")
+    conv = make_conversation()
+    fake_model.reply(tool_calls=[call("s1", "session_search", query="heron pond")])
+    fake_model.reply("You talked about the heron in 'birds'.")
+    conv.send("where did I mention the heron?")
+    assert [tool.name for tool in fake_model.requests[-2].tools] == ["session_search"]
+    [found] = results(conv)
+    assert found.startswith("birds  (") and "heron nests by the north pond" in found
+    assert "meta" not in conv.history[-1].to_dict()  # chat messages carry no mode
+
+
+def test_modes_are_commands_and_a_provider_without_tools_is_refused(make_conversation, fake_model):
+    conv = make_conversation()
+    registry = build_registry()
+    out = registry.dispatch("/coder", conv)
+    assert out.text.startswith("Coder mode: as agent mode, and the model may write and edit files under")
+    assert conv.agent.mode == "coder"
+    assert registry.dispatch("/agent list the files", conv).send == "list the files"
+    assert registry.dispatch("/chat", conv).text.startswith("Chat mode")
+    fake_model.supports_tools = False
+    refused = registry.dispatch("/agent", conv)
+    assert refused.error and refused.text == ("agent mode needs a model that calls tools, and provider 'openai' "
+                                              "does not (/provider openai or anthropic has them)")
+    assert conv.agent.mode == "chat"
+
+
+def test_rewind_and_export_work_in_an_agent_session(coder, fake_model, project, tmp_path):
+    sessions.save(coder, "rewound")
+    fake_model.reply(tool_calls=[call("c1", "read_file", path="README.md")])
+    fake_model.reply("It is a greeter.")
+    coder.send("what is this?", approve=Asked())
+    coder.send("thanks")
+    registry = build_registry()
+    assert "Rewound" in registry.dispatch("/rewind 1", coder).text
+    assert [m.role for m in coder.history] == ["user", "assistant", "tool", "assistant"]
+    out = tmp_path / "export.md"
+    registry.dispatch(f"/session export md {out}", coder)
+    text = out.read_text()
+    assert "## #2 assistant (coder)" in text and "Tool call `read_file` (id c1):" in text
+    assert '```json\n{\n  "path": "README.md"\n}\n```' in text
+    assert "## #3 tool result for call c1 (coder)" in text and "The greeter says helo." in text
+    jsonl = tmp_path / "export.jsonl"
+    registry.dispatch(f"/session export jsonl {jsonl}", coder)
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert any(r.get("tool_calls") for r in rows) and any(r.get("tool_call_id") == "c1" for r in rows)
+
+
+def test_edit_rules():
+    assert rules.apply_edit("a b a", "b", "c") == "a c a"
+    with pytest.raises(ValueError, match="occurs 2 times"):
+        rules.apply_edit("a b a", "a", "c")
+    assert rules.apply_edit("a b a", "a", "c", replace_all=True) == "c b c"
+    with pytest.raises(ValueError, match="not found"):
+        rules.apply_edit("a", "z", "c")
+    assert rules.parse_answer("Y") == rules.YES and rules.parse_answer("always") == rules.ALWAYS
+    assert rules.parse_answer("maybe") is None
