@@ -284,3 +284,21 @@ def test_edit_rules():
         rules.apply_edit("a", "z", "c")
     assert rules.parse_answer("Y") == rules.YES and rules.parse_answer("always") == rules.ALWAYS
     assert rules.parse_answer("maybe") is None
+
+
+def test_compact_and_undo_it_in_an_agent_session(coder, fake_model, project):
+    sessions.save(coder, "long")
+    for i in range(4):
+        fake_model.reply(tool_calls=[call(f"c{i}", "list_dir")])
+        fake_model.reply(f"Step {i} done.")
+        coder.send(f"step {i}", approve=Asked())
+    before = [m.to_dict() for m in coder.history]
+    registry = build_registry()
+    fake_model.reply("Summary: four listings.")
+    compacted = registry.dispatch("/compact", coder)
+    assert not compacted.error and coder.history[0].is_summary
+    # No tool call is cut from its result, nor a result from its call.
+    kept = coder.history[1:]
+    assert {m.tool_call_id for m in kept if m.role == "tool"} == {c["id"] for m in kept for c in m.tool_calls or ()}
+    assert "Undid the compaction" in registry.dispatch("/rewind compact", coder).text
+    assert [m.to_dict() for m in coder.history] == before

@@ -152,6 +152,28 @@ def test_a_kill_during_a_tool_batch_loses_at_most_that_batch(env, model, project
     assert all(m["meta"]["mode"] == "agent" for m in kept)
 
 
+def test_ctrl_c_stops_a_running_command_and_keeps_the_batch(env, model, project):
+    model.reply(tool_calls=[call("c1", "run_shell", command="touch started; sleep 60")])
+    repl = Repl(env, "m", cwd=project, args=("--agent", "--yes", "--session", "stopped"))
+    try:
+        repl.child.send("build it\r")
+        deadline = time.monotonic() + 20
+        while not (project / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        began = time.monotonic()
+        repl.child.sendintr()
+        repl.child.expect(r"\[interrupted\]", timeout=10)
+        repl.expect_prompt(timeout=10)
+        assert time.monotonic() - began < 10
+    finally:
+        repl.close()
+    kept = journal_messages(Path(env["CHATCLI_HOME"]))
+    assert [(m["role"], m.get("tool_call_id")) for m in kept] == [
+        ("user", None), ("assistant", None), ("tool", "c1"), ("assistant", None)]
+    assert kept[2]["content"] == "error: stopped by the user (Ctrl-C) before it finished"
+    assert kept[3]["meta"] == {"mode": "agent", "interrupted": True}
+
+
 def run_mcp(env, cwd, work, *flags):
     async def main():
         from mcp import Client, StdioServerParameters

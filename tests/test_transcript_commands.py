@@ -64,7 +64,7 @@ def test_markdown_collapses_system_prompts_and_fences_tool_calls(env, workdir, t
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "t.md").read_text()
     assert "<details><summary>#1 system prompt" in text and "You are terse." in text
-    assert '```json\n{\n  "id": "c1"' in text and '"name": "ls"' in text
+    assert 'Tool call `ls` (id c1):\n\n```json\n{\n  "path": "."\n}\n```' in text  # the OpenAI shape too
     assert "## #4 tool result for call c1" in text and "```\na.txt\nb.txt\n```" in text
 
 
