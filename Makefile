@@ -57,6 +57,7 @@ bench: $(VENV)/.bench-installed
 	$(PY) bench/retention.py
 	$(PY) bench/journal.py
 	$(PY) bench/rewind.py
+	$(PY) bench/agent.py
 	$(PY) bench/encryption.py
 	$(PY) bench/servers.py
 	$(PY) bench/local.py

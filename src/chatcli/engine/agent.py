@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from chatcli.core import agent as rules
 from chatcli.core.errors import UsageError
-from chatcli.core.messages import Message
+from chatcli.core.messages import History, Message
 from chatcli.engine import tools
 from chatcli.providers.base import Tool, ToolCall
 from chatcli.store.recall import MARKER_RE
@@ -38,6 +38,10 @@ class Agent:
     writes: bool = True
     root: Path | None = None  # the working directory (None: the process's, when first needed)
     _workspace: tools.Workspace | None = None
+    # What the history has told `allowed` so far, so each agent step reads only the messages
+    # added since (a 100,000-message session is not walked at every step): the history read,
+    # its version (changed by anything but an append), how far, and what was found.
+    _seen: tuple[object, int, int, bool, frozenset[str]] = (None, 0, 0, False, frozenset())
 
     def switch(self, mode: str, conv: Conversation) -> None:
         """Change the mode; agent and coder need a provider that calls tools (one line why not)."""
@@ -60,7 +64,7 @@ class Agent:
         """The tools the model may call now, and those the history called. `recall` is offered
         while a summary names recall entries, in every mode; `session_search` in every mode
         unless CHATCLI_CHAT_TOOLS turns chat's tools off."""
-        summary, called = _tool_state(conv.history)
+        summary, called = self._tool_state(conv.history)
         kinds = rules.kinds_for(self.mode, self.writes)
         if self.mode == "chat" and not conv.settings.chat_tools:
             kinds = ()
@@ -102,10 +106,20 @@ class Agent:
         return plan.run()
 
 
-def _tool_state(history: Sequence[Message]) -> tuple[bool, set[str]]:
-    """(whether a summary names recall entries, the names of the tools the history called)."""
+    def _tool_state(self, history: History) -> tuple[bool, frozenset[str]]:
+        """(whether a summary names recall entries, the names of the tools the history called)."""
+        seen, version, upto, summary, called = self._seen
+        if seen is not history or version != history.version or upto > len(history):
+            upto, summary, called = 0, False, frozenset()
+        more_summary, more_called = _scan(history[upto:]) if upto < len(history) else (False, set())
+        summary, called = summary or more_summary, called | more_called
+        self._seen = (history, history.version, len(history), summary, called)
+        return summary, called
+
+
+def _scan(messages: Sequence[Message]) -> tuple[bool, set[str]]:
     summary, called = False, set()
-    for message in history:
+    for message in messages:
         if message.tool_calls:
             called.update(c.get("name") or (c.get("function") or {}).get("name") for c in message.tool_calls)
         elif message.is_summary and MARKER_RE.search(message.content):

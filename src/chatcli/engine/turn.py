@@ -55,6 +55,9 @@ class Pacing:
 
     compact_after: int = 0  # after a failed automatic compaction: not before this length
     window_from: int = 0  # this turn sends the history from here on (see _auto_compact)
+    # What came before window_from that every request of this turn carries (system messages and
+    # summaries), read once a turn, not at each agent step: (window_from, history version, them).
+    window_kept: tuple[int, int, list[Message]] | None = None
     full_window_said: bool = False  # the "compacting would not help" note is given once
     too_large_said: bool = False  # the "too large to summarise" note too
 
@@ -90,7 +93,7 @@ def run(
             notice(note)
         raise
     finally:
-        conv.pacing.window_from = 0
+        conv.pacing.window_from, conv.pacing.window_kept = 0, None
     return replace(result, notes=tuple(conv.sync_transcript() + conv.binding.write_through()))
 
 
@@ -241,11 +244,14 @@ def _sent(conv: Conversation) -> list[Message]:
     """The messages a request carries: the history, or on a first turn after a resume that
     does not fit (see _auto_compact) its latest part, after the system messages and
     summaries that came before it (as a compaction would keep them)."""
-    start = conv.pacing.window_from
+    start, history = conv.pacing.window_from, conv.history
     if not start:
-        return list(conv.history)
-    kept = [m for m in conv.history[:start] if m.role == "system" or m.is_summary]
-    return kept + conv.history[start:]
+        return list(history)
+    cached = conv.pacing.window_kept
+    if cached is None or cached[:2] != (start, history.version):
+        cached = conv.pacing.window_kept = (start, history.version,
+                                            [m for m in history[:start] if m.role == "system" or m.is_summary])
+    return cached[2] + history[start:]
 
 
 def _run_tools(conv: Conversation, text: str, calls: list[ToolCall], notice: Callable[[str], None],
