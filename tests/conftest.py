@@ -73,6 +73,17 @@ def anthropic_server():
         yield server
 
 
+@pytest.fixture(params=["openai", "anthropic"])
+def tool_server(request, env):
+    """A fake server of each provider that calls tools, with `env` pointed at it (model 'm',
+    plain text): the test runs once per wire format."""
+    with FakeModelServer(request.param) as server:
+        prefix = request.param.upper()
+        env.update({"LLM_PROVIDER": request.param, f"{prefix}_API_KEY": "x", f"{prefix}_BASE_URL": server.base_url,
+                    f"{prefix}_MODEL": "m", "NO_COLOR": "1"})
+        yield server
+
+
 @pytest.fixture
 def openai_env(env, openai_server) -> dict[str, str]:
     env.update(LLM_PROVIDER="openai", OPENAI_API_KEY="x", OPENAI_BASE_URL=openai_server.base_url, OPENAI_MODEL="m")

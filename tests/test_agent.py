@@ -5,6 +5,7 @@ the kill and the MCP tool are in test_agent_surfaces.py."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -39,11 +40,27 @@ def project(workdir):
 
 
 @pytest.fixture
-def coder(make_conversation, project):
-    conv = make_conversation()
-    conv.agent.root = project
-    conv.agent.switch("coder", conv)
-    return conv
+def agent_in(make_conversation, project):
+    """A conversation in `mode` working in `project`; keyword arguments are environment variables."""
+
+    def make(mode: str = "agent", **variables: str):
+        conv = make_conversation(**variables)
+        conv.agent.root = project
+        conv.agent.switch(mode, conv)
+        return conv
+
+    return make
+
+
+@pytest.fixture
+def coder(agent_in):
+    return agent_in("coder")
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def results(conv) -> list[str]:
@@ -108,18 +125,29 @@ def test_always_holds_for_that_kind_for_the_rest_of_the_conversation(coder, fake
     coder.send("make two files", approve=user)
     assert [q.title for q in user.questions] == ["create a.txt (+1 −0)", "run: cat a.txt b.txt"]  # b.txt: always
     assert (project / "b.txt").read_text() == "b\n"
+    assert oct((project / "a.txt").stat().st_mode & 0o777) == oct(0o666 & ~current_umask())
     assert results(coder)[2] == "exit code 0\na\nb\n"
 
 
-def test_without_anyone_to_ask_commands_and_writes_are_refused(make_conversation, fake_model, project):
-    conv = make_conversation()
-    conv.agent.root = project
-    conv.agent.switch("agent", conv)
+def test_without_anyone_to_ask_commands_and_writes_are_refused(agent_in, fake_model, project):
+    conv = agent_in()
     fake_model.reply(tool_calls=[call("c1", "run_shell", command="touch made")])
     fake_model.reply("I could not run it.")
     conv.send("touch a file")  # no approve: a one-shot with no terminal and no --yes
     assert not (project / "made").exists()
     assert results(conv)[0].startswith("refused: run: touch made: there was no one to approve it")
+
+
+def test_a_write_keeps_the_mode_of_the_file_and_makes_missing_directories(coder, fake_model, project):
+    (project / "run.sh").write_text("echo hi\n")
+    (project / "run.sh").chmod(0o755)
+    fake_model.reply(tool_calls=[call("c1", "write_file", path="run.sh", content="echo hello\n"),
+                                 call("c2", "write_file", path="docs/new/notes.md", content="# Notes\n")])
+    fake_model.reply("Done.")
+    coder.send("update the script and start the notes", approve=Asked(rules.ALWAYS))
+    assert oct((project / "run.sh").stat().st_mode & 0o777) == "0o755"
+    assert (project / "run.sh").read_text() == "echo hello\n"
+    assert (project / "docs" / "new" / "notes.md").read_text() == "# Notes\n"
 
 
 def test_file_tools_stay_in_the_working_directory(coder, fake_model, project, tmp_path):
@@ -136,23 +164,19 @@ def test_file_tools_stay_in_the_working_directory(coder, fake_model, project, tm
     assert not (tmp_path / "x.txt").exists()
 
 
-def test_agent_dirs_let_the_user_allow_more(make_conversation, fake_model, project, tmp_path):
+def test_agent_dirs_let_the_user_allow_more(agent_in, fake_model, project, tmp_path):
     other = tmp_path / "shared"
     other.mkdir()
     (other / "notes.txt").write_text("shared notes\n")
-    conv = make_conversation(CHATCLI_AGENT_DIRS=str(other))
-    conv.agent.root = project
-    conv.agent.switch("agent", conv)
+    conv = agent_in(CHATCLI_AGENT_DIRS=str(other))
     fake_model.reply(tool_calls=[call("c1", "read_file", path=str(other / "notes.txt"))])
     fake_model.reply("Read it.")
     conv.send("read the shared notes")
     assert results(conv) == ["shared notes\n"]
 
 
-def test_agent_mode_has_no_write_tools(make_conversation, fake_model, project):
-    conv = make_conversation()
-    conv.agent.root = project
-    conv.agent.switch("agent", conv)
+def test_agent_mode_has_no_write_tools(agent_in, fake_model, project):
+    conv = agent_in()
     fake_model.reply(tool_calls=[call("c1", "edit_file", path="app.py", old_text="helo", new_text="x")])
     fake_model.reply("Agent mode cannot edit.")
     conv.send("edit it", approve=Asked(rules.YES))
@@ -161,10 +185,8 @@ def test_agent_mode_has_no_write_tools(make_conversation, fake_model, project):
     assert "helo" in (project / "app.py").read_text()
 
 
-def test_a_shell_command_past_its_time_is_stopped_and_the_turn_goes_on(make_conversation, fake_model, project):
-    conv = make_conversation(CHATCLI_AGENT_SHELL_TIMEOUT="1")
-    conv.agent.root = project
-    conv.agent.switch("agent", conv)
+def test_a_shell_command_past_its_time_is_stopped_and_the_turn_goes_on(agent_in, fake_model, project):
+    conv = agent_in(CHATCLI_AGENT_SHELL_TIMEOUT="1")
     fake_model.reply(tool_calls=[call("c1", "run_shell", command="echo started; sleep 30; echo never")])
     fake_model.reply("It hung, so it was stopped.")
     began = time.monotonic()
@@ -175,10 +197,8 @@ def test_a_shell_command_past_its_time_is_stopped_and_the_turn_goes_on(make_conv
     assert conv.history[-1].content == "It hung, so it was stopped."
 
 
-def test_a_long_output_keeps_its_start_and_its_end(make_conversation, fake_model, project):
-    conv = make_conversation(CHATCLI_AGENT_OUTPUT_LIMIT="300")
-    conv.agent.root = project
-    conv.agent.switch("agent", conv)
+def test_a_long_output_keeps_its_start_and_its_end(agent_in, fake_model, project):
+    conv = agent_in(CHATCLI_AGENT_OUTPUT_LIMIT="300")
     fake_model.reply(tool_calls=[call("c1", "run_shell", command="seq 1 5000")])
     fake_model.reply("Counted.")
     conv.send("count", approve=Asked(rules.YES))

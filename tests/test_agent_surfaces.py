@@ -14,21 +14,11 @@ from pathlib import Path
 
 import pytest
 from conftest import CHATCLI, run_chatcli
-from fakes import FakeModelServer
 from repl_driver import Repl, plain
 
 
 def call(id: str, name: str, **arguments) -> dict:
     return {"id": id, "name": name, "arguments": json.dumps(arguments)}
-
-
-@pytest.fixture(params=["openai", "anthropic"])
-def model(request, env):
-    with FakeModelServer(request.param) as server:
-        prefix = request.param.upper()
-        env.update({"LLM_PROVIDER": request.param, f"{prefix}_API_KEY": "x", f"{prefix}_BASE_URL": server.base_url,
-                    f"{prefix}_MODEL": "m", "NO_COLOR": "1"})
-        yield server
 
 
 @pytest.fixture
@@ -56,17 +46,17 @@ def exchange(seen, kind: str) -> list[tuple[str, str, bool]]:
     return out
 
 
-def test_a_coder_session_in_the_repl_reads_greps_asks_writes_and_answers(env, model, project, sessions_dir):
+def test_a_coder_session_in_the_repl_reads_greps_asks_writes_and_answers(env, tool_server, project, sessions_dir):
     repl = Repl(env, "m", cwd=project, args=("--session", "fix"))
     try:
         out = plain(repl.send("/coder"))
         assert f"Coder mode: as agent mode, and the model may write and edit files under {project}" in out
         assert "coder:m>" in out  # the prompt shows the mode
-        model.reply("Looking.", tool_calls=[call("c1", "read_file", path="app.py"),
+        tool_server.reply("Looking.", tool_calls=[call("c1", "read_file", path="app.py"),
                                             call("c2", "grep", pattern="helo")])
-        model.reply(tool_calls=[call("c3", "run_shell", command="rm -rf build")])
-        model.reply(tool_calls=[call("c4", "edit_file", path="app.py", old_text="'helo'", new_text="'hello'")])
-        model.reply("Fixed the typo; I did not remove build.")
+        tool_server.reply(tool_calls=[call("c3", "run_shell", command="rm -rf build")])
+        tool_server.reply(tool_calls=[call("c4", "edit_file", path="app.py", old_text="'helo'", new_text="'hello'")])
+        tool_server.reply("Fixed the typo; I did not remove build.")
         repl.child.send("fix the typo\r")
         repl.child.expect(r"run_shell: run: rm -rf build")
         before = plain(repl.child.before)  # the first batch's lines, then the command asked about
@@ -86,13 +76,13 @@ def test_a_coder_session_in_the_repl_reads_greps_asks_writes_and_answers(env, mo
     finally:
         repl.close()
     assert (project / "app.py").read_text() == "def greet():\n    return 'hello'\n"
-    last = model.requests[-1]
-    assert exchange(last, model.kind) == [
+    last = tool_server.requests[-1]
+    assert exchange(last, tool_server.kind) == [
         ("read_file", "c1", False), ("grep", "c2", False), ("", "def greet():\n    return 'helo'\n", False),
         ("", "app.py:2:     return 'helo'", False), ("run_shell", "c3", False),
-        ("", exchange(last, model.kind)[5][1], model.kind == "anthropic"), ("edit_file", "c4", False),
+        ("", exchange(last, tool_server.kind)[5][1], tool_server.kind == "anthropic"), ("edit_file", "c4", False),
         ("", "wrote app.py (+1 −1 lines)", False)]
-    assert exchange(last, model.kind)[5][1].startswith("refused: the user did not allow this (run: rm -rf build)")
+    assert exchange(last, tool_server.kind)[5][1].startswith("refused: the user did not allow this (run: rm -rf build)")
     offered = [t.get("name") or t["function"]["name"] for t in last.body["tools"]]
     assert offered == ["session_search", "read_file", "list_dir", "grep", "run_shell", "write_file", "edit_file"]
     saved = json.loads((sessions_dir / "fix.json").read_text())["chat_history"]
@@ -111,15 +101,15 @@ def test_agent_mode_is_refused_in_one_line_without_tool_calling(env):
                              "not (/provider openai or anthropic has them)\n")
 
 
-def test_a_one_shot_agent_without_a_terminal_refuses_commands_unless_yes(env, model, project):
-    model.reply(tool_calls=[call("c1", "run_shell", command="touch made")])
-    model.reply("Not allowed.")
+def test_a_one_shot_agent_without_a_terminal_refuses_commands_unless_yes(env, tool_server, project):
+    tool_server.reply(tool_calls=[call("c1", "run_shell", command="touch made")])
+    tool_server.reply("Not allowed.")
     refused = run_chatcli("--agent", "-p", "touch a file", env=env, cwd=project)
     assert refused.returncode == 0 and not (project / "made").exists()
     assert "refused (there was no one to approve it (run it in the REPL, or give --yes)): run: touch made" \
         in refused.stderr
-    model.reply(tool_calls=[call("c1", "run_shell", command="touch made")])
-    model.reply("Made it.")
+    tool_server.reply(tool_calls=[call("c1", "run_shell", command="touch made")])
+    tool_server.reply("Made it.")
     allowed = run_chatcli("--agent", "--yes", "-p", "touch a file", env=env, cwd=project)
     assert allowed.returncode == 0 and (project / "made").exists() and "Made it." in allowed.stdout
 
@@ -130,9 +120,9 @@ def journal_messages(home: Path) -> list[dict]:
     return [e["message"] for e in events if e.get("type") == "message"]
 
 
-def test_a_kill_during_a_tool_batch_loses_at_most_that_batch(env, model, project):
-    model.reply(tool_calls=[call("c1", "read_file", path="app.py")])
-    model.reply(tool_calls=[call("c2", "run_shell", command="touch started; sleep 60"),
+def test_a_kill_during_a_tool_batch_loses_at_most_that_batch(env, tool_server, project):
+    tool_server.reply(tool_calls=[call("c1", "read_file", path="app.py")])
+    tool_server.reply(tool_calls=[call("c2", "run_shell", command="touch started; sleep 60"),
                             call("c3", "list_dir")])
     child = subprocess.Popen([CHATCLI, "--agent", "--yes", "--session", "killed", "-p", "look, then build"],
                              env=env, cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -152,8 +142,8 @@ def test_a_kill_during_a_tool_batch_loses_at_most_that_batch(env, model, project
     assert all(m["meta"]["mode"] == "agent" for m in kept)
 
 
-def test_ctrl_c_stops_a_running_command_and_keeps_the_batch(env, model, project):
-    model.reply(tool_calls=[call("c1", "run_shell", command="touch started; sleep 60")])
+def test_ctrl_c_stops_a_running_command_and_keeps_the_batch(env, tool_server, project):
+    tool_server.reply(tool_calls=[call("c1", "run_shell", command="touch started; sleep 60")])
     repl = Repl(env, "m", cwd=project, args=("--agent", "--yes", "--session", "stopped"))
     try:
         repl.child.send("build it\r")

@@ -7,18 +7,7 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-from fakes import FakeModelServer
 from repl_driver import Repl, plain
-
-
-@pytest.fixture(params=["openai", "anthropic"])
-def tool_server(request, env):
-    with FakeModelServer(request.param) as server:
-        prefix = request.param.upper()
-        env.update({"LLM_PROVIDER": request.param, f"{prefix}_API_KEY": "x", f"{prefix}_BASE_URL": server.base_url,
-                    f"{prefix}_MODEL": "m", "NO_COLOR": "1"})
-        yield server
 
 
 def offered_tools(seen) -> list[str]:

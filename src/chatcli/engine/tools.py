@@ -274,6 +274,7 @@ def _plan_write(path: Path, shown: str, before: str | None, after: str, tool: st
     def run() -> Outcome:
         try:
             mode = path.stat().st_mode & 0o7777 if before is not None else 0o666 & ~_umask()
+            path.parent.mkdir(parents=True, exist_ok=True)  # a new file's directories, inside the workspace
             atomic_write(path, after.encode("utf-8"), mode=mode)
         except OSError as exc:
             return Outcome(f"error: {shown} could not be written: {os_cause(exc)}",
@@ -297,8 +298,8 @@ def _plan_write_file(args: dict, ctx: Context) -> Plan:
         raise ToolError("give the file's whole new content as 'content'")
     if path.is_dir():
         raise ToolError(f"{shown} is a directory")
-    if not path.parent.is_dir():
-        raise ToolError(f"the directory of {shown} does not exist")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ToolError(f"{ctx.workspace.show(path.parent)} is not a directory")
     before = _read_text(path, shown) if path.exists() else None
     return _plan_write(path, shown, before, content, "write_file")
 
