@@ -81,7 +81,7 @@ def test_a_coder_turn_reads_greps_edits_with_approval_and_answers(coder, fake_mo
     fake_model.reply("Fixed the typo in app.py.")
     user = Asked(rules.YES)
     result = coder.send("fix the typo in greet", approve=user)
-    assert result.text == "Fixed the typo in app.py."
+    assert result.text == "Let me look.\n\nFixed the typo in app.py."  # every step's text
     assert (project / "app.py").read_text() == "def greet():\n    return 'hello'\n"
     # Only the write asked, showing its diff first.
     [question] = user.questions

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import termios
 
 from chatcli.config.settings import Settings
-from chatcli.core.agent import ALWAYS, NO, Approval, parse_answer
+from chatcli.core.agent import ALWAYS, Approval, ask
 from chatcli.core.errors import UsageError
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation, load_system_prompt
@@ -53,16 +55,20 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
 
 
 def _ask_on_terminal(question: Approval) -> str:
-    """The approval question on stderr, answered on stdin (a terminal): y / n / always."""
+    """The approval question on stderr, answered on stdin (a terminal): y / n / always. What was
+    typed before the question is dropped: it was not an answer to it."""
     if question.detail:
         sys.stderr.write(question.detail.rstrip("\n") + "\n")
     sys.stderr.write(f"{question.tool}: {question.title}\n")
-    while True:
-        sys.stderr.write("Allow? (y)es / (n)o / (a)lways: ")
+    with contextlib.suppress(OSError, ValueError, termios.error):
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+
+    def read(prompt: str) -> str:
+        sys.stderr.write(prompt)
         sys.stderr.flush()
         line = sys.stdin.readline()
         if not line:
-            return NO
-        answer = parse_answer(line)
-        if answer is not None:
-            return answer
+            raise EOFError
+        return line
+
+    return ask(read, "Allow? (y)es / (n)o / (a)lways: ")

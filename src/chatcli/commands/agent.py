@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from chatcli.commands.registry import CommandRegistry, Result
+from chatcli.core.agent import SHELL, WRITE
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
@@ -25,6 +26,9 @@ def switch(conv: Conversation, mode: str, task: str = "") -> Result:
     already = conv.agent.mode == mode
     conv.agent.switch(mode, conv)
     text = WHAT[mode].format(root=conv.agent.workspace(conv).root)
+    approved = [what for kind, what in ((SHELL, "commands"), (WRITE, "writes")) if kind in conv.agent.always]
+    if mode != "chat" and approved:
+        text += f" Already approved for this session, without asking: {' and '.join(approved)}."
     if already:
         text = f"Already in {mode} mode." if not task else ""
     return Result(text, send=task)

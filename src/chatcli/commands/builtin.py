@@ -54,7 +54,12 @@ def build_registry() -> CommandRegistry:
         if len(args.split()) > 1:
             raise UsageError("usage: /provider [name]")
         conv.switch_provider(args)
-        return Result(f"Provider set to {conv.settings.provider}, model {conv.settings.model_label}.")
+        said = f"Provider set to {conv.settings.provider}, model {conv.settings.model_label}."
+        if conv.agent.tagged and not getattr(conv.provider, "supports_tools", False):
+            ended = conv.agent.mode
+            conv.agent.switch("chat", conv)
+            said += f" It does not call tools, so {ended} mode ended: back in chat mode."
+        return Result(said)
 
     agent_commands.register(registry)
     session_commands.register(registry)

@@ -13,6 +13,7 @@ reads never do, and are confined to the working directory like writes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MODES = ("chat", "agent", "coder")
@@ -36,12 +37,50 @@ def kinds_for(mode: str, writes: bool = True) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Approval:
     """A question to the user before a tool runs: `title` is one line ("run: make test",
-    "write notes.md (+3 −1)"), `detail` what to look at first (a diff, the command)."""
+    "write notes.md (+3 −1)"), `detail` what to look at first (a diff, the command). Both are
+    made `printable` here: what the model wrote cannot move the cursor or erase a line to make
+    the question say something else than what will run."""
 
     kind: str
     tool: str
     title: str
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "title", printable(self.title.replace("\n", " ")))
+        object.__setattr__(self, "detail", printable(self.detail))
+
+
+_SHOWN = {"\n", "\t"}
+
+
+def printable(text: str) -> str:
+    """`text` with every control character (escape sequences, carriage returns, bidi
+    overrides…) written out as `\\x1b`, `\\u202e`: safe to print on a terminal; newlines and
+    tabs stay."""
+    if text.isprintable():
+        return text
+    import unicodedata
+
+    out = []
+    for ch in text:
+        if ch in _SHOWN or (ch.isprintable() and unicodedata.category(ch) not in ("Cf", "Zl", "Zp")):
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return "".join(out)
+
+
+def ask(read: Callable[[str], str], prompt: str = "Allow? (y)es / (n)o / (a)lways for this session: ") -> str:
+    """Ask the approval question with `read` until the answer is one; end of input is NO."""
+    while True:
+        try:
+            answer = parse_answer(read(prompt))
+        except EOFError:
+            return NO
+        if answer is not None:
+            return answer
 
 
 def parse_answer(text: str) -> str | None:
@@ -83,11 +122,20 @@ def diff_counts(text: str) -> tuple[int, int]:
     return added, removed
 
 
+def head_size(limit: int) -> int:
+    """How much of the start `cap` keeps (the rest of `limit` is the end)."""
+    return limit * 2 // 3
+
+
 def cap(text: str, limit: int) -> str:
     """`text` cut to about `limit` characters: its start and its end, with how much was left
     out between them (a command's last lines usually say how it ended)."""
     if len(text) <= limit:
         return text
-    head = limit * 2 // 3
-    tail = limit - head
-    return f"{text[:head]}\n[… {len(text) - limit:,} characters left out …]\n{text[-tail:]}"
+    head = head_size(limit)
+    return joined(text[:head], text[len(text) - (limit - head):], len(text) - limit)
+
+
+def joined(head: str, tail: str, left_out: int) -> str:
+    """A start and an end with what was left out between them named."""
+    return f"{head}\n[… {left_out:,} characters left out …]\n{tail}" if left_out else head + tail

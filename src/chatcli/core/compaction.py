@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chatcli.core.messages import Message
+from chatcli.core.messages import Message, call_chars
 
 # Fewer older messages than this and there is nothing worth summarising.
 MIN_SUMMARISED = 2
@@ -77,7 +77,8 @@ def compacted(history: Sequence[Message], cut: Cut, summary: Message) -> list[Me
 def estimate_tokens(system: str, history: Sequence[Message], text: str = "") -> int:
     """A rough count of the tokens a request takes: about four characters a token, plus a few
     for each message's framing. Good enough to tell when a window is filling up."""
-    chars = len(system) + len(text) + sum(len(m.content) for m in history)
+    chars = len(system) + len(text) + sum(len(m.content) + call_chars(m) if m.tool_calls else len(m.content)
+                                          for m in history)
     return chars // 4 + 4 * (len(history) + 2)
 
 
@@ -88,7 +89,8 @@ def recent_window(history: Sequence[Message], tokens: int) -> int:
     allowed = safe_cuts(history)
     used, start = 0, len(history)
     while start > 0:
-        cost = len(history[start - 1].content) // 4 + 4
+        message = history[start - 1]
+        cost = (len(message.content) + call_chars(message)) // 4 + 4
         if used + cost > tokens:
             break
         used += cost

@@ -11,6 +11,8 @@ import re
 from collections import namedtuple
 from collections.abc import Sequence
 
+from chatcli.core.messages import call_function
+
 Entry = namedtuple("Entry", "pos message time live", defaults=(None, "", None))
 
 
@@ -69,7 +71,7 @@ def to_markdown(entries: Sequence[Entry], *, title: str, facts: Sequence[str]) -
 def _call_block(call: dict) -> list[str]:
     """A tool call as its name and id, then its arguments as indented JSON (as written, when they
     are not JSON)."""
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    function = call_function(call)
     arguments = function.get("arguments")
     try:
         shown = json.dumps(json.loads(arguments), ensure_ascii=False, indent=2) if isinstance(arguments, str) \

@@ -34,7 +34,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 
-from chatcli.core.messages import Message, field_problem
+from chatcli.core.messages import Message, call_function, field_problem
 
 VERSION = 1
 MESSAGE = "message"
@@ -60,7 +60,7 @@ def content_digest(message: Message) -> str:
     calls = []
     for call in message.tool_calls or ():
         if isinstance(call, dict):
-            function = call.get("function") if isinstance(call.get("function"), dict) else call
+            function = call_function(call)
             calls.append([call.get("id"), function.get("name"), function.get("arguments")])
         else:
             calls.append([None, None, str(call)])

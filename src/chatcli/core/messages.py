@@ -150,6 +150,25 @@ def shared_prefix(left: list[Message], right: list[Message]) -> int:
     return count
 
 
+def call_function(call: dict) -> dict:
+    """The part of a stored tool call that names the function and holds its arguments: the
+    call itself in the v2 shape ({id, type, name, arguments}), its `function` in the Chat
+    Completions shape that older files and other tools write."""
+    function = call.get("function")
+    return function if isinstance(function, dict) else call
+
+
+def call_chars(message: Message) -> int:
+    """The characters a message sends beyond its text: its tool calls' names and arguments (a
+    write_file call carries a whole file)."""
+    total = 0
+    for call in message.tool_calls or ():
+        if call.__class__ is dict:
+            function = call_function(call)
+            total += len(str(function.get("name") or "")) + len(str(function.get("arguments") or ""))
+    return total
+
+
 def field_problem(data: dict[str, Any]) -> str | None:
     """What is wrong with the fields of a message dict that chatcli acts on, or None. A file saying
     `"tool_calls": 5` is refused when read, not turned into a failure of every later turn."""

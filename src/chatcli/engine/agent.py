@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from chatcli.core import agent as rules
 from chatcli.core.errors import UsageError
-from chatcli.core.messages import History, Message
+from chatcli.core.messages import History, Message, call_function
 from chatcli.engine import tools
 from chatcli.providers.base import Tool, ToolCall
 from chatcli.store.recall import MARKER_RE
@@ -37,6 +37,8 @@ class Agent:
     # False for an MCP server not started with --allow-writes: no shell, no writes, in any mode.
     writes: bool = True
     root: Path | None = None  # the working directory (None: the process's, when first needed)
+    # The endpoint answered a request offering tools with an error about them: chat offers none.
+    tools_refused: bool = False
     _workspace: tools.Workspace | None = None
     # What the history has told `allowed` so far, so each agent step reads only the messages
     # added since (a 100,000-message session is not walked at every step): the history read,
@@ -80,7 +82,7 @@ class Agent:
     def offered(self, conv: Conversation) -> tuple[tuple[Tool, ...], bool]:
         """The tools a request describes, and whether the model may call them now: those allowed,
         and those the history called (Anthropic refuses tool blocks of undefined tools)."""
-        if not getattr(conv.provider, "supports_tools", False):
+        if not getattr(conv.provider, "supports_tools", False) or (self.tools_refused and not self.tagged):
             return (), False
         allowed, called = self.allowed(conv)
         described = [name for name in tools.TOOLS if name in allowed or name in called]
@@ -121,7 +123,7 @@ def _scan(messages: Sequence[Message]) -> tuple[bool, set[str]]:
     summary, called = False, set()
     for message in messages:
         if message.tool_calls:
-            called.update(c.get("name") or (c.get("function") or {}).get("name") for c in message.tool_calls)
+            called.update(call_function(c).get("name") for c in message.tool_calls if isinstance(c, dict))
         elif message.is_summary and MARKER_RE.search(message.content):
             summary = True
     return summary, called

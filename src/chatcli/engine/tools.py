@@ -14,12 +14,14 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chatcli.config.providers import KEY_VARS
 from chatcli.core import agent as rules
 from chatcli.core.errors import ChatcliError
 from chatcli.engine import recall, records
@@ -70,15 +72,28 @@ class Workspace:
         return cls(Path(os.path.realpath(root)), tuple(Path(os.path.realpath(p)) for p in extra))
 
     def resolve(self, path: str) -> Path:
-        if not isinstance(path, str) or not path.strip():
+        """The real path `path` names (links followed), when it is inside; else ToolError."""
+        if not isinstance(path, str) or not path.strip() or "\0" in path:
             raise ToolError("give a path (relative to the working directory)")
+        self._check_root()
         candidate = Path(os.path.expanduser(path.strip()))
         real = os.path.realpath(candidate if candidate.is_absolute() else self.root / candidate)
-        for allowed in (self.root, *self.extra):
-            if real == str(allowed) or real.startswith(str(allowed).rstrip(os.sep) + os.sep):
-                return Path(real)
+        if self.inside(real):
+            return Path(real)
         raise ToolError(f"{path} is outside the working directory ({self.root}); the user can allow more "
                         "directories with CHATCLI_AGENT_DIRS")
+
+    def inside(self, real: str) -> bool:
+        """Whether a resolved path is in the working directory or one CHATCLI_AGENT_DIRS adds."""
+        return any(real == str(allowed) or real.startswith(str(allowed).rstrip(os.sep) + os.sep)
+                   for allowed in (self.root, *self.extra))
+
+    def _check_root(self) -> None:
+        """The whole file system or the whole home directory is no project: file tools there
+        would reach every key and every file the user has, with no question asked for reads."""
+        if str(self.root) in (os.sep, os.path.realpath(os.path.expanduser("~"))):
+            raise ToolError(f"the working directory is {self.root}, which is too broad to work in: the user "
+                            "should start chatcli in a project directory (or add it with CHATCLI_AGENT_DIRS)")
 
     def show(self, path: Path) -> str:
         """How a path is named to the user and the model: relative to the root when inside it."""
@@ -117,20 +132,34 @@ def _done(text: str, note: str) -> Plan:
 
 
 # -- reading -----------------------------------------------------------------------------------
-def _read_text(path: Path, shown: str) -> str:
+def _read_bytes(path: Path, shown: str) -> bytes:
+    """A regular file's bytes (a FIFO or a device would block or never end: refused)."""
     try:
-        if path.is_dir():
+        info = path.stat()
+        if stat.S_ISDIR(info.st_mode):
             raise ToolError(f"{shown} is a directory (list_dir lists it)")
-        if path.stat().st_size > MAX_FILE:
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{shown} is not a regular file")
+        if info.st_size > MAX_FILE:
             raise ToolError(f"{shown} is larger than {MAX_FILE // (1024 * 1024)} MB")
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise ToolError(f"{shown} does not exist") from None
     except OSError as exc:
         raise ToolError(f"{shown} cannot be read: {os_cause(exc)}") from None
+
+
+def _read_text(path: Path, shown: str, exact: bool = False) -> str:
+    """A text file's text. `exact` for a file about to be rewritten: one that is not UTF-8 is
+    refused, since its other bytes would not come back as they were."""
+    data = _read_bytes(path, shown)
     if b"\0" in data[:8192]:
         raise ToolError(f"{shown} is a binary file")
-    return data.decode("utf-8", errors="replace")
+    try:
+        return data.decode("utf-8", errors="strict" if exact else "replace")
+    except UnicodeDecodeError:
+        raise ToolError(f"{shown} is not UTF-8 text; chatcli does not rewrite it (its other bytes would "
+                        "change)") from None
 
 
 def _plan_read_file(args: dict, ctx: Context) -> Plan:
@@ -140,6 +169,8 @@ def _plan_read_file(args: dict, ctx: Context) -> Plan:
     lines = text.splitlines(keepends=True)
     first = _whole(args.get("start_line"), 1)
     count = _whole(args.get("max_lines"), len(lines) or 1)
+    if first > max(len(lines), 1):
+        raise ToolError(f"{shown} has {len(lines):,} lines; start_line {first:,} is past its end")
     part = "".join(lines[first - 1: first - 1 + count])
     limit = ctx.conv.settings.agent_output_limit
     head = f"{shown}: lines {first}–{min(first - 1 + count, len(lines))} of {len(lines)}\n" \
@@ -150,7 +181,7 @@ def _plan_read_file(args: dict, ctx: Context) -> Plan:
 def _whole(value, default: int) -> int:
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value < 2 ** 31:
         raise ToolError("start_line and max_lines are whole numbers from 1")
     return int(value)
 
@@ -169,7 +200,12 @@ def _plan_list_dir(args: dict, ctx: Context) -> Plan:
     rows = []
     for entry in entries[:MAX_LIST]:
         try:
-            rows.append(entry.name + "/" if entry.is_dir() else f"{entry.name}  ({entry.stat().st_size:,} bytes)")
+            if entry.is_symlink() and not ctx.workspace.inside(os.path.realpath(entry.path)):
+                rows.append(f"{entry.name}  (a link out of the working directory)")
+            elif entry.is_dir():
+                rows.append(entry.name + "/")
+            else:
+                rows.append(f"{entry.name}  ({entry.stat().st_size:,} bytes)")
         except OSError:
             rows.append(entry.name)
     if len(entries) > MAX_LIST:
@@ -192,8 +228,14 @@ def _plan_grep(args: dict, ctx: Context) -> Plan:
     files = [base] if base.is_file() else _walk(base, glob)
     total = 0
     for file in files:
+        real = os.path.realpath(file)
+        if not ctx.workspace.inside(real):
+            continue  # a link out of the working directory
         try:
-            data = file.read_bytes() if file.stat().st_size <= MAX_FILE else b""
+            info = os.stat(real)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE:
+                continue  # a FIFO, a device, a huge file
+            data = Path(real).read_bytes()
         except OSError:
             continue
         if b"\0" in data[:8192]:
@@ -225,56 +267,131 @@ def _plan_run_shell(args: dict, ctx: Context) -> Plan:
     if not isinstance(command, str) or not command.strip():
         raise ToolError("give a command to run")
     settings = ctx.conv.settings
+    ctx.workspace.resolve(".")  # not from a root too broad to work in
     timeout = settings.agent_shell_timeout
     asked = args.get("timeout")
     if isinstance(asked, int | float) and not isinstance(asked, bool) and 0 < asked < timeout:
         timeout = float(asked)
     approval = rules.Approval(rules.SHELL, "run_shell", f"run: {command.strip().splitlines()[0][:200]}",
                               f"$ {command.strip()}\n(in {ctx.workspace.root}, at most {timeout:g} s)")
-    return Plan(approval, lambda: _run_shell(command, ctx.workspace.root, timeout, settings.agent_output_limit))
+    return Plan(approval, lambda: _run_shell(command, ctx.workspace.root, timeout, settings))
 
 
-def _run_shell(command: str, cwd: Path, timeout: float, limit: int) -> Outcome:
-    first = command.strip().splitlines()[0][:80]
-    # Its own process group: a timeout or Ctrl-C stops the command and everything it started.
-    process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+# Environment variables a command never sees: the keys chatcli holds (a command's output goes to
+# the model, and into the history the encryption key protects).
+HIDDEN_VARS = ("CHATCLI_ENCRYPTION_KEY", "CHATCLI_NEW_ENCRYPTION_KEY", *KEY_VARS.values())
+AFTER_EXIT = 0.5  # seconds the output is still read once the command has ended
+
+
+def _run_shell(command: str, cwd: Path, timeout: float, settings) -> Outcome:
+    """Run `command` in its own process group, reading its output as it comes into a bounded
+    capture (its start and its end). At the timeout, or Ctrl-C, the group is killed; output
+    held open by a process that left the group is read no longer than AFTER_EXIT."""
+    import selectors
+    import time
+
+    first = rules.printable(command.strip().splitlines()[0][:80])
+    env = {k: v for k, v in settings.env.items() if k not in HIDDEN_VARS} if settings.env else \
+        {k: v for k, v in os.environ.items() if k not in HIDDEN_VARS}
     try:
-        output, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _stop(process)
-        output, _ = process.communicate()
-        text = output.decode("utf-8", errors="replace")
-        return Outcome(f"error: the command timed out after {timeout:g} s and was stopped; its output:\n"
-                       + rules.cap(text, limit), f"run_shell {first!r}: timed out after {timeout:g} s", error=True)
+        process = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        return Outcome(f"error: the command could not start: {os_cause(exc)}",
+                       f"run_shell {first!r}: could not start ({os_cause(exc)})", error=True)
+    capture = _Capture(settings.agent_output_limit)
+    deadline = time.monotonic() + timeout
+    timed_out, ended = False, None
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            while True:
+                now = time.monotonic()
+                if not timed_out and now >= deadline:
+                    _stop(process)
+                    timed_out = True
+                if ended is None and process.poll() is not None:
+                    ended = now
+                if ended is not None and now - ended > AFTER_EXIT:
+                    break
+                wait = AFTER_EXIT if timed_out or ended is not None else min(deadline - now, AFTER_EXIT)
+                if selector.select(max(wait, 0.01)):
+                    chunk = os.read(process.stdout.fileno(), 65536)
+                    if not chunk:
+                        break
+                    capture.add(chunk)
     except BaseException:  # Ctrl-C: the command goes with the turn
         _stop(process)
-        process.wait()
         raise
-    text = output.decode("utf-8", errors="replace")
+    finally:
+        process.stdout.close()
+        if process.poll() is None:
+            _stop(process)
+        process.wait()
+    text = capture.text()
+    if timed_out:
+        return Outcome(f"error: the command timed out after {timeout:g} s and was stopped; its output:\n" + text,
+                       f"run_shell {first!r}: timed out after {timeout:g} s", error=True)
     code = process.returncode
-    return Outcome(f"exit code {code}\n" + rules.cap(text, limit), f"run_shell {first!r}: exit code {code}",
-                   error=code != 0)
+    return Outcome(f"exit code {code}\n" + text, f"run_shell {first!r}: exit code {code}", error=code != 0)
+
+
+class _Capture:
+    """A command's output kept in bounded memory: its first bytes and its last ones."""
+
+    def __init__(self, limit: int) -> None:
+        self.head_limit = rules.head_size(limit)
+        self.tail_limit = limit - self.head_limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            del self.tail[:-self.tail_limit]
+
+    def text(self) -> str:
+        left_out = self.total - len(self.head) - len(self.tail)
+        return rules.joined(self.head.decode("utf-8", errors="replace"), self.tail.decode("utf-8", errors="replace"),
+                            left_out)
 
 
 def _stop(process: subprocess.Popen) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
 
 
 def _plan_write(path: Path, shown: str, before: str | None, after: str, tool: str) -> Plan:
+    """A write of `after` over `before` (None: a new file), asked with its diff. At run time the
+    file must still be as it was when the diff was made: what is written is what was approved."""
     change = rules.diff(shown, before, after)
     added, removed = rules.diff_counts(change)
-    title = f"{'create' if before is None else 'write'} {shown} (+{added} −{removed})"
     if before == after:
         return _done(f"{shown} already holds exactly that; nothing was written", f"{tool} {shown}: unchanged")
+    missing = _missing_dirs(path)
+    makes = f"; makes {', '.join(missing)}/" if missing else ""
+    title = f"{'create' if before is None else 'write'} {shown} (+{added} −{removed}{makes})"
+    expected = None if before is None else before.encode("utf-8")
 
     def run() -> Outcome:
         try:
-            mode = path.stat().st_mode & 0o7777 if before is not None else 0o666 & ~_umask()
-            path.parent.mkdir(parents=True, exist_ok=True)  # a new file's directories, inside the workspace
+            now = path.read_bytes() if path.exists() else None
+        except OSError as exc:
+            now = exc
+        if now != expected:
+            return Outcome(f"error: {shown} changed after the diff was shown; nothing was written (read it again)",
+                           f"{tool} {shown}: not written, the file changed meanwhile", error=True)
+        try:
+            mode = path.stat().st_mode & 0o7777 if before is not None else 0o666 & ~UMASK
+            path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, after.encode("utf-8"), mode=mode)
         except OSError as exc:
             return Outcome(f"error: {shown} could not be written: {os_cause(exc)}",
@@ -284,10 +401,22 @@ def _plan_write(path: Path, shown: str, before: str | None, after: str, tool: st
     return Plan(rules.Approval(rules.WRITE, tool, title, change or "(no line changes)"), run)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
+def _missing_dirs(path: Path) -> list[str]:
+    missing = []
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent.name)
+        parent = parent.parent
+    return ["/".join(reversed(missing))] if missing else []
+
+
+def _read_umask() -> int:
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+UMASK = _read_umask()  # read once, at import: setting it later would race other threads' files
 
 
 def _plan_write_file(args: dict, ctx: Context) -> Plan:
@@ -298,9 +427,9 @@ def _plan_write_file(args: dict, ctx: Context) -> Plan:
         raise ToolError("give the file's whole new content as 'content'")
     if path.is_dir():
         raise ToolError(f"{shown} is a directory")
-    if path.parent.exists() and not path.parent.is_dir():
-        raise ToolError(f"{ctx.workspace.show(path.parent)} is not a directory")
-    before = _read_text(path, shown) if path.exists() else None
+    if any(parent.exists() and not parent.is_dir() for parent in path.parents):
+        raise ToolError(f"a part of {shown}'s directory is a file")
+    before = _read_text(path, shown, exact=True) if path.exists() else None
     return _plan_write(path, shown, before, content, "write_file")
 
 
@@ -310,7 +439,7 @@ def _plan_edit_file(args: dict, ctx: Context) -> Plan:
     old, new = args.get("old_text"), args.get("new_text")
     if not isinstance(old, str) or not isinstance(new, str):
         raise ToolError("give 'old_text' (exactly as in the file) and 'new_text'")
-    before = _read_text(path, shown)
+    before = _read_text(path, shown, exact=True)
     try:
         after = rules.apply_edit(before, old, new, bool(args.get("replace_all")))
     except ValueError as exc:
@@ -390,7 +519,7 @@ def plan(name: str, arguments: str, ctx: Context, allowed: Sequence[str]) -> Pla
         if not isinstance(args, dict):
             raise ToolError(f"the arguments of {name} must be a JSON object")
         return spec.plan(args, ctx)
-    except ToolError as exc:
+    except (ToolError, OSError, ValueError) as exc:  # a path the OS refuses, a number out of range…
         failed = Outcome(f"error: {exc}", f"The model's {name} call failed: {exc}", error=True)
         return Plan(None, lambda: failed)
 

@@ -7,16 +7,19 @@ write-through) are engine/binding.py's, the journal's engine/transcript.py's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from chatcli.core import checkpoints as rewind_points
+from chatcli.core.agent import printable
 from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
 from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message
 from chatcli.engine import compaction
 from chatcli.engine.agent import Approve
+from chatcli.engine.tools import Outcome
 from chatcli.providers.base import Delta, Done, Request, ToolCall, streaming
 
 if TYPE_CHECKING:
@@ -188,6 +191,7 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
     agent = conv.agent
     limit = conv.settings.agent_max_steps if agent.tagged else MAX_TOOL_ROUNDS
     parts: list[str] = []
+    said: list[str] = []  # the text of the steps before this one (the turn's answer is all of it)
     done: Done | None = None
     rounds = 0
     try:
@@ -211,33 +215,43 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
                 tool_choice=choice,
             )
             parts, calls = [], []
-            with streaming(conv.provider, request) as events:
-                for event in events:
-                    if isinstance(event, Delta):
-                        parts.append(event.text)
-                        on_text(event.text)
-                    elif isinstance(event, ToolCall):
-                        calls.append(event)
-                    elif isinstance(event, Done):
-                        done = event
+            try:
+                with streaming(conv.provider, request) as events:
+                    for event in events:
+                        if isinstance(event, Delta):
+                            parts.append(event.text)
+                            on_text(event.text)
+                        elif isinstance(event, ToolCall):
+                            calls.append(event)
+                        elif isinstance(event, Done):
+                            done = event
+            except ProviderError as exc:
+                if parts or calls or not tools or agent.tagged or not _refuses_tools(exc):
+                    raise
+                agent.tools_refused = True  # chat goes on without tools, said once
+                notice(f"The endpoint refused a request offering tools ({exc}); this conversation goes on "
+                       "without the session tools (CHATCLI_CHAT_TOOLS=off stops offering them).")
+                continue
             if not calls or choice == "none":
                 break
             rounds += 1
             text, parts = "".join(parts), []  # the batch's message holds it now
+            if text:
+                said.append(text)
             _run_tools(conv, text, calls, notice, approve)
             if text:
                 on_text("\n\n")
     except KeyboardInterrupt:
         answer = "".join(parts)
         conv.history.append(Message("assistant", answer, meta={**(agent.meta() or {}), "interrupted": True}))
-        return TurnResult(answer, interrupted=True)
+        return TurnResult("\n\n".join([*said, answer] if answer else said), interrupted=True)
     except ProviderError:
         if parts:
             conv.history.append(Message("assistant", "".join(parts), meta={**(agent.meta() or {}), "interrupted": True}))
         raise
     answer = "".join(parts)
     conv.history.append(Message("assistant", answer, meta=agent.meta()))
-    return TurnResult(answer, done=done)
+    return TurnResult("\n\n".join([*said, answer] if answer else said), done=done)
 
 
 def _sent(conv: Conversation) -> list[Message]:
@@ -257,22 +271,36 @@ def _sent(conv: Conversation) -> list[Message]:
 def _run_tools(conv: Conversation, text: str, calls: list[ToolCall], notice: Callable[[str], None],
                approve: Approve | None) -> None:
     """One batch: the assistant message that makes the calls, then each call's result in order
-    (refused ones too, as refused). Ctrl-C during a call stops the batch: the calls left get
-    a result saying so, as every provider wants a result for every call."""
+    (refused ones too, as refused). Every call gets exactly one result, whatever happens: a
+    tool that fails in a way nobody foresaw answers with the error, and Ctrl-C stops the batch,
+    the calls left answering that they were stopped (every provider refuses a call without
+    its result, and the session would carry it forever)."""
     meta = conv.agent.meta()
     conv.history.append(Message("assistant", text, meta=meta, tool_calls=[
         {"id": c.id, "type": "function", "name": c.name, "arguments": c.arguments} for c in calls]))
-    for index, call in enumerate(calls):
-        try:
-            outcome = conv.agent.call(conv, call, approve)
-        except KeyboardInterrupt:
-            for left in calls[index:]:
-                conv.history.append(Message("tool", "error: stopped by the user (Ctrl-C) before it finished",
-                                            meta={**(meta or {}), "interrupted": True}, tool_call_id=left.id,
-                                            extra={"is_error": True}))
-            raise
-        if outcome.note:
-            notice(outcome.note)
-        tool_meta = {**(meta or {}), "refused": True} if outcome.refused else meta
-        conv.history.append(Message("tool", outcome.text, meta=tool_meta, tool_call_id=call.id,
-                                    extra={"is_error": True} if outcome.error else None))
+    answered = 0
+    try:
+        for call in calls:
+            try:
+                outcome = conv.agent.call(conv, call, approve)
+            except Exception as exc:  # noqa: BLE001 - the model is told; the conversation goes on
+                problem = f"{type(exc).__name__}: {exc}"
+                outcome = Outcome(f"error: {problem}", f"The model's {call.name} call failed: {problem}", error=True)
+            tool_meta = {**(meta or {}), "refused": True} if outcome.refused else meta
+            conv.history.append(Message("tool", outcome.text, meta=tool_meta, tool_call_id=call.id,
+                                        extra={"is_error": True} if outcome.error else None))
+            answered += 1
+            if outcome.note:
+                notice(printable(outcome.note))
+    finally:
+        for left in calls[answered:]:
+            conv.history.append(Message("tool", "error: stopped by the user (Ctrl-C) before it finished",
+                                        meta={**(meta or {}), "interrupted": True}, tool_call_id=left.id,
+                                        extra={"is_error": True}))
+
+
+def _refuses_tools(exc: ProviderError) -> bool:
+    """Whether a provider error says the endpoint takes no tools (a server without tool calling:
+    vLLM without its tool parser, llama.cpp without --jinja…)."""
+    text = str(exc).lower()
+    return bool(re.search(r"http (400|422)", text)) and "tool" in text

@@ -31,7 +31,7 @@ from pydantic import Field
 
 from chatcli.commands import session as session_commands
 from chatcli.config.settings import Settings
-from chatcli.core.agent import ALWAYS, MODES
+from chatcli.core.agent import ALWAYS
 from chatcli.core.errors import ChatcliError
 from chatcli.core.names import validate_name
 from chatcli.core.session import encode_session
@@ -57,8 +57,6 @@ class Surface:
         the conversation is back in chat mode."""
         if not prompt.strip():
             raise ChatcliError("the prompt is empty")
-        if mode not in MODES:
-            raise ChatcliError(f"unknown mode {mode!r}: agent or coder")
         hosted = self.host.open(session)
         with hosted.lock:
             agent = hosted.conv.agent
@@ -144,9 +142,9 @@ def build_server(settings: Settings, allow_writes: bool = False):
             mode: Annotated[str, Field(json_schema_extra={"enum": ["agent", "coder"]})] = "agent") -> str:
         import anyio
 
-        if mode not in ("agent", "coder"):
-            raise failing(ChatcliError(f"unknown mode {mode!r}: agent or coder"))
         try:
+            if mode not in ("agent", "coder"):  # ask_chatcli is chat; this tool is the others
+                raise ChatcliError(f"unknown mode {mode!r}: agent or coder")
             return await anyio.to_thread.run_sync(surface.ask, task, session, mode)
         except ChatcliError as exc:
             raise failing(exc) from None

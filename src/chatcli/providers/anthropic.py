@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 
 from chatcli.core.errors import ProviderError
-from chatcli.core.messages import Message
+from chatcli.core.messages import Message, call_function
 from chatcli.providers.base import Delta, Done, Request, ToolCall
 from chatcli.providers.http import (
     HostedProvider,
@@ -120,7 +120,7 @@ def _wire(message: Message) -> dict | None:
         return {"role": message.role, "content": message.content} if message.content else None
     blocks: list[dict] = [{"type": "text", "text": message.content}] if message.content else []
     for call in calls:
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        function = call_function(call)
         try:
             arguments = json.loads(function.get("arguments") or "{}")
         except (TypeError, ValueError):

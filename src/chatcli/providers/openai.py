@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from chatcli.core.errors import ProviderError
@@ -70,7 +71,8 @@ class OpenAIProvider(HostedProvider):
             raise incomplete(self.name)
         for index in sorted(calls):
             call = calls[index]
-            yield ToolCall(call["id"] or f"call_{index}", call["name"], call["arguments"] or "{}")
+            # A server that sends no id gets one unique across the turn's steps (its results answer by id).
+            yield ToolCall(call["id"] or f"call_{os.urandom(6).hex()}", call["name"], call["arguments"] or "{}")
         yield Done(stop_reason, usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
 

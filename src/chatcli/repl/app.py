@@ -15,7 +15,7 @@ from prompt_toolkit.styles import Style
 from chatcli.commands.builtin import build_registry
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.config.settings import Settings
-from chatcli.core.agent import ASKS, NO, WRITE, Approval, parse_answer
+from chatcli.core.agent import ASKS, WRITE, Approval, ask
 from chatcli.core.errors import ChatcliError
 from chatcli.engine.agent import Approve
 from chatcli.engine import records, sessions, upkeep
@@ -186,12 +186,10 @@ def _turn(conversation: Conversation, text: str, terminal: Terminal, approve: Ap
         terminal.error(str(exc))
 
 
-APPROVAL_PROMPT = "Allow? (y)es / (n)o / (a)lways for this session: "
-
-
 def _approver(terminal: Terminal, markdown: bool) -> Approve:
     """The REPL's approval question for a tool call: the diff or the command, then y / n / always.
-    Its answers go to no prompt history; Ctrl-D is no, Ctrl-C stops the turn."""
+    Keys typed before the question are dropped (they were typed for the prompt, not as an
+    answer); the answers go to no prompt history; Ctrl-D is no, Ctrl-C stops the turn."""
     asker: list[PromptSession] = []
 
     def approve(question: Approval) -> str:
@@ -206,15 +204,15 @@ def _approver(terminal: Terminal, markdown: bool) -> Approve:
         terminal.say(f"{question.tool}: {question.title}")
         if not asker:
             asker.append(PromptSession())
-        while True:
-            try:
-                answer = parse_answer(asker[0].prompt(APPROVAL_PROMPT))
-            except EOFError:
-                return NO
-            if answer is not None:
-                return answer
+        _drop_typed_ahead()
+        return ask(asker[0].prompt)
 
     return approve
+
+
+def _drop_typed_ahead() -> None:
+    with contextlib.suppress(OSError, ValueError, termios.error):
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
 
 
 @contextlib.contextmanager
