@@ -196,6 +196,11 @@ class FakeModelServer:
             time.sleep(0.02)
 
 
+def tool_call(id: str, name: str, **arguments) -> dict:
+    """A scripted tool call ({id, name, arguments as JSON text}) for `reply(tool_calls=…)`."""
+    return {"id": id, "name": name, "arguments": json.dumps(arguments)}
+
+
 class FakeProvider:
     """The language model in process, for engine tests that need no process and no socket: the
     conversation's real pipeline (adoption, journal, write-through) runs; only the model is

@@ -13,12 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes import tool_call as call
 from conftest import CHATCLI, run_chatcli
 from repl_driver import Repl, plain
-
-
-def call(id: str, name: str, **arguments) -> dict:
-    return {"id": id, "name": name, "arguments": json.dumps(arguments)}
 
 
 @pytest.fixture
@@ -91,6 +88,22 @@ def test_a_coder_session_in_the_repl_reads_greps_asks_writes_and_answers(env, to
     assert refused["meta"]["refused"] is True and refused["is_error"] is True
     assert [m["role"] for m in saved] == ["user", "assistant", "tool", "tool", "assistant", "tool", "assistant",
                                           "tool", "assistant"]
+
+
+def test_keys_typed_before_the_question_do_not_answer_it(repl_env, openai_server, project):
+    openai_server.reply(tool_calls=[call("c1", "run_shell", command="touch made")])
+    openai_server.reply("As you wish.")
+    repl = Repl(repl_env, "m", cwd=project, args=("--agent",))
+    try:
+        repl.child.send("make a file\ry\r")  # a "y" typed ahead, before any question
+        repl.child.expect(r"Allow\? \(y\)es")
+        time.sleep(0.5)
+        assert not (project / "made").exists()  # the question waits for its own answer
+        repl.child.send("n\r")
+        repl.expect_prompt()
+    finally:
+        repl.close()
+    assert not (project / "made").exists()
 
 
 def test_agent_mode_is_refused_in_one_line_without_tool_calling(env):

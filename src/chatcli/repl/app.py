@@ -204,15 +204,20 @@ def _approver(terminal: Terminal, markdown: bool) -> Approve:
         terminal.say(f"{question.tool}: {question.title}")
         if not asker:
             asker.append(PromptSession())
-        _drop_typed_ahead()
+        _drop_typed_ahead(asker[0])
         return ask(asker[0].prompt)
 
     return approve
 
 
-def _drop_typed_ahead() -> None:
+def _drop_typed_ahead(session: PromptSession) -> None:
+    """Forget keys typed before now: those the terminal holds, and those prompt_toolkit read
+    with the last line and keeps for the next prompt on this input."""
+    from prompt_toolkit.input.typeahead import clear_typeahead
+
     with contextlib.suppress(OSError, ValueError, termios.error):
         termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    clear_typeahead(session.input)
 
 
 @contextlib.contextmanager
