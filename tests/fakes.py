@@ -208,6 +208,7 @@ class FakeProvider:
 
     name = "fake"
     supports_tools = True
+    defines_called_tools = False  # as OpenAI; True as Anthropic
 
     def __init__(self) -> None:
         self.replies: deque[tuple[list[str], list[dict], Exception | None]] = deque()

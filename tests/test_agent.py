@@ -172,7 +172,8 @@ def test_agent_mode_has_no_write_tools(agent_in, fake_model, project):
     fake_model.reply(tool_calls=[call("c1", "edit_file", path="app.py", old_text="helo", new_text="x")])
     fake_model.reply("Agent mode cannot edit.")
     conv.send("edit it", approve=Asked(rules.YES))
-    assert results(conv)[0].startswith("error: this mode does not offer 'edit_file'")
+    assert results(conv)[0] == ("error: edit_file is not available: agent mode does not write files (the user can "
+                                "turn that on with /coder)")
     assert "write_file" not in [tool.name for tool in fake_model.requests[0].tools]
     assert "helo" in (project / "app.py").read_text()
 
@@ -262,7 +263,7 @@ def test_modes_are_commands_and_a_provider_without_tools_is_refused(make_convers
     fake_model.supports_tools = False
     refused = registry.dispatch("/agent", conv)
     assert refused.error and refused.text == ("agent mode needs a model that calls tools, and provider 'openai' "
-                                              "does not (/provider openai or anthropic has them)")
+                                              "does not (openai and anthropic do)")
     assert conv.agent.mode == "chat"
 
 
@@ -444,3 +445,35 @@ def test_tool_arguments_count_in_the_context_estimate():
     big = Message("assistant", "", tool_calls=[{"id": "c1", "type": "function", "name": "write_file",
                                                 "arguments": json.dumps({"path": "a", "content": "x" * 40_000})}])
     assert estimate_tokens("", [big]) > 10_000
+
+
+def test_always_holds_for_the_session_it_was_given_in(coder, fake_model, project):
+    registry = build_registry()
+
+    def questions_asked(answer: str, *commands: str) -> int:
+        for index, command in enumerate(commands):
+            fake_model.reply(tool_calls=[call(f"c{index}", "run_shell", command=command)])
+        fake_model.reply("Ran.")
+        user = Asked(*[answer] * len(commands))
+        coder.send("run them", approve=user)
+        return len(user.questions)
+
+    assert questions_asked(rules.ALWAYS, "true", "true") == 1  # the second did not ask
+    assert questions_asked(rules.YES, "true") == 0  # nor later, in this session
+    registry.dispatch("/session new", coder)
+    assert questions_asked(rules.ALWAYS, "true") == 1  # a new session asks again
+    registry.dispatch("/chat", coder)
+    registry.dispatch("/coder", coder)
+    assert questions_asked(rules.YES, "true") == 1  # and so does agent work begun again
+
+
+def test_anthropic_is_told_of_called_tools_the_mode_no_longer_offers(coder, fake_model, project):
+    fake_model.defines_called_tools = True
+    fake_model.reply(tool_calls=[call("c1", "read_file", path="app.py")])
+    fake_model.reply("Read.")
+    coder.send("read it", approve=Asked())
+    build_registry().dispatch("/chat", coder)
+    coder.send("thanks")
+    offered = {tool.name: tool.description for tool in fake_model.requests[-1].tools}
+    assert list(offered) == ["session_search", "read_file"]
+    assert offered["read_file"].startswith("NOT AVAILABLE NOW (chat mode has no file or shell tools")

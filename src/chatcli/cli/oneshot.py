@@ -7,7 +7,7 @@ import sys
 import termios
 
 from chatcli.config.settings import Settings
-from chatcli.core.agent import ALWAYS, Approval, ask
+from chatcli.core.agent import Approval, ask
 from chatcli.core.errors import UsageError
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation, load_system_prompt
@@ -40,7 +40,8 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
     for note in sessions.start(conversation, **(start or {})):
         sys.stderr.write(note + "\n")
     loaded_unbound = bool(conversation.history) and conversation.session_name is None
-    approve = (lambda _question: ALWAYS) if yes else _ask_on_terminal if sys.stdin.isatty() else None
+    conversation.agent.approve_all = yes
+    approve = _ask_on_terminal if sys.stdin.isatty() else None
     result = stream_turn(conversation, prompt, sys.stdout, approve=approve)
     if result.interrupted:
         return 130

@@ -26,9 +26,11 @@ def switch(conv: Conversation, mode: str, task: str = "") -> Result:
     already = conv.agent.mode == mode
     conv.agent.switch(mode, conv)
     text = WHAT[mode].format(root=conv.agent.workspace(conv).root)
-    approved = [what for kind, what in ((SHELL, "commands"), (WRITE, "writes")) if kind in conv.agent.always]
+    approved = [what for kind, what in ((SHELL, "commands"), (WRITE, "writes"))
+                if kind in conv.agent.always or conv.agent.approve_all]
     if mode != "chat" and approved:
-        text += f" Already approved for this session, without asking: {' and '.join(approved)}."
+        why = "--yes" if conv.agent.approve_all else "you said always"
+        text += f" Approved without asking ({why}): {' and '.join(approved)}."
     if already:
         text = f"Already in {mode} mode." if not task else ""
     return Result(text, send=task)

@@ -32,8 +32,11 @@ Approve = Callable[[rules.Approval], str]
 @dataclass
 class Agent:
     mode: str = "chat"
-    # Kinds of tool the user said "always" to, in this conversation.
+    # Kinds of tool the user said "always" to, in this session (a new or loaded one asks again).
     always: set[str] = field(default_factory=set)
+    # Every command and write approved without asking, for the whole run: --yes, or an MCP
+    # server started with --allow-writes (no one is there to ask).
+    approve_all: bool = False
     # False for an MCP server not started with --allow-writes: no shell, no writes, in any mode.
     writes: bool = True
     root: Path | None = None  # the working directory (None: the process's, when first needed)
@@ -51,7 +54,9 @@ class Agent:
             raise UsageError(f"no mode {mode!r}; the modes are {', '.join(rules.MODES)}")
         if mode != "chat" and not getattr(conv.provider, "supports_tools", False):
             raise UsageError(f"{mode} mode needs a model that calls tools, and provider "
-                             f"'{conv.settings.provider}' does not (/provider openai or anthropic has them)")
+                             f"'{conv.settings.provider}' does not (openai and anthropic do)")
+        if mode == "chat":
+            self.always.clear()  # leaving agent work: the next agent run asks again
         self.mode = mode
 
     @property
@@ -80,20 +85,41 @@ class Agent:
         return self._workspace
 
     def offered(self, conv: Conversation) -> tuple[tuple[Tool, ...], bool]:
-        """The tools a request describes, and whether the model may call them now: those allowed,
-        and those the history called (Anthropic refuses tool blocks of undefined tools)."""
-        if not getattr(conv.provider, "supports_tools", False) or (self.tools_refused and not self.tagged):
+        """The tools a request describes, and whether the model may call them now: those allowed.
+        A provider that refuses calls of undefined tools in the history (Anthropic) is also told
+        of the others the history called, each marked as not available now."""
+        provider = conv.provider
+        if not getattr(provider, "supports_tools", False) or (self.tools_refused and not self.tagged):
             return (), False
         allowed, called = self.allowed(conv)
-        described = [name for name in tools.TOOLS if name in allowed or name in called]
-        return tuple(tools.TOOLS[name].tool for name in described), bool(allowed)
+        offered = [tools.TOOLS[name].tool for name in tools.TOOLS if name in allowed]
+        if getattr(provider, "defines_called_tools", False):
+            offered += [_unavailable(tools.TOOLS[name].tool, self.why_not(name))
+                        for name in tools.TOOLS if name in called and name not in allowed]
+        return tuple(offered), bool(allowed)
+
+    def why_not(self, name: str) -> str:
+        """Why a tool is not available now, in words the model (and the user) can act on."""
+        kind = tools.TOOLS[name].kind
+        if kind in rules.ASKS and not self.writes:
+            return ("this server was started read-only: it runs no commands and writes no files (the user can "
+                    "restart it with chatcli mcp-server --allow-writes)")
+        if name == "recall":
+            return "no summary in this conversation names a recall entry"
+        if self.mode == "chat":
+            return "chat mode has no file or shell tools (the user can turn them on with /agent or /coder)"
+        return "agent mode does not write files (the user can turn that on with /coder)"
 
     def call(self, conv: Conversation, call: ToolCall, approve: Approve | None) -> tools.Outcome:
         """Plan the call, ask when it asks (unless "always" was said for its kind), run it."""
         allowed, _called = self.allowed(conv)
+        if call.name in tools.TOOLS and call.name not in allowed:
+            why = self.why_not(call.name)
+            return tools.Outcome(f"error: {call.name} is not available: {why}",
+                                 f"The model's {call.name} call was not run: {why}", error=True)
         plan = tools.plan(call.name, call.arguments, tools.Context(conv, self.workspace(conv)), allowed)
         question = plan.approval
-        if question is not None and question.kind not in self.always:
+        if question is not None and question.kind not in self.always and not self.approve_all:
             answer = approve(question) if approve is not None else None
             if answer is None:
                 why = "there was no one to approve it (run it in the REPL, or give --yes)"
@@ -117,6 +143,10 @@ class Agent:
         summary, called = summary or more_summary, called | more_called
         self._seen = (history, history.version, len(history), summary, called)
         return summary, called
+
+
+def _unavailable(tool: Tool, why: str) -> Tool:
+    return Tool(tool.name, f"NOT AVAILABLE NOW ({why}); do not call it. {tool.description}", tool.parameters)
 
 
 def _scan(messages: Sequence[Message]) -> tuple[bool, set[str]]:

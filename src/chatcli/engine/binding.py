@@ -46,7 +46,11 @@ class Binding:
         self.loaded_mark: tuple | None = None  # see mark_loaded
 
     def bind(self, name: str | None, data: SessionData, stamp: Stamp | None) -> None:
-        """Make `data` the live conversation, bound to `name` unless that is a machine-made session."""
+        """Make `data` the live conversation, bound to `name` unless that is a machine-made session.
+        Another session (new, loaded, saved under another name) asks again before commands and
+        writes: an "always" answer was given for the session it was given in."""
+        if name is None or name != self.name:
+            self.conv.agent.always.clear()
         self.conv.session = data
         self.conv.history = data.history
         self.name = None if name is None or is_machine_name(name) else name

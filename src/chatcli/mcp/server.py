@@ -31,7 +31,6 @@ from pydantic import Field
 
 from chatcli.commands import session as session_commands
 from chatcli.config.settings import Settings
-from chatcli.core.agent import ALWAYS
 from chatcli.core.errors import ChatcliError
 from chatcli.core.names import validate_name
 from chatcli.core.session import encode_session
@@ -60,12 +59,11 @@ class Surface:
         hosted = self.host.open(session)
         with hosted.lock:
             agent = hosted.conv.agent
-            agent.writes = self.allow_writes
+            agent.writes = agent.approve_all = self.allow_writes
             agent.switch(mode, hosted.conv)
             notes, hosted.notes = hosted.notes, []
             try:
-                result = hosted.send(prompt, on_notice=notes.append,
-                                     approve=(lambda _question: ALWAYS) if self.allow_writes else None)
+                result = hosted.send(prompt, on_notice=notes.append)
             finally:
                 agent.mode = "chat"
             notes += result.notes

@@ -29,6 +29,8 @@ class AnthropicProvider(HostedProvider):
     key_var = "ANTHROPIC_API_KEY"
     official_host = "api.anthropic.com"
     supports_tools = True
+    # The Messages API refuses a history whose tool_use blocks name tools the request does not define.
+    defines_called_tools = True
 
     def stream(self, request: Request) -> Iterator[Delta | ToolCall | Done]:
         system_parts = [request.system] if request.system else []

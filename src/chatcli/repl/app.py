@@ -15,7 +15,7 @@ from prompt_toolkit.styles import Style
 from chatcli.commands.builtin import build_registry
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.config.settings import Settings
-from chatcli.core.agent import ASKS, WRITE, Approval, ask
+from chatcli.core.agent import WRITE, Approval, ask
 from chatcli.core.errors import ChatcliError
 from chatcli.engine.agent import Approve
 from chatcli.engine import records, sessions, upkeep
@@ -72,8 +72,7 @@ def build_repl(settings: Settings) -> tuple[PromptSession, Conversation, Command
 def run_repl(settings: Settings, start: dict | None = None, mode: str = "chat", yes: bool = False) -> int:
     session, conversation, registry, terminal = build_repl(settings)
     conversation.agent.switch(mode, conversation)  # --agent/--coder: refused here, before the prompt
-    if yes:
-        conversation.agent.always.update(ASKS)
+    conversation.agent.approve_all = yes
     start = start or {}
     notes = sessions.start(conversation, **start)
     if not (start.get("resume") or start.get("name")):

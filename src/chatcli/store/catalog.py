@@ -199,6 +199,12 @@ class Catalog:
             row = catalog.get(name)
             if row is not None and mtime_ns >= row[0]:
                 catalog[name] = [mtime_ns, size_now, None if private else messages, row[3], "", row[5]]
+                if not row[3] and not private:  # created empty: its first appended turn names it
+                    path = self.store.path(name)
+                    try:
+                        catalog[name] = self._summarise(name, path, os.stat(path))
+                    except OSError:
+                        pass
                 applied = True
         return applied, size
 
