@@ -281,7 +281,11 @@ def test_rewind_and_export_work_in_an_agent_session(coder, fake_model, project, 
     text = out.read_text()
     assert "## #2 assistant (coder)" in text and "Tool call `read_file` (id c1):" in text
     assert '```json\n{\n  "path": "README.md"\n}\n```' in text
-    assert "## #3 tool result for call c1 (coder)" in text and "The greeter says helo." in text
+    assert "## #3 tool result of read_file for call c1 (coder)" in text and "The greeter says helo." in text
+    assert "The live history was rewritten here (a rewind)" in text
+    shown = registry.dispatch("/session transcript show 2 2", coder).text
+    assert shown.splitlines()[1] == '→ read_file {"path": "README.md"}'
+    assert "#3 tool result of read_file (c1) (coder)" in shown
     jsonl = tmp_path / "export.jsonl"
     registry.dispatch(f"/session export jsonl {jsonl}", coder)
     rows = [json.loads(line) for line in jsonl.read_text().splitlines()]

@@ -65,7 +65,7 @@ def test_markdown_collapses_system_prompts_and_fences_tool_calls(env, workdir, t
     text = (tmp_path / "t.md").read_text()
     assert "<details><summary>#1 system prompt" in text and "You are terse." in text
     assert 'Tool call `ls` (id c1):\n\n```json\n{\n  "path": "."\n}\n```' in text  # the OpenAI shape too
-    assert "## #4 tool result for call c1" in text and "```\na.txt\nb.txt\n```" in text
+    assert "## #4 tool result of ls for call c1" in text and "```\na.txt\nb.txt\n```" in text
 
 
 def test_the_export_holds_what_compaction_removed(env, workdir, tmp_path):

@@ -75,10 +75,12 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
 
             out.write(json.dumps(encode_session(data), ensure_ascii=False, indent=2) + "\n")
         else:
+            from chatcli.core.export import call_names, plain_block
+
             out.write(f"# {args.name}: {data.title or '(untitled)'} — {len(data.history)} messages\n")
+            names = call_names(data.history)
             for position, message in enumerate(data.history, 1):
-                flag = " (interrupted)" if message.meta.get("interrupted") else ""
-                out.write(f"\n#{position} {message.role}{flag}\n{message.content}\n")
+                out.write(f"\n{plain_block(position, message, names=names)}\n")
     elif args.action in ("export", "search"):
         from chatcli.engine import records
 

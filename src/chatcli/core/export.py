@@ -11,9 +11,9 @@ import re
 from collections import namedtuple
 from collections.abc import Sequence
 
-from chatcli.core.messages import call_function
+from chatcli.core.messages import Message, call_function
 
-Entry = namedtuple("Entry", "pos message time live", defaults=(None, "", None))
+Entry = namedtuple("Entry", "pos message time live reason", defaults=(None, "", None, ""))
 
 
 def local_time(text: str) -> str:
@@ -35,37 +35,83 @@ def fence(text: str, info: str = "") -> str:
     return f"{marks}{info}\n{text}\n{marks}"
 
 
+# What rewrote the history, by the `reason` of its journal event.
+REWRITES = {"compact": "a compaction", "rewind": "a rewind", "uncompact": "a compaction undone"}
+
+
 def to_markdown(entries: Sequence[Entry], *, title: str, facts: Sequence[str]) -> str:
     """One section per message; tool calls and results in code blocks; system prompts collapsed."""
     out = [f"# {title}", ""]
     out += [f"- {fact}" for fact in facts]
+    names = call_names([entry.message for entry in entries if entry.message is not None])
     for entry in entries:
         out.append("")
         if entry.message is None:
-            out.append(f"> The live history was rewritten here (compaction, rewind or an edit); it continued "
+            why = REWRITES.get(entry.reason, "compaction, rewind or an edit")
+            out.append(f"> The live history was rewritten here ({why}); it continued "
                        f"with {len(entry.live or ())} messages.")
             continue
         message = entry.message
         when = f" · {local_time(entry.time)}" if entry.time else ""
-        flags = f" ({message.meta['mode']})" if message.meta.get("mode") in ("agent", "coder") else ""
-        flags += " (interrupted)" if message.meta.get("interrupted") else ""
-        if message.meta.get("is_summary"):
-            flags += f" (summary of {message.meta.get('summary_of', '?')} messages)"
+        said = flags(message)
         if message.role == "system":
             out += [f"<details><summary>#{entry.pos} system prompt{when}</summary>", "", message.content, "",
                     "</details>"]
             continue
         if message.role == "tool":
+            name = names.get(str(message.tool_call_id))
             call = f" for call {message.tool_call_id}" if message.tool_call_id else ""
-            flags += " (refused)" if message.meta.get("refused") else ""
-            out += [f"## #{entry.pos} tool result{call}{flags}{when}", "", fence(message.content)]
+            call = f" of {name}{call}" if name else call
+            out += [f"## #{entry.pos} tool result{call}{said}{when}", "", fence(message.content)]
             continue
-        out += [f"## #{entry.pos} {message.role}{flags}{when}", ""]
+        out += [f"## #{entry.pos} {message.role}{said}{when}", ""]
         if message.content:
             out.append(message.content)
         for call in message.tool_calls or ():
             out += ["", *_call_block(call)]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def flags(message: Message) -> str:
+    """What a heading says about a message beside its role: ' (coder) (refused)', …"""
+    meta = message.meta if message._meta else {}
+    out = f" ({meta['mode']})" if meta.get("mode") in ("agent", "coder") else ""
+    if meta.get("is_summary"):
+        out += f" (summary of {meta.get('summary_of', '?')} messages)"
+    if meta.get("refused"):
+        out += " (refused)"
+    elif message.role == "tool" and message._extra and message.extra.get("is_error") is True:
+        out += " (error)"
+    if meta.get("interrupted"):
+        out += " (interrupted)"
+    return out
+
+
+def call_names(messages: Sequence[Message]) -> dict[str, str]:
+    """Tool call id → the tool's name, for the results' headings."""
+    names = {}
+    for message in messages:
+        for call in message.tool_calls or ():
+            if isinstance(call, dict):
+                names[str(call.get("id"))] = str(call_function(call).get("name"))
+    return names
+
+
+def plain_block(pos: int, message: Message, when: str = "", names: dict[str, str] | None = None) -> str:
+    """One message as `session show` and `/session transcript show` print it: a heading, its
+    text, then each tool call on a line of its own (name and arguments)."""
+    role = message.role
+    if role == "tool":
+        name = (names or {}).get(str(message.tool_call_id))
+        role = f"tool result of {name} ({message.tool_call_id})" if name else f"tool result ({message.tool_call_id})"
+    lines = [f"#{pos} {role}{flags(message)}{when}"]
+    if message.content:
+        lines.append(message.content)
+    for call in message.tool_calls or ():
+        if isinstance(call, dict):
+            function = call_function(call)
+            lines.append(f"→ {function.get('name')} {function.get('arguments') or '{}'}")
+    return "\n".join(lines)
 
 
 def _call_block(call: dict) -> list[str]:
@@ -86,7 +132,8 @@ def to_jsonl(entries: Sequence[Entry]) -> str:
     lines = []
     for entry in entries:
         if entry.message is None:
-            row = {"type": "rewrite", "time": entry.time, "live": list(entry.live or ())}
+            row = {"type": "rewrite", "time": entry.time, "live": list(entry.live or ()),
+                   **({"reason": entry.reason} if entry.reason else {})}
         else:
             row = {"type": "message", "pos": entry.pos, "time": entry.time or None, **entry.message.to_dict()}
         lines.append(json.dumps(row, ensure_ascii=False))

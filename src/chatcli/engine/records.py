@@ -18,7 +18,7 @@ from pathlib import Path
 from chatcli.config.settings import Settings
 from chatcli.core import journal as rules
 from chatcli.core.errors import UsageError
-from chatcli.core.export import Entry, local_time, to_jsonl, to_markdown
+from chatcli.core.export import Entry, call_names, local_time, plain_block, to_jsonl, to_markdown
 from chatcli.core.messages import Message
 from chatcli.core.session import SessionData
 from chatcli.store.atomic import atomic_write
@@ -75,7 +75,8 @@ def _entries(events: list[dict]) -> list[Entry]:
             positions.setdefault(event["hash"], pos)
             entries.append(Entry(pos, Message.from_dict(event["message"]), event.get("time", "")))
         elif event["type"] == rules.REWRITE:
-            entries.append(Entry(None, None, event.get("time", ""), [positions.get(h) for h in event["hashes"]]))
+            entries.append(Entry(None, None, event.get("time", ""), [positions.get(h) for h in event["hashes"]],
+                                 str(event.get("reason") or "")))
     return entries
 
 
@@ -236,11 +237,9 @@ def show(rec: Record, pos: int, count: int = 10) -> str:
     if not shown:
         total = len(messages(rec))
         raise UsageError(f"no message at position {pos} (the transcript has {total})")
-    blocks = []
-    for entry in shown:
-        when = f" · {local_time(entry.time)}" if entry.time else ""
-        blocks.append(f"#{entry.pos} {entry.message.role}{when}\n{entry.message.content}")
-    return "\n\n".join(blocks)
+    names = call_names([entry.message for entry in messages(rec)])
+    return "\n\n".join(plain_block(entry.pos, entry.message, f" · {local_time(entry.time)}" if entry.time else "",
+                                   names) for entry in shown)
 
 
 def format_hits(hits: Sequence[tuple[int, str, str]]) -> str:
