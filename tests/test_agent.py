@@ -229,10 +229,11 @@ def test_ctrl_c_during_a_call_records_the_batch_and_ends_the_turn(coder, fake_mo
     result = coder.send("build it", approve=interrupt)
     assert result.interrupted
     roles = [(m.role, m.tool_call_id) for m in coder.history]
-    assert roles == [("user", None), ("assistant", None), ("tool", "c1"), ("tool", "c2"), ("tool", "c3"),
-                     ("assistant", None)]
-    assert results(coder)[1] == "error: stopped by the user (Ctrl-C) before it finished"
-    assert len(journaled(coder)) == 6  # the run's end synced the journal
+    assert roles == [("user", None), ("assistant", None), ("tool", "c1"), ("tool", "c2"), ("tool", "c3")]
+    assert results(coder)[1:] == ["error: not run: the user stopped the turn (Ctrl-C) at its approval question",
+                                  "error: not run: the turn was stopped (Ctrl-C) before it"]
+    assert coder.history[-1].meta == {"mode": "coder", "interrupted": True}
+    assert len(journaled(coder)) == 5  # the run's end synced the journal
     fake_model.reply("Resumed.")
     coder.send("go on")  # every call has its result: the next request is well formed
     assert fake_model.requests[-1].messages[-1].content == "go on"

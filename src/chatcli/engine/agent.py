@@ -42,6 +42,8 @@ class Agent:
     root: Path | None = None  # the working directory (None: the process's, when first needed)
     # The endpoint answered a request offering tools with an error about them: chat offers none.
     tools_refused: bool = False
+    # Where the call in hand is: "asking" (its approval question), "running", or "" (neither).
+    stage: str = ""
     _workspace: tools.Workspace | None = None
     # What the history has told `allowed` so far, so each agent step reads only the messages
     # added since (a 100,000-message session is not walked at every step): the history read,
@@ -120,7 +122,9 @@ class Agent:
         plan = tools.plan(call.name, call.arguments, tools.Context(conv, self.workspace(conv)), allowed)
         question = plan.approval
         if question is not None and question.kind not in self.always and not self.approve_all:
+            self.stage = "asking"
             answer = approve(question) if approve is not None else None
+            self.stage = ""
             if answer is None:
                 why = "there was no one to approve it (run it in the REPL, or give --yes)"
                 return tools.Outcome(f"refused: {question.title}: {why}", f"refused ({why}): {question.title}",
@@ -131,7 +135,10 @@ class Agent:
                                      f"refused: {question.title}", error=True, refused=True)
             if answer == rules.ALWAYS:
                 self.always.add(question.kind)
-        return plan.run()
+        self.stage = "running"  # left so when Ctrl-C stops it: the turn says where it was
+        outcome = plan.run()
+        self.stage = ""
+        return outcome
 
 
     def _tool_state(self, history: History) -> tuple[bool, frozenset[str]]:

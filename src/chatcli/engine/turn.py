@@ -243,7 +243,8 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
                 on_text("\n\n")
     except KeyboardInterrupt:
         answer = "".join(parts)
-        conv.history.append(Message("assistant", answer, meta={**(agent.meta() or {}), "interrupted": True}))
+        if answer or conv.history[-1].role != "tool":  # after a batch its results say it was stopped
+            conv.history.append(Message("assistant", answer, meta={**(agent.meta() or {}), "interrupted": True}))
         return TurnResult("\n\n".join([*said, answer] if answer else said), interrupted=True)
     except ProviderError:
         if parts:
@@ -293,10 +294,17 @@ def _run_tools(conv: Conversation, text: str, calls: list[ToolCall], notice: Cal
             if outcome.note:
                 notice(printable(outcome.note))
     finally:
-        for left in calls[answered:]:
-            conv.history.append(Message("tool", "error: stopped by the user (Ctrl-C) before it finished",
-                                        meta={**(meta or {}), "interrupted": True}, tool_call_id=left.id,
-                                        extra={"is_error": True}))
+        stage, conv.agent.stage = conv.agent.stage, ""
+        for index, left in enumerate(calls[answered:]):
+            what = STOPPED.get(stage, STOPPED[""]) if index == 0 else STOPPED[""]
+            conv.history.append(Message("tool", what, meta={**(meta or {}), "interrupted": True},
+                                        tool_call_id=left.id, extra={"is_error": True}))
+
+
+# A call's result when Ctrl-C stopped the turn, by where the call was.
+STOPPED = {"asking": "error: not run: the user stopped the turn (Ctrl-C) at its approval question",
+           "running": "error: stopped by the user (Ctrl-C) while it ran",
+           "": "error: not run: the turn was stopped (Ctrl-C) before it"}
 
 
 def _refuses_tools(exc: ProviderError) -> bool:
