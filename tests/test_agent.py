@@ -482,3 +482,15 @@ def test_anthropic_is_told_of_called_tools_the_mode_no_longer_offers(coder, fake
     offered = {tool.name: tool.description for tool in fake_model.requests[-1].tools}
     assert list(offered) == ["session_search", "read_file"]
     assert offered["read_file"].startswith("NOT AVAILABLE NOW (chat mode has no file or shell tools")
+
+
+def test_agent_work_is_explained_to_the_model_in_the_system_prompt(coder, fake_model, project, make_conversation):
+    coder.system_prompt = "Be terse."
+    coder.send("hello", approve=Asked())
+    system = fake_model.requests[-1].system
+    assert system.startswith("Be terse.\n\nYou are working in coder mode in the directory " + str(project))
+    assert "approves every shell command and file write" in system and "edit_file" in system
+    chat = make_conversation()
+    chat.system_prompt = "Be terse."
+    chat.send("hello")
+    assert fake_model.requests[-1].system == "Be terse."

@@ -225,3 +225,25 @@ def test_mcp_agent_task_only_reads_unless_the_server_allows_writes(openai_env, o
     assert (project / "app.py").read_text() == "def greet():\n    return 'hello'\n"
     assert [t["function"]["name"] for t in model.requests[-1].body["tools"]] == [
         "session_search"]  # back in chat: only chat's tools (OpenAI needs no others described)
+
+
+def test_yes_goes_with_a_mode(env):
+    result = run_chatcli("--yes", "-p", "hi", env=env)
+    assert result.returncode == 2
+    assert result.stderr == "chatcli: error: --yes approves agent work: give it with --agent or --coder\n"
+
+
+def test_a_tool_line_comes_after_the_text_before_it_on_a_rendered_terminal():
+    import io
+
+    from chatcli.render.stream import MarkdownStream
+
+    out = io.StringIO()
+    renderer = MarkdownStream(out)
+    renderer.start()
+    renderer.feed("Let me look at calc.py first.")
+    renderer.note("read calc.py (7 lines)")
+    renderer.feed("It adds.")
+    renderer.finish()
+    text = plain(out.getvalue())
+    assert text.index("Let me look at calc.py first.") < text.index("read calc.py (7 lines)") < text.index("It adds.")

@@ -147,6 +147,10 @@ def _run(args) -> int:
         from chatcli.core.names import validate_user_target
 
         validate_user_target(args.session)  # an empty or bad --session must not silently mean "none"
+    if args.yes and args.mode == "chat":
+        from chatcli.core.errors import UsageError
+
+        raise UsageError("--yes approves agent work: give it with --agent or --coder")
     start = {"resume": args.resume, "name": args.session}
     if args.prompt is not None or not sys.stdin.isatty():
         from chatcli.cli.oneshot import run_oneshot

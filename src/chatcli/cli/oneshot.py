@@ -69,6 +69,7 @@ def _ask_on_terminal(question: Approval) -> str:
         sys.stderr.flush()
         line = sys.stdin.readline()
         if not line:
+            sys.stderr.write("\n")  # Ctrl-D: what follows starts on its own line
             raise EOFError
         return line
 

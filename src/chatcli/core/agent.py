@@ -63,7 +63,9 @@ def printable(text: str) -> str:
     import unicodedata
 
     out = []
-    for ch in text:
+    for index, ch in enumerate(text):
+        if ch == "\r" and text[index + 1: index + 2] == "\n":
+            continue  # a Windows line end is a line end
         if ch in _SHOWN or (ch.isprintable() and unicodedata.category(ch) not in ("Cf", "Zl", "Zp")):
             out.append(ch)
         else:

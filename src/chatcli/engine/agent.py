@@ -100,6 +100,24 @@ class Agent:
                         for name in tools.TOOLS if name in called and name not in allowed]
         return tuple(offered), bool(allowed)
 
+    def instructions(self, conv: Conversation) -> str:
+        """What the model is told of agent or coder work, after the bootstrap system prompt."""
+        import platform
+
+        if not self.tagged:
+            return ""
+        root = self.workspace(conv).root
+        edits = ("You may also create, write and edit files with write_file and edit_file; edit_file's old_text must "
+                 "be copied exactly from the file, and read a file before you edit it. " if self.mode == "coder" and
+                 self.writes else "")
+        asks = ("The user approves every shell command and file write before it runs; a refused call is final: do "
+                "not try it another way, ask instead. " if self.writes else
+                "You can only read here: no shell commands, no file writes. ")
+        return (f"You are working in {self.mode} mode in the directory {root} ({platform.system()}). Use the tools to "
+                f"look at files (read_file, list_dir, grep) and, where allowed, to run commands (run_shell). {edits}"
+                f"{asks}Paths are relative to that directory and cannot leave it. When the task is done, answer in "
+                "text: say what you did and what you found.")
+
     def why_not(self, name: str) -> str:
         """Why a tool is not available now, in words the model (and the user) can act on."""
         kind = tools.TOOLS[name].kind

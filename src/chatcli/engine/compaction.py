@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from chatcli.core.compaction import compacted, keep_originals, plan_cut, summary_message
 from chatcli.core.errors import ProviderError
-from chatcli.core.messages import Message
+from chatcli.core.messages import Message, call_function
 from chatcli.engine.sessions import Outcome
 from chatcli.providers.base import Delta, Request, streaming
 from chatcli.store.home import Home
@@ -59,7 +59,10 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
     lines = []
     for message in older:
         label = "summary of earlier messages" if message.meta.get("is_summary") else message.role
-        calls = f" [tool calls: {message.tool_calls}]" if message.tool_calls else ""
+        calls = "".join(f" [calls {call_function(c).get('name')} {call_function(c).get('arguments') or '{}'}]"
+                        for c in message.tool_calls or () if isinstance(c, dict))
+        if message.role == "tool":
+            label = f"result of tool call {message.tool_call_id}"
         lines.append(f"[{label}]{calls}\n{message.content}")
     extra = f"\n\nAlso: {instruction.strip()}" if instruction.strip() else ""
     prompt = f"{INSTRUCTIONS}{extra}\n\n<conversation>\n" + "\n\n".join(lines) + "\n</conversation>"

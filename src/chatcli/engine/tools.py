@@ -175,6 +175,9 @@ def _plan_read_file(args: dict, ctx: Context) -> Plan:
     limit = ctx.conv.settings.agent_output_limit
     head = f"{shown}: lines {first}–{min(first - 1 + count, len(lines))} of {len(lines)}\n" \
         if (first > 1 or count < len(lines)) else ""
+    if len(part) > limit:
+        head = (head.rstrip("\n") or f"{shown}: {len(lines):,} lines") + \
+            f" (cut to {limit:,} characters: read a part with start_line and max_lines)\n"
     return _done(head + rules.cap(part, limit), f"read {shown} ({len(lines):,} {'line' if len(lines) == 1 else 'lines'})")
 
 
@@ -223,6 +226,8 @@ def _plan_grep(args: dict, ctx: Context) -> Plan:
     except re.error as exc:
         raise ToolError(f"the pattern is not a valid regular expression: {exc}") from None
     base = ctx.workspace.resolve(args.get("path") or ".")
+    if not base.exists():
+        raise ToolError(f"{ctx.workspace.show(base)} does not exist")
     glob = args.get("glob") if isinstance(args.get("glob"), str) else None
     matches: list[str] = []
     files = [base] if base.is_file() else _walk(base, glob)
@@ -272,7 +277,7 @@ def _plan_run_shell(args: dict, ctx: Context) -> Plan:
     asked = args.get("timeout")
     if isinstance(asked, int | float) and not isinstance(asked, bool) and 0 < asked < timeout:
         timeout = float(asked)
-    approval = rules.Approval(rules.SHELL, "run_shell", f"run: {command.strip().splitlines()[0][:200]}",
+    approval = rules.Approval(rules.SHELL, "run_shell", f"run: {command.strip().split(chr(10))[0][:200]}",
                               f"$ {command.strip()}\n(in {ctx.workspace.root}, at most {timeout:g} s)")
     return Plan(approval, lambda: _run_shell(command, ctx.workspace.root, timeout, settings))
 
@@ -290,7 +295,7 @@ def _run_shell(command: str, cwd: Path, timeout: float, settings) -> Outcome:
     import selectors
     import time
 
-    first = rules.printable(command.strip().splitlines()[0][:80])
+    first = rules.printable(command.strip().split("\n")[0][:80])
     env = {k: v for k, v in settings.env.items() if k not in HIDDEN_VARS} if settings.env else \
         {k: v for k, v in os.environ.items() if k not in HIDDEN_VARS}
     try:

@@ -194,6 +194,7 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
     said: list[str] = []  # the text of the steps before this one (the turn's answer is all of it)
     done: Done | None = None
     rounds = 0
+    system = "\n\n".join(part for part in (conv.system_prompt, agent.instructions(conv)) if part)
     try:
         while True:
             if agent.tagged:
@@ -207,7 +208,7 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
             request = Request(
                 model=conv.settings.model,
                 messages=_sent(conv),
-                system=conv.system_prompt,
+                system=system,
                 timeout=conv.settings.timeout,
                 max_tokens=conv.settings.max_tokens,
                 on_retry=notice,

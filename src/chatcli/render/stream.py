@@ -111,6 +111,13 @@ class MarkdownStream:
             self.note(INTERRUPTED)
 
     def note(self, text: str) -> None:
+        if self._pending.strip():  # the text before the note comes before it on screen too
+            self._print(self._pending)
+            self._pending = ""
+            if self._live is not None:
+                from rich.text import Text
+
+                self._live.update(Text(""))
         self.console.print(text, style="dim", markup=False, highlight=False)
 
     def _print(self, block: str, separate: bool = True) -> None:
