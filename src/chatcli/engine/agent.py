@@ -18,12 +18,19 @@ from typing import TYPE_CHECKING
 from chatcli.core import agent as rules
 from chatcli.core.errors import UsageError
 from chatcli.core.messages import History, Message, call_function
-from chatcli.engine import tools
 from chatcli.providers.base import Tool, ToolCall
 from chatcli.store.recall import MARKER_RE
 
 if TYPE_CHECKING:
+    from chatcli.engine import tools
     from chatcli.engine.conversation import Conversation
+
+def _tools():
+    """engine/tools.py, imported at the first request that may offer tools (not at start-up)."""
+    from chatcli.engine import tools
+
+    return tools
+
 
 # Told the approval question, returns rules.YES, NO or ALWAYS (Ctrl-C propagates: the turn stops).
 Approve = Callable[[rules.Approval], str]
@@ -77,13 +84,13 @@ class Agent:
         kinds = rules.kinds_for(self.mode, self.writes)
         if self.mode == "chat" and not conv.settings.chat_tools:
             kinds = ()
-        names = [name for name, spec in tools.TOOLS.items()
+        names = [name for name, spec in _tools().TOOLS.items()
                  if (summary if name == "recall" else spec.kind in kinds)]
         return names, called
 
     def workspace(self, conv: Conversation) -> tools.Workspace:
         if self._workspace is None:
-            self._workspace = tools.Workspace.at(self.root or Path.cwd(), conv.settings.agent_dirs)
+            self._workspace = _tools().Workspace.at(self.root or Path.cwd(), conv.settings.agent_dirs)
         return self._workspace
 
     def offered(self, conv: Conversation) -> tuple[tuple[Tool, ...], bool]:
@@ -94,10 +101,10 @@ class Agent:
         if not getattr(provider, "supports_tools", False) or (self.tools_refused and not self.tagged):
             return (), False
         allowed, called = self.allowed(conv)
-        offered = [tools.TOOLS[name].tool for name in tools.TOOLS if name in allowed]
+        offered = [_tools().TOOLS[name].tool for name in _tools().TOOLS if name in allowed]
         if getattr(provider, "defines_called_tools", False):
-            offered += [_unavailable(tools.TOOLS[name].tool, self.why_not(name))
-                        for name in tools.TOOLS if name in called and name not in allowed]
+            offered += [_unavailable(_tools().TOOLS[name].tool, self.why_not(name))
+                        for name in _tools().TOOLS if name in called and name not in allowed]
         return tuple(offered), bool(allowed)
 
     def instructions(self, conv: Conversation) -> str:
@@ -120,7 +127,7 @@ class Agent:
 
     def why_not(self, name: str) -> str:
         """Why a tool is not available now, in words the model (and the user) can act on."""
-        kind = tools.TOOLS[name].kind
+        kind = _tools().TOOLS[name].kind
         if kind in rules.ASKS and not self.writes:
             return ("this server was started read-only: it runs no commands and writes no files (the user can "
                     "restart it with chatcli mcp-server --allow-writes)")
@@ -133,11 +140,11 @@ class Agent:
     def call(self, conv: Conversation, call: ToolCall, approve: Approve | None) -> tools.Outcome:
         """Plan the call, ask when it asks (unless "always" was said for its kind), run it."""
         allowed, _called = self.allowed(conv)
-        if call.name in tools.TOOLS and call.name not in allowed:
+        if call.name in _tools().TOOLS and call.name not in allowed:
             why = self.why_not(call.name)
-            return tools.Outcome(f"error: {call.name} is not available: {why}",
+            return _tools().Outcome(f"error: {call.name} is not available: {why}",
                                  f"The model's {call.name} call was not run: {why}", error=True)
-        plan = tools.plan(call.name, call.arguments, tools.Context(conv, self.workspace(conv)), allowed)
+        plan = _tools().plan(call.name, call.arguments, _tools().Context(conv, self.workspace(conv)), allowed)
         question = plan.approval
         if question is not None and question.kind not in self.always and not self.approve_all:
             self.stage = "asking"
@@ -145,10 +152,10 @@ class Agent:
             self.stage = ""
             if answer is None:
                 why = "there was no one to approve it (run it in the REPL, or give --yes)"
-                return tools.Outcome(f"refused: {question.title}: {why}", f"refused ({why}): {question.title}",
+                return _tools().Outcome(f"refused: {question.title}: {why}", f"refused ({why}): {question.title}",
                                      error=True, refused=True)
             if answer == rules.NO:
-                return tools.Outcome(f"refused: the user did not allow this ({question.title}). Do not try it again "
+                return _tools().Outcome(f"refused: the user did not allow this ({question.title}). Do not try it again "
                                      "another way; ask the user what to do instead.",
                                      f"refused: {question.title}", error=True, refused=True)
             if answer == rules.ALWAYS:

@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import stat
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +22,7 @@ from typing import TYPE_CHECKING
 from chatcli.config.providers import KEY_VARS
 from chatcli.core import agent as rules
 from chatcli.core.errors import ChatcliError
-from chatcli.engine import recall, records
+from chatcli.engine import recall
 from chatcli.providers.base import Tool
 from chatcli.store.atomic import atomic_write, os_cause
 
@@ -293,6 +291,7 @@ def _run_shell(command: str, cwd: Path, timeout: float, settings) -> Outcome:
     capture (its start and its end). At the timeout, or Ctrl-C, the group is killed; output
     held open by a process that left the group is read no longer than AFTER_EXIT."""
     import selectors
+    import subprocess
     import time
 
     first = rules.printable(command.strip().split("\n")[0][:80])
@@ -367,7 +366,10 @@ class _Capture:
                             left_out)
 
 
-def _stop(process: subprocess.Popen) -> None:
+def _stop(process) -> None:
+    """Kill a command's whole process group."""
+    import signal
+
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -457,6 +459,8 @@ def _plan_session_search(args: dict, ctx: Context) -> Plan:
     query = args.get("query")
     if not isinstance(query, str) or not query.strip():
         raise ToolError("give a 'query' (words to look for)")
+    from chatcli.engine import records  # the index and its store: only when the model searches
+
     conv = ctx.conv
     try:
         groups = records.search_sessions(conv.settings, conv.store, query, sessions=5)

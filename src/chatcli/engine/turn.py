@@ -19,7 +19,6 @@ from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message
 from chatcli.engine import compaction
 from chatcli.engine.agent import Approve
-from chatcli.engine.tools import Outcome
 from chatcli.providers.base import Delta, Done, Request, ToolCall, streaming
 
 if TYPE_CHECKING:
@@ -286,6 +285,8 @@ def _run_tools(conv: Conversation, text: str, calls: list[ToolCall], notice: Cal
             try:
                 outcome = conv.agent.call(conv, call, approve)
             except Exception as exc:  # noqa: BLE001 - the model is told; the conversation goes on
+                from chatcli.engine.tools import Outcome
+
                 problem = f"{type(exc).__name__}: {exc}"
                 outcome = Outcome(f"error: {problem}", f"The model's {call.name} call failed: {problem}", error=True)
             tool_meta = {**(meta or {}), "refused": True} if outcome.refused else meta
