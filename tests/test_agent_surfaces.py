@@ -219,7 +219,7 @@ def test_mcp_agent_task_only_reads_unless_the_server_allows_writes(openai_env, o
         after = await client.call_tool("ask_chatcli", {"prompt": "thanks"})
         return done, after
 
-    done, _after = run_mcp(env, project, then_chat, "--allow-writes")
+    done, _after = run_mcp(env, project.parent, then_chat, "--allow-writes", "--workdir", str(project))
     assert text(done).splitlines() == ["[Continued from 'mcp-mcp' (5 messages).]", "[edit_file app.py: +1 −1]",
                                        "Fixed."]  # the restarted server took its conversation back
     assert (project / "app.py").read_text() == "def greet():\n    return 'hello'\n"

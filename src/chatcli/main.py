@@ -84,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         parser = _server_parser("mcp-server", "Serve chatcli's conversations and sessions over MCP on stdio "
                                 "(tools ask_chatcli, agent_task and manage_session; resources chatcli://sessions).")
         parser.add_argument("--allow-writes", action="store_true", help="let agent_task run shell commands and "
-                            "write files in the server's working directory (without it, its tools only read)")
+                            "write files in its directory (without it, its tools only read)")
+        parser.add_argument("--workdir", metavar="DIR", help="the directory agent_task works in (default: the "
+                            "server's working directory, which MCP clients often leave at / or your home)")
         args = parser.parse_args(argv[1:])
         runner = _run_mcp
     elif argv and argv[0] == "doctor":
@@ -174,8 +176,17 @@ def _server_parser(name: str, description: str):
 def _run_mcp(args) -> int:
     from chatcli.mcp.server import run_mcp_server
 
+    workdir = None
+    if args.workdir is not None:
+        from pathlib import Path
+
+        from chatcli.core.errors import UsageError
+
+        workdir = Path(args.workdir).expanduser()
+        if not workdir.is_dir():
+            raise UsageError(f"--workdir {args.workdir}: not a directory")
     return run_mcp_server(_settings(provider=args.provider, model=args.model, debug=args.debug),
-                          allow_writes=args.allow_writes)
+                          allow_writes=args.allow_writes, workdir=workdir)
 
 
 def _run_acp(args) -> int:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import termios
 
 from chatcli.config.settings import Settings
 from chatcli.core.agent import Approval, ask
 from chatcli.core.errors import UsageError
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation, load_system_prompt
-from chatcli.render.turn import stream_turn
+from chatcli.render.turn import drop_typed_keys, stream_turn
 
 
 def compose_prompt(flag: str | None, piped: str | None) -> str:
@@ -61,8 +59,7 @@ def _ask_on_terminal(question: Approval) -> str:
     if question.detail:
         sys.stderr.write(question.detail.rstrip("\n") + "\n")
     sys.stderr.write(f"{question.tool}: {question.title}\n")
-    with contextlib.suppress(OSError, ValueError, termios.error):
-        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    drop_typed_keys(sys.stdin)
 
     def read(prompt: str) -> str:
         sys.stderr.write(prompt)

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from chatcli.core.terminal import printable
+
 MODES = ("chat", "agent", "coder")
 
 # What a tool does, which decides whether it is offered and whether it asks first.
@@ -49,29 +51,6 @@ class Approval:
     def __post_init__(self) -> None:
         object.__setattr__(self, "title", printable(self.title.replace("\n", " ")))
         object.__setattr__(self, "detail", printable(self.detail))
-
-
-_SHOWN = {"\n", "\t"}
-
-
-def printable(text: str) -> str:
-    """`text` with every control character (escape sequences, carriage returns, bidi
-    overrides…) written out as `\\x1b`, `\\u202e`: safe to print on a terminal; newlines and
-    tabs stay."""
-    if text.isprintable():
-        return text
-    import unicodedata
-
-    out = []
-    for index, ch in enumerate(text):
-        if ch == "\r" and text[index + 1: index + 2] == "\n":
-            continue  # a Windows line end is a line end
-        if ch in _SHOWN or (ch.isprintable() and unicodedata.category(ch) not in ("Cf", "Zl", "Zp")):
-            out.append(ch)
-        else:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-    return "".join(out)
 
 
 def ask(read: Callable[[str], str], prompt: str = "Allow? (y)es / (n)o / (a)lways for this session: ") -> str:

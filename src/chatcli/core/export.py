@@ -74,13 +74,13 @@ def to_markdown(entries: Sequence[Entry], *, title: str, facts: Sequence[str]) -
 
 def flags(message: Message) -> str:
     """What a heading says about a message beside its role: ' (coder) (refused)', …"""
-    meta = message.meta if message._meta else {}
+    meta = message.meta
     out = f" ({meta['mode']})" if meta.get("mode") in ("agent", "coder") else ""
     if meta.get("is_summary"):
         out += f" (summary of {meta.get('summary_of', '?')} messages)"
     if meta.get("refused"):
         out += " (refused)"
-    elif message.role == "tool" and message._extra and message.extra.get("is_error") is True:
+    elif message.role == "tool" and message.extra.get("is_error") is True:
         out += " (error)"
     if meta.get("interrupted"):
         out += " (interrupted)"

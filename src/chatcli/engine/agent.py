@@ -11,6 +11,7 @@ commands, or file writes). A refused call is recorded in the history as refused.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -90,7 +91,8 @@ class Agent:
 
     def workspace(self, conv: Conversation) -> tools.Workspace:
         if self._workspace is None:
-            self._workspace = _tools().Workspace.at(self.root or Path.cwd(), conv.settings.agent_dirs)
+            home = conv.settings.env.get("HOME") or os.path.expanduser("~")
+            self._workspace = _tools().Workspace.at(self.root or Path.cwd(), conv.settings.agent_dirs, home)
         return self._workspace
 
     def offered(self, conv: Conversation) -> tuple[tuple[Tool, ...], bool]:
@@ -133,6 +135,8 @@ class Agent:
                     "restart it with chatcli mcp-server --allow-writes)")
         if name == "recall":
             return "no summary in this conversation names a recall entry"
+        if kind == rules.SESSION:
+            return "the user turned chat's tools off (CHATCLI_CHAT_TOOLS)"
         if self.mode == "chat":
             return "chat mode has no file or shell tools (the user can turn them on with /agent or /coder)"
         return "agent mode does not write files (the user can turn that on with /coder)"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from chatcli.core.compaction import compacted, keep_originals, plan_cut, summary_message
 from chatcli.core.errors import ProviderError
-from chatcli.core.messages import Message, call_function
+from chatcli.core.messages import Message, call_chars, call_function
 from chatcli.engine.sessions import Outcome
 from chatcli.providers.base import Delta, Request, streaming
 from chatcli.store.home import Home
@@ -73,7 +73,7 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
         text = "".join(event.text for event in events if isinstance(event, Delta))
     if not text.strip():
         raise ProviderError("the model returned an empty summary; nothing was compacted")
-    replaced = sum(len(m.content) for m in older)
+    replaced = sum(len(m.content) + call_chars(m) for m in older)
     if len(text) >= replaced:
         raise ProviderError(f"the model's summary ({len(text):,} characters) is not shorter than the {replaced:,} "
                             "characters it would replace; nothing was compacted")

@@ -114,6 +114,7 @@ class Conversation:
         provider = self.registry.create(settings)
         with self._provider_lock:
             self.settings, self._provider = settings, provider
+        self.agent.tools_refused = False  # another endpoint or model: offered tools again
 
     @property
     def store(self) -> SessionStore:

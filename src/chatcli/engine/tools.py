@@ -64,34 +64,38 @@ class Workspace:
 
     root: Path
     extra: tuple[Path, ...] = ()
+    home: str = ""  # the user's home directory, resolved: a root holding it is refused
 
     @classmethod
-    def at(cls, root: Path, extra: tuple[Path, ...] = ()) -> Workspace:
-        return cls(Path(os.path.realpath(root)), tuple(Path(os.path.realpath(p)) for p in extra))
+    def at(cls, root: Path, extra: tuple[Path, ...] = (), home: str = "") -> Workspace:
+        return cls(Path(os.path.realpath(root)), tuple(Path(os.path.realpath(p)) for p in extra),
+                   os.path.realpath(home) if home else "")
 
     def resolve(self, path: str) -> Path:
         """The real path `path` names (links followed), when it is inside; else ToolError."""
         if not isinstance(path, str) or not path.strip() or "\0" in path:
             raise ToolError("give a path (relative to the working directory)")
-        self._check_root()
         candidate = Path(os.path.expanduser(path.strip()))
         real = os.path.realpath(candidate if candidate.is_absolute() else self.root / candidate)
-        if self.inside(real):
+        if any(_within(real, str(extra)) for extra in self.extra):
+            return Path(real)
+        if _within(real, str(self.root)):
+            self.check_root()
             return Path(real)
         raise ToolError(f"{path} is outside the working directory ({self.root}); the user can allow more "
                         "directories with CHATCLI_AGENT_DIRS")
 
     def inside(self, real: str) -> bool:
         """Whether a resolved path is in the working directory or one CHATCLI_AGENT_DIRS adds."""
-        return any(real == str(allowed) or real.startswith(str(allowed).rstrip(os.sep) + os.sep)
-                   for allowed in (self.root, *self.extra))
+        return any(_within(real, str(allowed)) for allowed in (self.root, *self.extra))
 
-    def _check_root(self) -> None:
-        """The whole file system or the whole home directory is no project: file tools there
-        would reach every key and every file the user has, with no question asked for reads."""
-        if str(self.root) in (os.sep, os.path.realpath(os.path.expanduser("~"))):
-            raise ToolError(f"the working directory is {self.root}, which is too broad to work in: the user "
-                            "should start chatcli in a project directory (or add it with CHATCLI_AGENT_DIRS)")
+    def check_root(self) -> None:
+        """The whole file system, the home directory or one holding it is no project: file tools
+        there would reach every key and every file the user has, with no question for reads."""
+        root, home = str(self.root), self.home
+        if root == os.sep or (home and _within(home, root)):
+            raise ToolError(f"the working directory is {root}, which holds the user's home directory: too broad "
+                            "to work in; the user should start chatcli in a project directory")
 
     def show(self, path: Path) -> str:
         """How a path is named to the user and the model: relative to the root when inside it."""
@@ -99,6 +103,10 @@ class Workspace:
             return str(path.relative_to(self.root)) or "."
         except ValueError:
             return str(path)
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 @dataclass(frozen=True)
@@ -270,7 +278,7 @@ def _plan_run_shell(args: dict, ctx: Context) -> Plan:
     if not isinstance(command, str) or not command.strip():
         raise ToolError("give a command to run")
     settings = ctx.conv.settings
-    ctx.workspace.resolve(".")  # not from a root too broad to work in
+    ctx.workspace.check_root()  # not from a root too broad to work in
     timeout = settings.agent_shell_timeout
     asked = args.get("timeout")
     if isinstance(asked, int | float) and not isinstance(asked, bool) and 0 < asked < timeout:
@@ -288,7 +296,9 @@ AFTER_EXIT = 0.5  # seconds the output is still read once the command has ended
 
 def _run_shell(command: str, cwd: Path, timeout: float, settings) -> Outcome:
     """Run `command` in its own process group, reading its output as it comes into a bounded
-    capture (its start and its end). At the timeout, or Ctrl-C, the group is killed; output
+    capture (its start and its end). The command has until the timeout to end, whether or not
+    it still writes to us (`exec >log` closes our pipe and goes on). When it ends, whatever it
+    left running in its group is stopped; at the timeout, or Ctrl-C, the whole group is. Output
     held open by a process that left the group is read no longer than AFTER_EXIT."""
     import selectors
     import subprocess
@@ -305,7 +315,7 @@ def _run_shell(command: str, cwd: Path, timeout: float, settings) -> Outcome:
                        f"run_shell {first!r}: could not start ({os_cause(exc)})", error=True)
     capture = _Capture(settings.agent_output_limit)
     deadline = time.monotonic() + timeout
-    timed_out, ended = False, None
+    timed_out, ended, reading = False, None, True
     try:
         with selectors.DefaultSelector() as selector:
             selector.register(process.stdout, selectors.EVENT_READ)
@@ -316,21 +326,24 @@ def _run_shell(command: str, cwd: Path, timeout: float, settings) -> Outcome:
                     timed_out = True
                 if ended is None and process.poll() is not None:
                     ended = now
-                if ended is not None and now - ended > AFTER_EXIT:
+                if ended is not None and (not reading or now - ended > AFTER_EXIT):
                     break
                 wait = AFTER_EXIT if timed_out or ended is not None else min(deadline - now, AFTER_EXIT)
-                if selector.select(max(wait, 0.01)):
+                if not reading:
+                    time.sleep(min(max(wait, 0.01), 0.05))
+                elif selector.select(max(wait, 0.01)):
                     chunk = os.read(process.stdout.fileno(), 65536)
-                    if not chunk:
-                        break
-                    capture.add(chunk)
+                    if chunk:
+                        capture.add(chunk)
+                    else:  # our pipe closed; the command may still be running
+                        reading = False
+                        selector.unregister(process.stdout)
     except BaseException:  # Ctrl-C: the command goes with the turn
         _stop(process)
         raise
     finally:
         process.stdout.close()
-        if process.poll() is None:
-            _stop(process)
+        _stop(process)  # what it left running in its group
         process.wait()
     text = capture.text()
     if timed_out:
@@ -418,12 +431,19 @@ def _missing_dirs(path: Path) -> list[str]:
 
 
 def _read_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    """The process's umask, read without changing it (setting it to read it would race the
+    files other threads create meanwhile); where /proc cannot tell, the usual 022."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
-UMASK = _read_umask()  # read once, at import: setting it later would race other threads' files
+UMASK = _read_umask()
 
 
 def _plan_write_file(args: dict, ctx: Context) -> Plan:

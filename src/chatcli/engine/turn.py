@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from chatcli.core import checkpoints as rewind_points
-from chatcli.core.agent import printable
+from chatcli.core.terminal import printable
 from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
 from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message
@@ -243,7 +243,8 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
                 on_text("\n\n")
     except KeyboardInterrupt:
         answer = "".join(parts)
-        if answer or conv.history[-1].role != "tool":  # after a batch its results say it was stopped
+        last = conv.history[-1]
+        if answer or not (last.role == "tool" and last.meta.get("interrupted")):  # a stopped batch says so
             conv.history.append(Message("assistant", answer, meta={**(agent.meta() or {}), "interrupted": True}))
         return TurnResult("\n\n".join([*said, answer] if answer else said), interrupted=True)
     except ProviderError:
@@ -311,6 +312,8 @@ STOPPED = {"asking": "error: not run: the user stopped the turn (Ctrl-C) at its 
 
 def _refuses_tools(exc: ProviderError) -> bool:
     """Whether a provider error says the endpoint takes no tools (a server without tool calling:
-    vLLM without its tool parser, llama.cpp without --jinja…)."""
+    vLLM without its tool parser, llama.cpp without --jinja, which answers 500): the request's
+    `tools` or its tool choice named, not a message of the history ("role 'tool'")."""
     text = str(exc).lower()
-    return bool(re.search(r"http (400|422)", text)) and "tool" in text
+    return bool(re.search(r"http (400|422|500)\b", text)) and \
+        bool(re.search(r"\btools\b|tool[_ ]choice|--jinja|function[_ ]call", text))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
@@ -46,10 +47,11 @@ class Surface:
     """The MCP server's live conversations, hosted by id (engine/hosted.py); each takes one turn
     or action at a time (a client may call tools concurrently)."""
 
-    def __init__(self, settings: Settings, allow_writes: bool = False) -> None:
+    def __init__(self, settings: Settings, allow_writes: bool = False, workdir: Path | None = None) -> None:
         self.settings = settings
         self.host = Host(settings, warn=log.warning)  # mirrors: mcp-<session>
         self.allow_writes = allow_writes
+        self.workdir = workdir  # where agent_task works (None: the server's working directory)
 
     def ask(self, prompt: str, session: str, mode: str = "chat") -> str:
         """One turn in `session`: chat (ask_chatcli), or agent/coder (agent_task), after which
@@ -60,6 +62,7 @@ class Surface:
         with hosted.lock:
             agent = hosted.conv.agent
             agent.writes = agent.approve_all = self.allow_writes
+            agent.root = agent.root or self.workdir
             agent.switch(mode, hosted.conv)
             notes, hosted.notes = hosted.notes, []
             try:
@@ -103,11 +106,11 @@ def _described() -> str:
             + "; ".join(parts) + ". Before a clear, an unsaved conversation is kept as an autosave-… session.")
 
 
-def build_server(settings: Settings, allow_writes: bool = False):
+def build_server(settings: Settings, allow_writes: bool = False, workdir: Path | None = None):
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
-    surface = Surface(settings, allow_writes)
+    surface = Surface(settings, allow_writes, workdir)
     server = MCPServer(name="chatcli", instructions=(
         "chatcli's conversations: ask_chatcli runs a chat turn in a live conversation (default 'mcp'), "
         "agent_task an agent turn with tools in the server's working directory; "
@@ -181,10 +184,10 @@ def build_server(settings: Settings, allow_writes: bool = False):
     return server, surface
 
 
-def run_mcp_server(settings: Settings, allow_writes: bool = False) -> int:
+def run_mcp_server(settings: Settings, allow_writes: bool = False, workdir: Path | None = None) -> int:
     upkeep.log_to_file(settings, "mcp-server.log", log.name)
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
-    server, surface = build_server(settings, allow_writes)
+    server, surface = build_server(settings, allow_writes, workdir)
     log.info("chatcli mcp-server started (provider %s, model %s)", settings.provider, settings.model)
     try:
         server.run()

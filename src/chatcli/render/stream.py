@@ -6,6 +6,7 @@ import sys
 from typing import Protocol, TextIO
 
 from chatcli.config.settings import Settings
+from chatcli.core.terminal import printable
 
 INTERRUPTED = "[interrupted]"
 TRUNCATED = "[the answer stopped at the token limit; CHATCLI_MAX_TOKENS raises it]"
@@ -34,6 +35,7 @@ class PlainStream:
         pass
 
     def feed(self, text: str) -> None:
+        text = printable(text)  # what the model wrote cannot drive the terminal
         self.out.write(text)
         self.out.flush()
         self._last = text[-1:] or self._last
@@ -51,7 +53,7 @@ class PlainStream:
             self.out.write("\n")
             self.out.flush()
             self._last = "\n"
-        self.notes.write(text + "\n")
+        self.notes.write(printable(text) + "\n")
         self.notes.flush()
 
 
@@ -87,7 +89,7 @@ class MarkdownStream:
     def feed(self, text: str) -> None:
         from rich.markdown import Markdown
 
-        self._pending += text
+        self._pending += printable(text)  # rich lets escape sequences through
         cut = _last_block_boundary(self._pending)
         if cut > 0:
             done, self._pending = self._pending[:cut], self._pending[cut:]
@@ -118,7 +120,7 @@ class MarkdownStream:
                 from rich.text import Text
 
                 self._live.update(Text(""))
-        self.console.print(text, style="dim", markup=False, highlight=False)
+        self.console.print(printable(text), style="dim", markup=False, highlight=False)
 
     def _print(self, block: str, separate: bool = True) -> None:
         from rich.markdown import Markdown

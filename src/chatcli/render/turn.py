@@ -54,3 +54,12 @@ def stream_turn(
     for note in result.notes:
         renderer.note(note)
     return result
+
+
+def drop_typed_keys(stream) -> None:
+    """Forget what was typed on a terminal and not yet read: before an approval question, keys
+    typed earlier must not answer it."""
+    import termios
+
+    with contextlib.suppress(OSError, ValueError, termios.error):
+        termios.tcflush(stream.fileno(), termios.TCIFLUSH)

@@ -21,7 +21,7 @@ from chatcli.engine.agent import Approve
 from chatcli.engine import records, sessions, upkeep
 from chatcli.engine.conversation import Conversation, load_system_prompt
 from chatcli.render import wants_markdown
-from chatcli.render.turn import stream_turn
+from chatcli.render.turn import drop_typed_keys, stream_turn
 from chatcli.repl.parts import PromptFileHistory, SlashCompleter, key_bindings, prompt_text
 from chatcli.store.history import PromptHistory
 
@@ -197,7 +197,8 @@ def _approver(terminal: Terminal, markdown: bool) -> Approve:
                 from rich.console import Console
                 from rich.syntax import Syntax
 
-                Console(file=terminal.out).print(Syntax(question.detail.rstrip("\n"), "diff", theme="ansi_dark"))
+                Console(file=terminal.out).print(Syntax(question.detail.rstrip("\n"), "diff", theme="ansi_dark",
+                                                        word_wrap=True))  # a long line is not cut
             else:
                 terminal.say(question.detail)
         terminal.say(f"{question.tool}: {question.title}")
@@ -214,8 +215,7 @@ def _drop_typed_ahead(session: PromptSession) -> None:
     with the last line and keeps for the next prompt on this input."""
     from prompt_toolkit.input.typeahead import clear_typeahead
 
-    with contextlib.suppress(OSError, ValueError, termios.error):
-        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    drop_typed_keys(sys.stdin)
     clear_typeahead(session.input)
 
 
