@@ -566,3 +566,16 @@ def test_what_the_model_writes_cannot_drive_the_terminal():
     stream.feed("run_shell: run: ls\n\x1b[8m")
     stream.note("a note \x1b[2K")
     assert out.getvalue() == "run_shell: run: ls\n\\x1b[8m" and notes.getvalue() == "a note \\x1b[2K\n"
+
+
+def test_at_its_step_limit_an_agent_is_asked_to_answer(agent_in, fake_model, project):
+    conv = agent_in(CHATCLI_AGENT_MAX_STEPS="2")
+    for index in range(2):
+        fake_model.reply(tool_calls=[call(f"c{index}", "list_dir")])
+    fake_model.reply("Here is what I found.")
+    notes = []
+    result = conv.send("explore", on_notice=notes.append)
+    assert [request.tool_choice for request in fake_model.requests] == ["auto", "auto", "none"]
+    assert "This agent turn reached its limit of 2 tool steps (CHATCLI_AGENT_MAX_STEPS) and was asked to answer now." \
+        in notes
+    assert result.text == "Here is what I found." and conv.history[-1].content == "Here is what I found."

@@ -202,7 +202,7 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
             tools, callable_now = agent.offered(conv)
             choice = "auto" if callable_now and rounds < limit else "none"
             if agent.tagged and tools and rounds == limit:
-                notice(f"The {agent.mode} reached its limit of {limit} tool steps (CHATCLI_AGENT_MAX_STEPS) "
+                notice(f"This {agent.mode} turn reached its limit of {limit} tool steps (CHATCLI_AGENT_MAX_STEPS) "
                        "and was asked to answer now.")
             request = Request(
                 model=conv.settings.model,
