@@ -579,3 +579,17 @@ def test_at_its_step_limit_an_agent_is_asked_to_answer(agent_in, fake_model, pro
     assert "This agent turn reached its limit of 2 tool steps (CHATCLI_AGENT_MAX_STEPS) and was asked to answer now." \
         in notes
     assert result.text == "Here is what I found." and conv.history[-1].content == "Here is what I found."
+
+
+def test_the_working_directory_set_after_a_first_turn_is_the_one_used(make_conversation, fake_model, project,
+                                                                      tmp_path):
+    conv = make_conversation()
+    fake_model.reply(tool_calls=[call("s1", "session_search", query="anything")])
+    fake_model.reply("Nothing.")
+    conv.send("search")  # a chat turn's tool made the workspace (the process's directory)
+    conv.agent.root = project  # as an MCP server with --workdir does before agent_task
+    conv.agent.switch("agent", conv)
+    fake_model.reply(tool_calls=[call("c1", "read_file", path="app.py")])
+    fake_model.reply("Read.")
+    conv.send("read the app")
+    assert results(conv)[-1].startswith("def greet")

@@ -53,6 +53,7 @@ class Agent:
     # Where the call in hand is: "asking" (its approval question), "running", or "" (neither).
     stage: str = ""
     _workspace: tools.Workspace | None = None
+    _workspace_for: tuple | None = None  # the (root, CHATCLI_AGENT_DIRS) it was made for
     # What the history has told `allowed` so far, so each agent step reads only the messages
     # added since (a 100,000-message session is not walked at every step): the history read,
     # its version (changed by anything but an append), how far, and what was found.
@@ -90,9 +91,13 @@ class Agent:
         return names, called
 
     def workspace(self, conv: Conversation) -> tools.Workspace:
-        if self._workspace is None:
+        """Where the file tools work: `root` (as it is now: a server may set it after a first
+        turn), else the process's working directory."""
+        wanted = (self.root, conv.settings.agent_dirs)
+        if self._workspace is None or self._workspace_for != wanted:
             home = conv.settings.env.get("HOME") or os.path.expanduser("~")
             self._workspace = _tools().Workspace.at(self.root or Path.cwd(), conv.settings.agent_dirs, home)
+            self._workspace_for = wanted
         return self._workspace
 
     def offered(self, conv: Conversation) -> tuple[tuple[Tool, ...], bool]:
