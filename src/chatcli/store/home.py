@@ -11,6 +11,7 @@ knows the storage layout.
   index/search.sqlite      the search index (store.search); `sealed.sqlite` with a key
   logs/                    the servers' logs
   key-check                a sealed known text, to tell a wrong key at start-up (store.seal)
+  hub.db                   the chat gateway's principals, bindings, threads, delivery state (store.hub)
 
 Everything else asks here. The engine opens its stores through a `Home` made from the
 settings, so the encryption key is handed to the stores in this one place. The functions on
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from chatcli.config.settings import Settings
+    from chatcli.store.hub import Hub
     from chatcli.store.journal import Journal
     from chatcli.store.recall import RecallStore
     from chatcli.store.search import SearchIndex
@@ -39,6 +41,7 @@ _RECALL = "ccr"
 _INDEX = "index"
 _LOGS = "logs"
 _KEY_CHECK = "key-check"
+_HUB = "hub.db"
 _PLAIN_INDEX, _SEALED_INDEX = "search.sqlite", "sealed.sqlite"
 
 _SESSION = ".json"
@@ -180,6 +183,15 @@ class Home:
     @property
     def key_check_path(self) -> Path:
         return self.root / _KEY_CHECK
+
+    @property
+    def hub_path(self) -> Path:
+        return self.root / _HUB
+
+    def hub(self) -> Hub:
+        from chatcli.store.hub import Hub
+
+        return Hub(self.hub_path)
 
     def journal_path(self, transcript_id: str) -> Path:
         return journal_path(self.transcripts_dir, transcript_id)

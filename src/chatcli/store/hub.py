@@ -1,0 +1,189 @@
+"""hub.db: the Conversation Hub's state, for the chat gateway (issue 18). SQLite in WAL mode,
+each change one transaction, synchronous=FULL: a daemon killed at any point restarts where it
+was.
+
+What it holds, per principal (a channel and a sender id in it):
+
+- its **binding**: the saved session `/session attach|save|load` bound it to, or none;
+- its **thread**: the id of the live conversation the gateway hosts for it (engine/hosted.py),
+  whose machine mirror keeps an unbound conversation. `/session load` and `/session new`
+  rotate it (a new generation), so old cross-channel backlog is not spliced onto the loaded
+  session;
+- when it was first and last seen, and whether it was refused (an unlisted sender gets one
+  refusal line; every attempt is counted).
+
+And per channel, its **delivery state**: the cursor of the updates read (Telegram's offset),
+and the message ids already answered, so a redelivered or replayed message is answered once.
+
+Nothing of a conversation's content is kept here: names, ids, times and counts only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from chatcli.core.errors import ChatcliError
+from chatcli.store.atomic import PRIVATE_FILE, ensure_private_dir, os_cause
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS principals (
+    channel TEXT NOT NULL, sender TEXT NOT NULL, display TEXT NOT NULL DEFAULT '',
+    session TEXT, generation INTEGER NOT NULL DEFAULT 1,
+    first_seen REAL NOT NULL, last_seen REAL NOT NULL,
+    refused INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (channel, sender)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cursors (channel TEXT PRIMARY KEY, cursor TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS delivered (
+    channel TEXT NOT NULL, message TEXT NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (channel, message)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS delivered_at ON delivered (at);
+"""
+
+
+class HubError(ChatcliError):
+    """hub.db cannot be opened or written."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    channel: str
+    sender: str
+    session: str | None  # the saved session it is bound to
+    generation: int  # its thread's generation: rotated by /session load and /session new
+    first_seen: float
+    last_seen: float
+    refused: int  # messages refused (an unlisted sender)
+
+    @property
+    def thread(self) -> str:
+        """The id of its live conversation: channel, a digest of the sender (any string a
+        channel uses becomes a valid session-name part), and the generation."""
+        digest = hashlib.sha256(f"{self.channel}\0{self.sender}".encode()).hexdigest()[:12]
+        return f"{self.channel}-{digest}-{self.generation}"
+
+
+class Hub:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+
+    # -- the file ---------------------------------------------------------------------------
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = self._open()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            ensure_private_dir(self.path.parent)
+            if not self.path.exists():  # created private: it names the user's sessions and contacts
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                db.close()
+                raise HubError(f"{self.path} was written by a newer chatcli (schema {version}); it is left as it is")
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(_SCHEMA)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as exc:
+            raise HubError(f"{self.path} cannot be used: {exc}") from None
+        except OSError as exc:
+            raise HubError(f"{self.path} cannot be opened: {os_cause(exc)}") from None
+        return db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _write(self, sql: str, params: tuple) -> sqlite3.Cursor:
+        try:
+            return self.db.execute(sql, params)  # autocommit: one statement, one transaction
+        except sqlite3.DatabaseError as exc:
+            raise HubError(f"{self.path} cannot be written: {exc}") from None
+
+    # -- principals -------------------------------------------------------------------------
+    def principal(self, channel: str, sender: str, display: str = "") -> Principal:
+        """The principal, seen now (created at its first message)."""
+        now = time.time()
+        self._write("INSERT INTO principals (channel, sender, display, first_seen, last_seen) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (channel, sender) DO UPDATE SET last_seen = excluded.last_seen, "
+                    "display = CASE WHEN excluded.display != '' THEN excluded.display ELSE display END",
+                    (channel, sender, display, now, now))
+        return self.get(channel, sender)
+
+    def get(self, channel: str, sender: str) -> Principal | None:
+        row = self.db.execute("SELECT channel, sender, session, generation, first_seen, last_seen, refused "
+                              "FROM principals WHERE channel = ? AND sender = ?", (channel, sender)).fetchone()
+        return Principal(*row) if row else None
+
+    def principals(self) -> list[Principal]:
+        rows = self.db.execute("SELECT channel, sender, session, generation, first_seen, last_seen, refused "
+                               "FROM principals ORDER BY last_seen DESC").fetchall()
+        return [Principal(*row) for row in rows]
+
+    def bind(self, channel: str, sender: str, session: str | None) -> None:
+        """Persist the principal's binding (None: unbound)."""
+        self._write("UPDATE principals SET session = ? WHERE channel = ? AND sender = ?", (session, channel, sender))
+
+    def rotate(self, channel: str, sender: str) -> Principal:
+        """A new thread for the principal (/session load, /session new): the next generation."""
+        self._write("UPDATE principals SET generation = generation + 1 WHERE channel = ? AND sender = ?",
+                    (channel, sender))
+        return self.get(channel, sender)
+
+    def refuse(self, channel: str, sender: str, display: str = "") -> bool:
+        """Count a refused message of an unlisted sender; True for its first (the one that gets
+        the refusal line: the others are only counted)."""
+        self.principal(channel, sender, display)
+        cursor = self._write("UPDATE principals SET refused = refused + 1 WHERE channel = ? AND sender = ? "
+                             "RETURNING refused", (channel, sender))
+        return cursor.fetchone()[0] == 1
+
+    # -- delivery state ---------------------------------------------------------------------
+    def cursor(self, channel: str) -> str | None:
+        row = self.db.execute("SELECT cursor FROM cursors WHERE channel = ?", (channel,)).fetchone()
+        return row[0] if row else None
+
+    def set_cursor(self, channel: str, cursor: str) -> None:
+        self._write("INSERT INTO cursors (channel, cursor) VALUES (?, ?) "
+                    "ON CONFLICT (channel) DO UPDATE SET cursor = excluded.cursor", (channel, cursor))
+
+    def first_delivery(self, channel: str, message: str) -> bool:
+        """Record that `message` of `channel` is being answered; False when it already was (a
+        redelivery after a restart, a replayed webhook)."""
+        cursor = self._write("INSERT OR IGNORE INTO delivered (channel, message, at) VALUES (?, ?, ?)",
+                             (channel, message, time.time()))
+        return cursor.rowcount == 1
+
+    def forget_deliveries(self, older_than: float) -> int:
+        """Drop delivery records older than `older_than` (a time): what a replay window or a
+        channel's redelivery can no longer bring back."""
+        return self._write("DELETE FROM delivered WHERE at < ?", (older_than,)).rowcount
+
+    # -- /storage -----------------------------------------------------------------------------
+    def stale(self, older_than: float) -> list[Principal]:
+        """Unbound principals not seen since `older_than`: their threads are what a sweep may drop."""
+        rows = self.db.execute("SELECT channel, sender, session, generation, first_seen, last_seen, refused "
+                               "FROM principals WHERE session IS NULL AND last_seen < ?", (older_than,)).fetchall()
+        return [Principal(*row) for row in rows]
+
+    def forget(self, principals: list[Principal]) -> int:
+        """Remove these principals (a sweep on demand: `storage prune`), bindings and all."""
+        with self.db:
+            self.db.execute("BEGIN")
+            for p in principals:
+                self.db.execute("DELETE FROM principals WHERE channel = ? AND sender = ?", (p.channel, p.sender))
+        return len(principals)
+
+
+__all__ = ["Hub", "HubError", "Principal", "SCHEMA_VERSION"]
