@@ -89,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
                             "server's working directory, which MCP clients often leave at / or your home)")
         args = parser.parse_args(argv[1:])
         runner = _run_mcp
+    elif argv and argv[0] == "gateway":
+        parser = _server_parser("gateway", "Answer chat channels from chatcli's sessions: the Conversation Hub "
+                                "(hub.db) behind a signed JSON webhook. Senders must be on CHATCLI_GATEWAY_ALLOW.")
+        parser.add_argument("--webhook", metavar="HOST:PORT", help="serve the webhook adapter there "
+                            "(requests signed with CHATCLI_GATEWAY_WEBHOOK_SECRET)")
+        args = parser.parse_args(argv[1:])
+        runner = _run_gateway
     elif argv and argv[0] == "doctor":
         args = _server_parser("doctor", "Check that chatcli can answer: which provider would answer and why, "
                               "whether CHATCLI_HOME is writable, whether the local model loads in its worker and "
@@ -193,6 +200,12 @@ def _run_acp(args) -> int:
     from chatcli.acp.agent import run_acp
 
     return run_acp(_settings(provider=args.provider, model=args.model, debug=args.debug))
+
+
+def _run_gateway(args) -> int:
+    from chatcli.gateway.daemon import run_gateway
+
+    return run_gateway(_settings(provider=args.provider, model=args.model, debug=args.debug), args.webhook)
 
 
 def _run_doctor(args) -> int:

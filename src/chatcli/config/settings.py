@@ -141,6 +141,11 @@ class Settings:
     agent_output_limit: int = DEFAULT_AGENT_OUTPUT_LIMIT
     # CHATCLI_AGENT_DIRS: directories besides the working one the file tools may read and write.
     agent_dirs: tuple[Path, ...] = ()
+    # CHATCLI_GATEWAY_ALLOW: the principals the chat gateway answers, "channel:sender" (or
+    # "channel:*"), comma-separated; nobody else gets an answer.
+    gateway_allow: tuple[str, ...] = ()
+    # CHATCLI_GATEWAY_WEBHOOK_SECRET: the HMAC secret every webhook request is signed with.
+    webhook_secret: str | None = field(default=None, repr=False)
     # CHATCLI_ENCRYPTION_KEY: the master key sealing sessions, journals and recall entries.
     encryption_key: bytes | None = field(default=None, repr=False)
     proxies: Proxies = field(default_factory=Proxies)
@@ -225,6 +230,9 @@ class Settings:
             agent_shell_timeout=shell_timeout,
             agent_output_limit=output_limit or DEFAULT_AGENT_OUTPUT_LIMIT,
             agent_dirs=agent_dirs,
+            gateway_allow=tuple(part.strip() for part in env.get("CHATCLI_GATEWAY_ALLOW", "").split(",")
+                                if part.strip()),
+            webhook_secret=env.get("CHATCLI_GATEWAY_WEBHOOK_SECRET") or None,
             encryption_key=encryption_key,
             provider=chosen,
             provider_source=chosen_because,

@@ -20,9 +20,11 @@ Nothing of a conversation's content is kept here: names, ids, times and counts o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,10 +70,22 @@ class Principal:
         return f"{self.channel}-{digest}-{self.generation}"
 
 
+def _serialised(method):
+    """One call at a time on the connection: the gateway's adapters answer from several threads."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return call
+
+
 class Hub:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._db: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
 
     # -- the file ---------------------------------------------------------------------------
     @property
@@ -100,6 +114,7 @@ class Hub:
             raise HubError(f"{self.path} cannot be opened: {os_cause(exc)}") from None
         return db
 
+    @_serialised
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
@@ -112,6 +127,7 @@ class Hub:
             raise HubError(f"{self.path} cannot be written: {exc}") from None
 
     # -- principals -------------------------------------------------------------------------
+    @_serialised
     def principal(self, channel: str, sender: str, display: str = "") -> Principal:
         """The principal, seen now (created at its first message)."""
         now = time.time()
@@ -121,26 +137,31 @@ class Hub:
                     (channel, sender, display, now, now))
         return self.get(channel, sender)
 
+    @_serialised
     def get(self, channel: str, sender: str) -> Principal | None:
         row = self.db.execute("SELECT channel, sender, session, generation, first_seen, last_seen, refused "
                               "FROM principals WHERE channel = ? AND sender = ?", (channel, sender)).fetchone()
         return Principal(*row) if row else None
 
+    @_serialised
     def principals(self) -> list[Principal]:
         rows = self.db.execute("SELECT channel, sender, session, generation, first_seen, last_seen, refused "
                                "FROM principals ORDER BY last_seen DESC").fetchall()
         return [Principal(*row) for row in rows]
 
+    @_serialised
     def bind(self, channel: str, sender: str, session: str | None) -> None:
         """Persist the principal's binding (None: unbound)."""
         self._write("UPDATE principals SET session = ? WHERE channel = ? AND sender = ?", (session, channel, sender))
 
+    @_serialised
     def rotate(self, channel: str, sender: str) -> Principal:
         """A new thread for the principal (/session load, /session new): the next generation."""
         self._write("UPDATE principals SET generation = generation + 1 WHERE channel = ? AND sender = ?",
                     (channel, sender))
         return self.get(channel, sender)
 
+    @_serialised
     def refuse(self, channel: str, sender: str, display: str = "") -> bool:
         """Count a refused message of an unlisted sender; True for its first (the one that gets
         the refusal line: the others are only counted)."""
@@ -150,14 +171,17 @@ class Hub:
         return cursor.fetchone()[0] == 1
 
     # -- delivery state ---------------------------------------------------------------------
+    @_serialised
     def cursor(self, channel: str) -> str | None:
         row = self.db.execute("SELECT cursor FROM cursors WHERE channel = ?", (channel,)).fetchone()
         return row[0] if row else None
 
+    @_serialised
     def set_cursor(self, channel: str, cursor: str) -> None:
         self._write("INSERT INTO cursors (channel, cursor) VALUES (?, ?) "
                     "ON CONFLICT (channel) DO UPDATE SET cursor = excluded.cursor", (channel, cursor))
 
+    @_serialised
     def first_delivery(self, channel: str, message: str) -> bool:
         """Record that `message` of `channel` is being answered; False when it already was (a
         redelivery after a restart, a replayed webhook)."""
@@ -165,18 +189,21 @@ class Hub:
                              (channel, message, time.time()))
         return cursor.rowcount == 1
 
+    @_serialised
     def forget_deliveries(self, older_than: float) -> int:
         """Drop delivery records older than `older_than` (a time): what a replay window or a
         channel's redelivery can no longer bring back."""
         return self._write("DELETE FROM delivered WHERE at < ?", (older_than,)).rowcount
 
     # -- /storage -----------------------------------------------------------------------------
+    @_serialised
     def stale(self, older_than: float) -> list[Principal]:
         """Unbound principals not seen since `older_than`: their threads are what a sweep may drop."""
         rows = self.db.execute("SELECT channel, sender, session, generation, first_seen, last_seen, refused "
                                "FROM principals WHERE session IS NULL AND last_seen < ?", (older_than,)).fetchall()
         return [Principal(*row) for row in rows]
 
+    @_serialised
     def forget(self, principals: list[Principal]) -> int:
         """Remove these principals (a sweep on demand: `storage prune`), bindings and all."""
         with self.db:

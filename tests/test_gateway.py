@@ -1,0 +1,112 @@
+"""`chatcli gateway --webhook`: the real daemon over HTTP on 127.0.0.1, the model faked on its
+own port. A sender attaches a session, the terminal sees the turn, kill -9 and a restart keep
+the binding, strangers are refused once, and a bad signature changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import CHATCLI, run_chatcli
+
+from chatcli.gateway.webhook import signature
+
+SECRET = "a shared secret"
+
+
+class Daemon:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen([CHATCLI, "gateway", "--webhook", "127.0.0.1:0"], env=env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        text=True)
+        line = self.process.stderr.readline()
+        found = re.search(r"listening on (http://\S+)", line)
+        assert found, line + self.process.stderr.read()
+        self.url = found.group(1)
+
+    def post(self, payload: dict, *, secret: str = SECRET, stamp: float | None = None) -> tuple[int, dict]:
+        body = json.dumps(payload).encode()
+        timestamp = str(int(stamp if stamp is not None else time.time()))
+        request = urllib.request.Request(self.url, data=body, method="POST", headers={
+            "Content-Type": "application/json", "X-Chatcli-Timestamp": timestamp,
+            "X-Chatcli-Signature": signature(secret, timestamp, body)})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def gateway_env(openai_env):
+    openai_env.update(CHATCLI_GATEWAY_ALLOW="webhook:alice", CHATCLI_GATEWAY_WEBHOOK_SECRET=SECRET)
+    return openai_env
+
+
+def say(daemon: Daemon, text: str, sender: str = "alice", id: str | None = None) -> tuple[int, dict]:
+    return daemon.post({"sender": sender, "text": text, "id": id or f"m-{time.monotonic_ns()}"})
+
+
+def test_attach_ask_kill_restart_and_the_terminal_sees_the_turn(gateway_env, openai_server):
+    daemon = Daemon(gateway_env)
+    try:
+        assert say(daemon, "/session attach projeto-x") == (
+            200, {"reply": "Attached to session 'projeto-x' (0 messages; created)."})
+        assert say(daemon, "the deploy freezes on Friday") == (200, {"reply": "You said: the deploy freezes on Friday"})
+        daemon.kill()
+        daemon = Daemon(gateway_env)
+        status, answer = say(daemon, "/session status")  # the restarted daemon binds the sender again
+        assert status == 200 and answer["reply"].splitlines()[0] == "[Attached to session 'projeto-x' (2 messages).]"
+        assert answer["reply"].splitlines()[1].startswith("Bound to session 'projeto-x' (2 messages")
+    finally:
+        daemon.stop()
+    result = run_chatcli("--session", "projeto-x", "-p", "and?", env=gateway_env)
+    assert result.returncode == 0, result.stderr
+    assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == [
+        "the deploy freezes on Friday", "You said: the deploy freezes on Friday", "and?"]
+
+
+def test_strangers_bad_signatures_and_replays_change_nothing(gateway_env, openai_server):
+    home = Path(gateway_env["CHATCLI_HOME"])
+    daemon = Daemon(gateway_env)
+    try:
+        assert say(daemon, "hello", sender="mallory") == (
+            200, {"reply": "This chatcli does not answer you: your id is not on its allow-list.", "refused": True})
+        assert say(daemon, "hello again", sender="mallory") == (200, {"reply": None, "duplicate": False})
+        before = sorted(p.name for p in (home / "sessions").iterdir()) if (home / "sessions").exists() else []
+        status, answer = daemon.post({"sender": "alice", "text": "/session attach stolen", "id": "x-1"},
+                                     secret="wrong")
+        assert status == 401 and answer == {"error": "the signature does not match"}
+        status, answer = daemon.post({"sender": "alice", "text": "hi", "id": "x-2"}, stamp=time.time() - 3600)
+        assert status == 401 and "outside the 300 s window" in answer["error"]
+        after = sorted(p.name for p in (home / "sessions").iterdir()) if (home / "sessions").exists() else []
+        assert after == before and openai_server.requests == []  # nothing written, the model never asked
+        assert say(daemon, "once", id="m-1") == (200, {"reply": "You said: once"})
+        assert say(daemon, "once", id="m-1") == (200, {"reply": None, "duplicate": True})
+        assert len(openai_server.requests) == 1
+    finally:
+        daemon.stop()
+
+
+def test_the_daemon_refuses_to_start_without_its_secret(openai_env):
+    result = run_chatcli("gateway", "--webhook", "127.0.0.1:0", env=openai_env)
+    assert result.returncode == 2
+    assert result.stderr == ("chatcli: error: CHATCLI_GATEWAY_WEBHOOK_SECRET is not set: the webhook adapter cannot "
+                             "check its requests' signatures, so it does not start\n")
