@@ -249,3 +249,121 @@ class FakeProvider:
         for name in PROVIDERS:
             registry.register(name, lambda _settings: self)
         return registry
+
+
+class FakeTelegram:
+    """The Telegram Bot API on 127.0.0.1, as much of it as a long-polling bot uses: getMe,
+    deleteWebhook, getUpdates (with offsets: an update not confirmed is served again, as
+    Telegram does after a bot restarts), sendMessage and editMessageText. `say` queues a user's
+    message; `texts(chat)` is what the bot's messages in that chat say now (edits applied)."""
+
+    def __init__(self) -> None:
+        import urllib.parse
+
+        self.updates: list[dict] = []
+        self.bot_messages: dict[int, dict] = {}  # message id → {"chat": id, "text": ..., "edits": n}
+        self.calls: list[tuple[str, dict]] = []
+        self._next_update = 1
+        self._next_message = 1000
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(length).decode()
+                kind = self.headers.get("Content-Type", "")
+                if "json" in kind:
+                    params = json.loads(raw or "{}")
+                else:
+                    params = {k: v[0] for k, v in urllib.parse.parse_qs(raw).items()}
+                method = self.path.rsplit("/", 1)[-1]
+                result = fake.answer(method, params)
+                data = json.dumps({"ok": True, "result": result}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def say(self, user: int, text: str, name: str = "Ana") -> int:
+        with self._lock:
+            update_id = self._next_update
+            self._next_update += 1
+            self.updates.append({"update_id": update_id, "message": {
+                "message_id": update_id, "date": int(time.time()), "text": text,
+                "chat": {"id": user, "type": "private"}, "from": {"id": user, "is_bot": False, "first_name": name}}})
+        return update_id
+
+    def texts(self, chat: int) -> list[str]:
+        with self._lock:
+            return [m["text"] for _, m in sorted(self.bot_messages.items()) if m["chat"] == chat]
+
+    def wait_for(self, chat: int, predicate, timeout: float = 20.0) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            texts = self.texts(chat)
+            if predicate(texts):
+                return texts
+            time.sleep(0.05)
+        raise AssertionError(f"the bot did not say it in {timeout} s; it said {self.texts(chat)!r}")
+
+    def _message(self, message_id: int, chat: int, text: str) -> dict:
+        return {"message_id": message_id, "date": int(time.time()), "text": text,
+                "chat": {"id": chat, "type": "private"}, "from": {"id": 1, "is_bot": True, "first_name": "chatcli"}}
+
+    def answer(self, method: str, params: dict):
+        self.calls.append((method, params))
+        if method == "getMe":
+            return {"id": 1, "is_bot": True, "first_name": "chatcli", "username": "chatcli_bot",
+                    "can_join_groups": False, "can_read_all_group_messages": False, "supports_inline_queries": False}
+        if method == "getUpdates":
+            offset = int(params.get("offset") or 0)
+            deadline = time.monotonic() + min(float(params.get("timeout") or 0), 0.5)
+            while True:
+                with self._lock:
+                    self.updates = [u for u in self.updates if u["update_id"] >= offset]  # confirmed ones go
+                    pending = list(self.updates)
+                if pending or time.monotonic() >= deadline or self._stop.is_set():
+                    return pending
+                time.sleep(0.05)
+        if method == "sendMessage":
+            with self._lock:
+                message_id = self._next_message
+                self._next_message += 1
+                chat = int(params["chat_id"])
+                self.bot_messages[message_id] = {"chat": chat, "text": params["text"], "edits": 0}
+            return self._message(message_id, chat, params["text"])
+        if method == "editMessageText":
+            with self._lock:
+                message_id, chat = int(params["message_id"]), int(params["chat_id"])
+                entry = self.bot_messages[message_id]
+                entry["text"], entry["edits"] = params["text"], entry["edits"] + 1
+            return self._message(message_id, chat, params["text"])
+        return True
+
+    def __enter__(self) -> "FakeTelegram":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()

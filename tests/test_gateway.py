@@ -110,3 +110,68 @@ def test_the_daemon_refuses_to_start_without_its_secret(openai_env):
     assert result.returncode == 2
     assert result.stderr == ("chatcli: error: CHATCLI_GATEWAY_WEBHOOK_SECRET is not set: the webhook adapter cannot "
                              "check its requests' signatures, so it does not start\n")
+
+
+class TelegramDaemon:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen([CHATCLI, "gateway", "--telegram"], env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        line = self.process.stderr.readline()
+        assert "telegram polling" in line, line + self.process.stderr.read()
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> str:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(20)
+        return self.process.stderr.read()
+
+
+@pytest.fixture
+def telegram(openai_env):
+    from fakes import FakeTelegram
+
+    with FakeTelegram() as fake:
+        openai_env.update(CHATCLI_GATEWAY_ALLOW="telegram:42", TELEGRAM_BOT_TOKEN="123:test-token",
+                          TELEGRAM_API_URL=fake.base_url)
+        yield fake
+
+
+def test_telegram_attach_ask_kill_restart(openai_env, openai_server, telegram):
+    daemon = TelegramDaemon(openai_env)
+    try:
+        telegram.say(42, "/session attach projeto-x")
+        telegram.wait_for(42, lambda texts: "Attached to session 'projeto-x' (0 messages; created)." in texts)
+        openai_server.reply("The freeze ", "starts Friday.", delay=0.6)  # streams: the answer is edited in
+        telegram.say(42, "when does the deploy freeze?")
+        telegram.wait_for(42, lambda texts: texts[-1:] == ["The freeze starts Friday."])
+        assert any(call == "editMessageText" for call, _ in telegram.calls)
+        daemon.kill()
+        daemon = TelegramDaemon(openai_env)
+        telegram.say(42, "/session status")
+        telegram.wait_for(42, lambda texts: any("Bound to session 'projeto-x' (2 messages" in t for t in texts))
+        # Unlisted: one refusal, then silence; the model never hears of it.
+        asked = len(openai_server.requests)
+        telegram.say(666, "hello?")
+        telegram.say(666, "hello??")
+        telegram.wait_for(666, lambda texts: texts == ["This chatcli does not answer you: your id is not on its "
+                                                       "allow-list."])
+        time.sleep(1)
+        assert len(telegram.texts(666)) == 1 and len(openai_server.requests) == asked
+    finally:
+        daemon.stop()
+    result = run_chatcli("--session", "projeto-x", "-p", "and?", env=openai_env)
+    assert result.returncode == 0, result.stderr
+    assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == [
+        "when does the deploy freeze?", "The freeze starts Friday.", "and?"]
+    # Every update was answered once, the ones served again after the kill included.
+    assert telegram.texts(42).count("Attached to session 'projeto-x' (0 messages; created).") == 1
+
+
+def test_the_telegram_adapter_refuses_to_start_without_its_token(openai_env):
+    result = run_chatcli("gateway", "--telegram", env=openai_env)
+    assert result.returncode == 2
+    assert result.stderr == "chatcli: error: TELEGRAM_BOT_TOKEN is not set: the Telegram adapter does not start\n"

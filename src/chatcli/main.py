@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                                 "(hub.db) behind a signed JSON webhook. Senders must be on CHATCLI_GATEWAY_ALLOW.")
         parser.add_argument("--webhook", metavar="HOST:PORT", help="serve the webhook adapter there "
                             "(requests signed with CHATCLI_GATEWAY_WEBHOOK_SECRET)")
+        parser.add_argument("--telegram", action="store_true", help="answer the Telegram bot of TELEGRAM_BOT_TOKEN "
+                            "(long polling; the telegram extra)")
         args = parser.parse_args(argv[1:])
         runner = _run_gateway
     elif argv and argv[0] == "doctor":
@@ -205,7 +207,8 @@ def _run_acp(args) -> int:
 def _run_gateway(args) -> int:
     from chatcli.gateway.daemon import run_gateway
 
-    return run_gateway(_settings(provider=args.provider, model=args.model, debug=args.debug), args.webhook)
+    return run_gateway(_settings(provider=args.provider, model=args.model, debug=args.debug), args.webhook,
+                       args.telegram)
 
 
 def _run_doctor(args) -> int:

@@ -146,6 +146,10 @@ class Settings:
     gateway_allow: tuple[str, ...] = ()
     # CHATCLI_GATEWAY_WEBHOOK_SECRET: the HMAC secret every webhook request is signed with.
     webhook_secret: str | None = field(default=None, repr=False)
+    # TELEGRAM_BOT_TOKEN and TELEGRAM_API_URL: the gateway's Telegram bot, and a Bot API server
+    # other than Telegram's (a local one).
+    telegram_token: str | None = field(default=None, repr=False)
+    telegram_api_url: str | None = None
     # CHATCLI_ENCRYPTION_KEY: the master key sealing sessions, journals and recall entries.
     encryption_key: bytes | None = field(default=None, repr=False)
     proxies: Proxies = field(default_factory=Proxies)
@@ -233,6 +237,8 @@ class Settings:
             gateway_allow=tuple(part.strip() for part in env.get("CHATCLI_GATEWAY_ALLOW", "").split(",")
                                 if part.strip()),
             webhook_secret=env.get("CHATCLI_GATEWAY_WEBHOOK_SECRET") or None,
+            telegram_token=env.get("TELEGRAM_BOT_TOKEN") or None,
+            telegram_api_url=env.get("TELEGRAM_API_URL") or None,
             encryption_key=encryption_key,
             provider=chosen,
             provider_source=chosen_because,

@@ -29,39 +29,62 @@ def parse_address(text: str) -> tuple[str, int]:
     return host or "127.0.0.1", number
 
 
-def run_gateway(settings: Settings, webhook: str | None) -> int:
-    if webhook is None:
-        raise UsageError("no adapter to run: give --webhook HOST:PORT")
-    if not settings.webhook_secret:
+def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False) -> int:
+    """Start the adapters asked for, each refused in one line when it cannot run (no secret, no
+    token, its extra not installed), then serve until SIGTERM, SIGINT or SIGHUP."""
+    if webhook is None and not telegram:
+        raise UsageError("no adapter to run: give --webhook HOST:PORT and/or --telegram")
+    if webhook is not None and not settings.webhook_secret:
         raise UsageError("CHATCLI_GATEWAY_WEBHOOK_SECRET is not set: the webhook adapter cannot check its requests' "
                          "signatures, so it does not start")
-    host, port = parse_address(webhook)
+    if telegram and not settings.telegram_token:
+        raise UsageError("TELEGRAM_BOT_TOKEN is not set: the Telegram adapter does not start")
+    if telegram:
+        try:
+            import telegram.ext  # noqa: F401
+        except ImportError:
+            raise UsageError("the Telegram adapter needs python-telegram-bot: pip install 'chatcli[telegram]'") from None
+    address = parse_address(webhook) if webhook is not None else None
     upkeep.log_to_file(settings, "gateway.log", log.name)
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
     if not settings.gateway_allow:
         sys.stderr.write("chatcli gateway: warning: CHATCLI_GATEWAY_ALLOW is empty: every sender will be refused\n")
-    from chatcli.gateway.webhook import WebhookServer
-
     hub = ConversationHub(settings, settings.gateway_allow, warn=log.warning)
+    server = None
     try:
-        server = WebhookServer(hub, settings.webhook_secret, host, port, log=log.warning)
-    except OSError as exc:
-        hub.close()
-        raise UsageError(f"--webhook {webhook}: cannot listen there ({exc.strerror or exc})") from None
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, lambda _signum, _frame: stop.set())
-    server.start()
-    sys.stderr.write(f"chatcli gateway: webhook listening on {server.address}\n")
-    sys.stderr.flush()
-    log.info("gateway started: webhook on %s", server.address)
-    try:
-        stop.wait()
+        if address is not None:
+            from chatcli.gateway.webhook import WebhookServer
+
+            try:
+                server = WebhookServer(hub, settings.webhook_secret, *address, log=log.warning)
+            except OSError as exc:
+                raise UsageError(f"--webhook {webhook}: cannot listen there ({exc.strerror or exc})") from None
+            server.start()
+            _say(f"webhook listening on {server.address}")
+        signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        if telegram:
+            from chatcli.gateway.telegram import build
+
+            application = build(hub, settings.telegram_token, settings.telegram_api_url, log=log.warning)
+            _say("telegram polling for updates")
+            application.run_polling(stop_signals=signals, timeout=5)
+        else:
+            stop = threading.Event()
+            for signum in signals:
+                signal.signal(signum, lambda _signum, _frame: stop.set())
+            stop.wait()
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
         for thread, note in hub.close():
             log.info("%s: %s", thread, note)
     return 0
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"chatcli gateway: {line}\n")
+    sys.stderr.flush()
+    log.info(line)
 
 
 __all__ = ["parse_address", "run_gateway"]

@@ -62,9 +62,10 @@ class ConversationHub:
         return f"{channel}:{sender}" in self.allowed or f"{channel}:*" in self.allowed
 
     def handle(self, channel: str, sender: str, text: str, *, display: str = "",
-               message_id: str | None = None) -> Reply | None:
+               message_id: str | None = None, on_text: Callable[[str], None] | None = None) -> Reply | None:
         """The reply to one message, or None when none is due (already answered; an unlisted
-        sender's later messages). Never raises for what the message says: errors are replies."""
+        sender's later messages). Never raises for what the message says: errors are replies.
+        `on_text` is given the answer's text as it streams (a channel that edits its message)."""
         if message_id is not None and not self.hub.first_delivery(channel, message_id):
             return None
         if not self.allows(channel, sender):
@@ -82,7 +83,8 @@ class ConversationHub:
                 if command:
                     reply, hosted = self._command(principal, hosted, command.lower(), args.strip())
                 else:
-                    result = hosted.send(stripped[1:] if stripped.startswith("//") else text)
+                    result = hosted.send(stripped[1:] if stripped.startswith("//") else text,
+                                         on_text=on_text or (lambda _piece: None))
                     said = result.text + (" [interrupted]" if result.interrupted else "")
                     reply = "\n".join([*(f"[{note}]" for note in result.notes), said])
                 reply = "\n".join([*(f"[{note}]" for note in pending), reply])
