@@ -502,13 +502,13 @@ def test_a_command_that_closes_its_output_still_runs_to_its_end_and_leaves_nothi
                                                                                            project):
     conv = agent_in()
     fake_model.reply(tool_calls=[call("c1", "run_shell", command="exec >build.log 2>&1; sleep 0.7; echo built > done.txt"),
-                                 call("c2", "run_shell", command="(sleep 1; touch late.txt) & echo started")])
+                                 call("c2", "run_shell", command="(sleep 2; touch late.txt) & echo started")])
     fake_model.reply("Built.")
     conv.send("build", approve=Asked(rules.ALWAYS))
     redirected, backgrounded = results(conv)
     assert redirected == "exit code 0\n" and (project / "done.txt").read_text() == "built\n"
     assert backgrounded == "exit code 0\nstarted\n"
-    time.sleep(1.5)
+    time.sleep(2.5)
     assert not (project / "late.txt").exists()  # what it left running was stopped with it
 
 

@@ -292,6 +292,7 @@ def _plan_run_shell(args: dict, ctx: Context) -> Plan:
 # the model, and into the history the encryption key protects).
 HIDDEN_VARS = ("CHATCLI_ENCRYPTION_KEY", "CHATCLI_NEW_ENCRYPTION_KEY", *KEY_VARS.values())
 AFTER_EXIT = 0.5  # seconds the output is still read once the command has ended
+POLL = 0.1  # seconds between two looks at whether the command has ended
 
 
 def _run_shell(command: str, cwd: Path, timeout: float, settings) -> Outcome:
@@ -326,9 +327,10 @@ def _run_shell(command: str, cwd: Path, timeout: float, settings) -> Outcome:
                     timed_out = True
                 if ended is None and process.poll() is not None:
                     ended = now
+                    _stop(process)  # what it left running in its group goes with it, now
                 if ended is not None and (not reading or now - ended > AFTER_EXIT):
                     break
-                wait = AFTER_EXIT if timed_out or ended is not None else min(deadline - now, AFTER_EXIT)
+                wait = AFTER_EXIT if timed_out or ended is not None else min(deadline - now, POLL)
                 if not reading:
                     time.sleep(min(max(wait, 0.01), 0.05))
                 elif selector.select(max(wait, 0.01)):

@@ -91,16 +91,16 @@ class MarkdownStream:
 
         self._pending += printable(text)  # rich lets escape sequences through
         cut = _last_block_boundary(self._pending)
-        if cut > 0:
-            done, self._pending = self._pending[:cut], self._pending[cut:]
-            self._print(done)
-        elif self._pending.count("\n") > max(self.console.height - 4, 4) and not _in_fence(self._pending):
+        separate = True
+        if not cut and self._pending.count("\n") > max(self.console.height - 4, 4) and not _in_fence(self._pending):
             # One block taller than the screen (a long list): the live area cannot redraw what
             # has scrolled away, so print its finished lines now and keep only the last one live.
-            cut = self._pending.rfind("\n") + 1
-            done, self._pending = self._pending[:cut], self._pending[cut:]
-            self._print(done, separate=False)
+            cut, separate = self._pending.rfind("\n") + 1, False
+        done, self._pending = self._pending[:cut], self._pending[cut:]
+        # The live area first: a print redraws it below, and it must not show the printed block again.
         self._live.update(Markdown(self._pending))
+        if done:
+            self._print(done, separate=separate)
 
     def finish(self, interrupted: bool = False) -> None:
         if self._live is not None:
