@@ -112,3 +112,16 @@ def test_a_redelivered_message_is_answered_once(make_hub, fake_model):
     assert say(hub, "once", message_id="update-1") == "You said: once"
     assert hub.handle("telegram", "42", "once", message_id="update-1") is None
     assert len(fake_model.requests) == 1
+
+
+def test_a_message_after_a_load_goes_to_the_loaded_sessions_thread(make_hub, make_conversation, fake_model):
+    other = make_conversation()
+    other.send("words of the loaded session")
+    sessions.save(other, "loaded")
+    hub = make_hub()
+    say(hub, "before")
+    say(hub, "/session load loaded")
+    say(hub, "after the load")
+    assert hub.hub.get("telegram", "42").session == "loaded"
+    assert fake_model.sent()[-1] == ["words of the loaded session", "You said: words of the loaded session",
+                                     "after the load"]

@@ -21,6 +21,7 @@ sender in a channel), hosted like MCP's and ACP's (engine/hosted.py) and remembe
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -57,6 +58,10 @@ class ConversationHub:
         self.hub = Home.of(settings).hub()
         self.host = Host(settings, warn=warn, registry=registry, prefix=GATEWAY_PREFIX)
         self.warn = warn
+        # Messages are answered one principal at a time per principal: a second message of the
+        # same sender waits, and then finds the thread a /session load of the first moved to.
+        self._principal_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._guard = threading.Lock()
 
     def allows(self, channel: str, sender: str) -> bool:
         return f"{channel}:{sender}" in self.allowed or f"{channel}:*" in self.allowed
@@ -72,26 +77,36 @@ class ConversationHub:
             first = self.hub.refuse(channel, sender, display)
             self.warn(f"refused a message from {channel}:{sender} (not on the allow-list)")
             return Reply(REFUSAL, refused=True) if first else None
-        principal = self.hub.principal(channel, sender, display)
-        hosted = self._hosted(principal)
-        try:
-            with hosted.lock:
-                pending, hosted.notes = hosted.notes, []  # the conversation was continued, re-attached…
-                stripped = text.strip()
-                command, _, args = stripped[1:].partition(" ") if stripped.startswith("/") \
-                    and not stripped.startswith("//") else ("", "", "")
-                if command:
-                    reply, hosted = self._command(principal, hosted, command.lower(), args.strip())
-                else:
-                    result = hosted.send(stripped[1:] if stripped.startswith("//") else text,
-                                         on_text=on_text or (lambda _piece: None))
-                    said = result.text + (" [interrupted]" if result.interrupted else "")
-                    reply = "\n".join([*(f"[{note}]" for note in result.notes), said])
-                reply = "\n".join([*(f"[{note}]" for note in pending), reply])
-        except ChatcliError as exc:
-            reply = f"error: {exc}"
-        self.hub.bind(channel, sender, hosted.conv.session_name)
+        self.hub.principal(channel, sender, display)
+        with self._lock_of(channel, sender):  # across its thread's rotations
+            principal = self.hub.get(channel, sender)
+            hosted = self._hosted(principal)
+            try:
+                with hosted.lock:
+                    reply, hosted = self._answer(principal, hosted, text, on_text)
+            except ChatcliError as exc:
+                reply = f"error: {exc}"
+            self.hub.bind(channel, sender, hosted.conv.session_name)
         return Reply(reply)
+
+    def _answer(self, principal: Principal, hosted: Hosted, text: str,
+                on_text: Callable[[str], None] | None) -> tuple[str, Hosted]:
+        pending, hosted.notes = hosted.notes, []  # the conversation was continued, re-attached…
+        stripped = text.strip()
+        command, _, args = stripped[1:].partition(" ") if stripped.startswith("/") \
+            and not stripped.startswith("//") else ("", "", "")
+        if command:
+            reply, hosted = self._command(principal, hosted, command.lower(), args.strip())
+        else:
+            result = hosted.send(stripped[1:] if stripped.startswith("//") else text,
+                                 on_text=on_text or (lambda _piece: None))
+            said = result.text + (" [interrupted]" if result.interrupted else "")
+            reply = "\n".join([*(f"[{note}]" for note in result.notes), said])
+        return "\n".join([*(f"[{note}]" for note in pending), reply]), hosted
+
+    def _lock_of(self, channel: str, sender: str) -> threading.Lock:
+        with self._guard:
+            return self._principal_locks.setdefault((channel, sender), threading.Lock())
 
     def _hosted(self, principal: Principal) -> Hosted:
         """The principal's live conversation: taken over from its mirror at the first message
