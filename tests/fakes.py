@@ -367,3 +367,130 @@ class FakeTelegram:
         self._stop.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class FakeSlack:
+    """Slack on 127.0.0.1: the Web API methods a Socket Mode app uses (auth.test,
+    apps.connections.open, chat.postMessage, chat.update) and the Socket Mode websocket, which
+    sends `hello`, then each queued message event in an envelope the app must acknowledge.
+    `say` queues a user's message; `texts(channel)` is what the bot's messages say now."""
+
+    def __init__(self) -> None:
+        import urllib.parse
+
+        from websockets.sync.server import serve
+
+        self.events: deque[dict] = deque()
+        self.acked: list[str] = []
+        self.bot_messages: dict[str, dict] = {}
+        self.calls: list[tuple[str, dict]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._next = 1
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(length).decode()
+                if "json" in self.headers.get("Content-Type", ""):
+                    params = json.loads(raw or "{}")
+                else:
+                    params = {k: v[0] for k, v in urllib.parse.parse_qs(raw).items()}
+                result = fake.answer(self.path.rsplit("/", 1)[-1], params)
+                data = json.dumps(result).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+        def socket(connection) -> None:
+            connection.send(json.dumps({"type": "hello", "num_connections": 1}))
+            while not fake._stop.is_set():
+                try:
+                    envelope = fake.events.popleft()
+                except IndexError:
+                    envelope = None
+                if envelope is not None:
+                    connection.send(json.dumps(envelope))
+                try:
+                    incoming = connection.recv(timeout=0.05)
+                except TimeoutError:
+                    continue
+                except Exception:  # noqa: BLE001 - the app went away
+                    if envelope is not None:
+                        fake.events.appendleft(envelope)  # not acknowledged: served again
+                    return
+                ack = json.loads(incoming).get("envelope_id")
+                if ack:
+                    fake.acked.append(ack)
+
+        self.ws = serve(socket, "127.0.0.1", 0)
+        self.ws_thread = threading.Thread(target=self.ws.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def say(self, user: str, text: str, channel: str = "D1") -> None:
+        with self._lock:
+            n = self._next
+            self._next += 1
+        event = {"type": "message", "user": user, "text": text, "channel": channel, "ts": f"{n}.0001",
+                 "client_msg_id": f"msg-{n}", "channel_type": "im"}
+        self.events.append({"envelope_id": f"env-{n}", "type": "events_api", "accepts_response_payload": False,
+                            "payload": {"type": "event_callback", "team_id": "T1", "api_app_id": "A1",
+                                        "event": event, "event_id": f"Ev{n}", "event_time": n}})
+
+    def texts(self, channel: str = "D1") -> list[str]:
+        with self._lock:
+            return [m["text"] for _, m in sorted(self.bot_messages.items()) if m["channel"] == channel]
+
+    def wait_for(self, predicate, channel: str = "D1", timeout: float = 20.0) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate(self.texts(channel)):
+                return self.texts(channel)
+            time.sleep(0.05)
+        raise AssertionError(f"the app did not say it in {timeout} s; it said {self.texts(channel)!r}")
+
+    def answer(self, method: str, params: dict) -> dict:
+        self.calls.append((method, params))
+        if method == "auth.test":
+            return {"ok": True, "url": "https://fake.slack/", "team": "T", "user": "chatcli", "team_id": "T1",
+                    "user_id": "UBOT", "bot_id": "BBOT"}
+        if method == "apps.connections.open":
+            host, port = self.ws.socket.getsockname()[:2]
+            return {"ok": True, "url": f"ws://{host}:{port}/"}
+        if method == "chat.postMessage":
+            with self._lock:
+                ts = f"{1000 + len(self.bot_messages)}.0001"
+                self.bot_messages[ts] = {"channel": params["channel"], "text": params.get("text", "")}
+            return {"ok": True, "channel": params["channel"], "ts": ts}
+        if method == "chat.update":
+            with self._lock:
+                self.bot_messages[params["ts"]]["text"] = params.get("text", "")
+            return {"ok": True, "channel": params["channel"], "ts": params["ts"]}
+        return {"ok": True}
+
+    def __enter__(self) -> "FakeSlack":
+        self.thread.start()
+        self.ws_thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self.ws.shutdown()
+        self.httpd.shutdown()
+        self.httpd.server_close()

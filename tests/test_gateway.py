@@ -175,3 +175,45 @@ def test_the_telegram_adapter_refuses_to_start_without_its_token(openai_env):
     result = run_chatcli("gateway", "--telegram", env=openai_env)
     assert result.returncode == 2
     assert result.stderr == "chatcli: error: TELEGRAM_BOT_TOKEN is not set: the Telegram adapter does not start\n"
+
+
+@pytest.fixture
+def slack(openai_env):
+    from fakes import FakeSlack
+
+    with FakeSlack() as fake:
+        openai_env.update(CHATCLI_GATEWAY_ALLOW="slack:U42", SLACK_BOT_TOKEN="xoxb-test", SLACK_APP_TOKEN="xapp-test",
+                          SLACK_API_URL=fake.base_url)
+        yield fake
+
+
+def test_slack_attach_ask_and_the_terminal_sees_it(openai_env, openai_server, slack):
+    process = subprocess.Popen([CHATCLI, "gateway", "--slack"], env=openai_env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stderr.readline()
+        assert "slack connected" in line, line
+        slack.say("U42", "/session attach projeto-x")
+        slack.wait_for(lambda texts: "Attached to session 'projeto-x' (0 messages; created)." in texts)
+        openai_server.reply("The freeze ", "starts Friday.", delay=0.6)
+        slack.say("U42", "when does the deploy freeze?")
+        slack.wait_for(lambda texts: texts[-1:] == ["The freeze starts Friday."])
+        assert any(call == "chat.update" for call, _ in slack.calls)  # streamed by edits
+        slack.say("U666", "hello?", channel="D2")
+        slack.say("U666", "hello??", channel="D2")
+        slack.wait_for(lambda texts: texts == ["This chatcli does not answer you: your id is not on its allow-list."],
+                       channel="D2")
+    finally:
+        process.terminate()
+        process.wait(20)
+    result = run_chatcli("--session", "projeto-x", "-p", "and?", env=openai_env)
+    assert result.returncode == 0, result.stderr
+    assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == [
+        "when does the deploy freeze?", "The freeze starts Friday.", "and?"]
+
+
+def test_the_slack_adapter_refuses_to_start_without_its_tokens(openai_env):
+    result = run_chatcli("gateway", "--slack", env=openai_env)
+    assert result.returncode == 2
+    assert result.stderr == ("chatcli: error: SLACK_BOT_TOKEN and SLACK_APP_TOKEN are not set: the Slack adapter "
+                             "does not start\n")

@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                             "(requests signed with CHATCLI_GATEWAY_WEBHOOK_SECRET)")
         parser.add_argument("--telegram", action="store_true", help="answer the Telegram bot of TELEGRAM_BOT_TOKEN "
                             "(long polling; the telegram extra)")
+        parser.add_argument("--slack", action="store_true", help="answer the Slack app of SLACK_BOT_TOKEN and "
+                            "SLACK_APP_TOKEN (Socket Mode; the slack extra)")
         args = parser.parse_args(argv[1:])
         runner = _run_gateway
     elif argv and argv[0] == "doctor":
@@ -208,7 +210,7 @@ def _run_gateway(args) -> int:
     from chatcli.gateway.daemon import run_gateway
 
     return run_gateway(_settings(provider=args.provider, model=args.model, debug=args.debug), args.webhook,
-                       args.telegram)
+                       args.telegram, args.slack)
 
 
 def _run_doctor(args) -> int:

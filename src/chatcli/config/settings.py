@@ -150,6 +150,11 @@ class Settings:
     # other than Telegram's (a local one).
     telegram_token: str | None = field(default=None, repr=False)
     telegram_api_url: str | None = None
+    # SLACK_BOT_TOKEN, SLACK_APP_TOKEN and SLACK_API_URL: the gateway's Slack app (Socket Mode),
+    # and a Web API other than Slack's.
+    slack_bot_token: str | None = field(default=None, repr=False)
+    slack_app_token: str | None = field(default=None, repr=False)
+    slack_api_url: str | None = None
     # CHATCLI_ENCRYPTION_KEY: the master key sealing sessions, journals and recall entries.
     encryption_key: bytes | None = field(default=None, repr=False)
     proxies: Proxies = field(default_factory=Proxies)
@@ -239,6 +244,9 @@ class Settings:
             webhook_secret=env.get("CHATCLI_GATEWAY_WEBHOOK_SECRET") or None,
             telegram_token=env.get("TELEGRAM_BOT_TOKEN") or None,
             telegram_api_url=env.get("TELEGRAM_API_URL") or None,
+            slack_bot_token=env.get("SLACK_BOT_TOKEN") or None,
+            slack_app_token=env.get("SLACK_APP_TOKEN") or None,
+            slack_api_url=env.get("SLACK_API_URL") or None,
             encryption_key=encryption_key,
             provider=chosen,
             provider_source=chosen_because,

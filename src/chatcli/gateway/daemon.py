@@ -29,11 +29,11 @@ def parse_address(text: str) -> tuple[str, int]:
     return host or "127.0.0.1", number
 
 
-def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False) -> int:
+def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False, slack: bool = False) -> int:
     """Start the adapters asked for, each refused in one line when it cannot run (no secret, no
     token, its extra not installed), then serve until SIGTERM, SIGINT or SIGHUP."""
-    if webhook is None and not telegram:
-        raise UsageError("no adapter to run: give --webhook HOST:PORT and/or --telegram")
+    if webhook is None and not telegram and not slack:
+        raise UsageError("no adapter to run: give --webhook HOST:PORT, --telegram and/or --slack")
     if webhook is not None and not settings.webhook_secret:
         raise UsageError("CHATCLI_GATEWAY_WEBHOOK_SECRET is not set: the webhook adapter cannot check its requests' "
                          "signatures, so it does not start")
@@ -44,13 +44,23 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False)
             import telegram.ext  # noqa: F401
         except ImportError:
             raise UsageError("the Telegram adapter needs python-telegram-bot: pip install 'chatcli[telegram]'") from None
+    if slack and not (settings.slack_bot_token and settings.slack_app_token):
+        missing = " and ".join(var for var, value in (("SLACK_BOT_TOKEN", settings.slack_bot_token),
+                                                       ("SLACK_APP_TOKEN", settings.slack_app_token)) if not value)
+        raise UsageError(f"{missing} {'is' if ' and ' not in missing else 'are'} not set: the Slack adapter does not "
+                         "start")
+    if slack:
+        try:
+            import slack_bolt  # noqa: F401 - the extra is there
+        except ImportError:
+            raise UsageError("the Slack adapter needs slack-bolt: pip install 'chatcli[slack]'") from None
     address = parse_address(webhook) if webhook is not None else None
     upkeep.log_to_file(settings, "gateway.log", log.name)
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
     if not settings.gateway_allow:
         sys.stderr.write("chatcli gateway: warning: CHATCLI_GATEWAY_ALLOW is empty: every sender will be refused\n")
     hub = ConversationHub(settings, settings.gateway_allow, warn=log.warning)
-    server = None
+    server = socket = None
     try:
         if address is not None:
             from chatcli.gateway.webhook import WebhookServer
@@ -62,6 +72,13 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False)
             server.start()
             _say(f"webhook listening on {server.address}")
         signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        if slack:
+            from chatcli.gateway.slack import build as build_slack
+
+            socket = build_slack(hub, settings.slack_bot_token, settings.slack_app_token, settings.slack_api_url,
+                                 log=log.warning)
+            socket.connect()  # its own threads
+            _say("slack connected in Socket Mode")
         if telegram:
             from chatcli.gateway.telegram import build
 
@@ -74,6 +91,8 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False)
                 signal.signal(signum, lambda _signum, _frame: stop.set())
             stop.wait()
     finally:
+        if socket is not None:
+            socket.close()
         if server is not None:
             server.stop()
         for thread, note in hub.close():

@@ -1,0 +1,81 @@
+"""The Slack adapter of the chat gateway (slack-bolt in Socket Mode; the `slack` extra). Each
+message event is one `ConversationHub.handle` call; the principal is `slack:<user id>` and the
+message id the event's `client_msg_id` or channel and timestamp, so an event Slack delivers
+again is answered once.
+
+An answer streams by edits (`chat.update`), at most once every EDIT_EVERY seconds, and a last
+time with the whole reply. Messages from bots (this one included) and edits are not answered.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from chatcli.gateway.hub import ConversationHub
+
+CHANNEL = "slack"
+EDIT_EVERY = 1.0
+LIMIT = 3900  # characters in one message (Slack cuts long texts)
+
+
+class Streamer:
+    def __init__(self, client, channel: str) -> None:
+        self.client, self.channel = client, channel
+        self.text, self.shown, self.ts, self.last = "", "", None, 0.0
+        self.lock = threading.Lock()
+
+    def feed(self, piece: str) -> None:
+        with self.lock:
+            self.text += piece
+            if time.monotonic() - self.last < EDIT_EVERY or not self.text.strip():
+                return
+            self.last = time.monotonic()
+            self._show(self.text[:LIMIT])
+
+    def _show(self, shown: str) -> None:
+        if shown == self.shown:
+            return
+        if self.ts is None:
+            self.ts = self.client.chat_postMessage(channel=self.channel, text=shown)["ts"]
+        else:
+            self.client.chat_update(channel=self.channel, ts=self.ts, text=shown)
+        self.shown = shown
+
+    def finish(self, reply: str) -> None:
+        with self.lock:
+            pieces = [reply[i:i + LIMIT] for i in range(0, len(reply), LIMIT)] or ["(no answer)"]
+            self._show(pieces[0])
+            for piece in pieces[1:]:
+                self.client.chat_postMessage(channel=self.channel, text=piece)
+
+
+def build(hub: ConversationHub, bot_token: str, app_token: str, api_url: str | None = None,
+          log=lambda _line: None):
+    """The Socket Mode handler answering through `hub` (`api_url`: a Web API other than Slack's)."""
+    from slack_bolt import App
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+    from slack_sdk import WebClient
+
+    base = api_url.rstrip("/") + "/api/" if api_url else WebClient.BASE_URL
+    client = WebClient(token=bot_token, base_url=base)
+    app = App(client=client, token_verification_enabled=True, ignoring_self_events_enabled=True)
+
+    @app.event("message")
+    def on_message(event, client) -> None:
+        if event.get("subtype") or event.get("bot_id") or not isinstance(event.get("text"), str):
+            return  # edits, joins, bots
+        message_id = event.get("client_msg_id") or f"{event.get('channel')}/{event.get('ts')}"
+        streamer = Streamer(client, event["channel"])
+        try:
+            reply = hub.handle(CHANNEL, str(event.get("user")), event["text"], message_id=message_id,
+                               on_text=streamer.feed)
+            if reply is not None:
+                streamer.finish(reply.text)
+        except Exception as exc:  # noqa: BLE001 - one message's failure does not stop the daemon
+            log(f"slack: a message could not be answered: {type(exc).__name__}: {exc}")
+
+    return SocketModeHandler(app, app_token, web_client=WebClient(token=app_token, base_url=base))
+
+
+__all__ = ["CHANNEL", "build"]
