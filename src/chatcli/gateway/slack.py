@@ -31,7 +31,10 @@ class Streamer:
             if time.monotonic() - self.last < EDIT_EVERY or not self.text.strip():
                 return
             self.last = time.monotonic()
-            self._show(self.text[:LIMIT])
+            try:  # best effort: a failed edit costs the preview, never the answer (sent whole at the end)
+                self._show(self.text[:LIMIT])
+            except Exception:  # noqa: BLE001
+                pass
 
     def _show(self, shown: str) -> None:
         if shown == self.shown:

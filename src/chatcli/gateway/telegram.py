@@ -51,7 +51,10 @@ class Streamer:
                 return
             self.last = time.monotonic()
             shown = self.text[:LIMIT]
-        asyncio.run_coroutine_threadsafe(self._show(shown), self.loop).result(timeout=30)
+        try:  # best effort: a failed edit costs the preview, never the answer (sent whole at the end)
+            asyncio.run_coroutine_threadsafe(self._show(shown), self.loop).result(timeout=30)
+        except Exception:  # noqa: BLE001
+            pass
 
     async def _show(self, shown: str) -> None:
         if shown == self.shown:
