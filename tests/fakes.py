@@ -251,6 +251,36 @@ class FakeProvider:
         return registry
 
 
+def api_handler(answer):
+    """An HTTP handler for a JSON Web API: POST /…/<method> with a JSON or form body, answered
+    with `answer(method, params)` as JSON."""
+    import urllib.parse
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            raw = self.rfile.read(length).decode()
+            if "json" in self.headers.get("Content-Type", ""):
+                params = json.loads(raw or "{}")
+            else:
+                params = {k: v[0] for k, v in urllib.parse.parse_qs(raw).items()}
+            data = json.dumps(answer(self.path.rsplit("/", 1)[-1], params)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST
+
+    return Handler
+
+
 class FakeTelegram:
     """The Telegram Bot API on 127.0.0.1, as much of it as a long-polling bot uses: getMe,
     deleteWebhook, getUpdates (with offsets: an update not confirmed is served again, as
@@ -258,8 +288,6 @@ class FakeTelegram:
     message; `texts(chat)` is what the bot's messages in that chat say now (edits applied)."""
 
     def __init__(self) -> None:
-        import urllib.parse
-
         self.updates: list[dict] = []
         self.bot_messages: dict[int, dict] = {}  # message id → {"chat": id, "text": ..., "edits": n}
         self.calls: list[tuple[str, dict]] = []
@@ -269,30 +297,7 @@ class FakeTelegram:
         self._stop = threading.Event()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                raw = self.rfile.read(length).decode()
-                kind = self.headers.get("Content-Type", "")
-                if "json" in kind:
-                    params = json.loads(raw or "{}")
-                else:
-                    params = {k: v[0] for k, v in urllib.parse.parse_qs(raw).items()}
-                method = self.path.rsplit("/", 1)[-1]
-                result = fake.answer(method, params)
-                data = json.dumps({"ok": True, "result": result}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST
+        Handler = api_handler(lambda method, params: {"ok": True, "result": fake.answer(method, params)})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -376,8 +381,6 @@ class FakeSlack:
     `say` queues a user's message; `texts(channel)` is what the bot's messages say now."""
 
     def __init__(self) -> None:
-        import urllib.parse
-
         from websockets.sync.server import serve
 
         self.events: deque[dict] = deque()
@@ -389,26 +392,7 @@ class FakeSlack:
         self._next = 1
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                raw = self.rfile.read(length).decode()
-                if "json" in self.headers.get("Content-Type", ""):
-                    params = json.loads(raw or "{}")
-                else:
-                    params = {k: v[0] for k, v in urllib.parse.parse_qs(raw).items()}
-                result = fake.answer(self.path.rsplit("/", 1)[-1], params)
-                data = json.dumps(result).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+        Handler = api_handler(fake.answer)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

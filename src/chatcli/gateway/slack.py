@@ -3,38 +3,27 @@ message event is one `ConversationHub.handle` call; the principal is `slack:<use
 message id the event's `client_msg_id` or channel and timestamp, so an event Slack delivers
 again is answered once.
 
-An answer streams by edits (`chat.update`), at most once every EDIT_EVERY seconds, and a last
-time with the whole reply. Messages from bots (this one included) and edits are not answered.
+An answer streams by edits (`chat.update`, gateway/preview.py), and a last time with the whole
+reply. Messages from bots (this one included) and edits are not answered.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-
 from chatcli.gateway.hub import ConversationHub
+from chatcli.gateway.preview import Preview, parts
 
 CHANNEL = "slack"
-EDIT_EVERY = 1.0
 LIMIT = 3900  # characters in one message (Slack cuts long texts)
 
 
 class Streamer:
+    """The answer's message while it streams: posted at the first words, updated as more come."""
+
     def __init__(self, client, channel: str) -> None:
         self.client, self.channel = client, channel
-        self.text, self.shown, self.ts, self.last = "", "", None, 0.0
-        self.lock = threading.Lock()
-
-    def feed(self, piece: str) -> None:
-        with self.lock:
-            self.text += piece
-            if time.monotonic() - self.last < EDIT_EVERY or not self.text.strip():
-                return
-            self.last = time.monotonic()
-            try:  # best effort: a failed edit costs the preview, never the answer (sent whole at the end)
-                self._show(self.text[:LIMIT])
-            except Exception:  # noqa: BLE001
-                pass
+        self.shown, self.ts = "", None
+        self.preview = Preview(self._show, LIMIT)
+        self.feed = self.preview.feed
 
     def _show(self, shown: str) -> None:
         if shown == self.shown:
@@ -46,8 +35,8 @@ class Streamer:
         self.shown = shown
 
     def finish(self, reply: str) -> None:
-        with self.lock:
-            pieces = [reply[i:i + LIMIT] for i in range(0, len(reply), LIMIT)] or ["(no answer)"]
+        with self.preview.lock:
+            pieces = parts(reply, LIMIT) or ["(no answer)"]
             self._show(pieces[0])
             for piece in pieces[1:]:
                 self.client.chat_postMessage(channel=self.channel, text=piece)

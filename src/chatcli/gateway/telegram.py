@@ -3,33 +3,20 @@ extra). Each text message is one `ConversationHub.handle` call, run in a worker 
 principal is `telegram:<user id>` and the message id Telegram's update id, so an update
 redelivered after a restart (Telegram keeps unconfirmed ones) is answered once.
 
-An answer streams by edits: its first words are sent as a message, which is edited at most
-once every EDIT_EVERY seconds as more arrive, and a last time with the whole reply. Replies
+An answer streams by edits (gateway/preview.py): its first words are sent as a message, which
+is edited as more arrive, and a last time with the whole reply. Replies
 longer than Telegram's 4,096 characters continue in further messages.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 
 from chatcli.gateway.hub import ConversationHub
+from chatcli.gateway.preview import Preview, parts
 
 CHANNEL = "telegram"
 LIMIT = 4096  # characters in one Telegram message
-EDIT_EVERY = 1.0  # seconds between two edits of a streaming answer (Telegram limits edit rates)
-
-
-def parts(text: str) -> list[str]:
-    """`text` in pieces Telegram takes, cut at line ends where it can."""
-    out = []
-    while len(text) > LIMIT:
-        cut = text.rfind("\n", 0, LIMIT)
-        cut = cut if cut > LIMIT // 2 else LIMIT
-        out.append(text[:cut])
-        text = text[cut:].lstrip("\n")
-    return [*out, text] if text else out
 
 
 class Streamer:
@@ -37,24 +24,13 @@ class Streamer:
 
     def __init__(self, message, loop: asyncio.AbstractEventLoop) -> None:
         self.message, self.loop = message, loop
-        self.text = ""
         self.sent = None  # the bot's message being edited
         self.shown = ""
-        self.last = 0.0
-        self.lock = threading.Lock()
+        self.preview = Preview(self._show_from_thread, LIMIT)
+        self.feed = self.preview.feed
 
-    def feed(self, piece: str) -> None:
-        """From the worker thread: more of the answer."""
-        with self.lock:
-            self.text += piece
-            if time.monotonic() - self.last < EDIT_EVERY or not self.text.strip():
-                return
-            self.last = time.monotonic()
-            shown = self.text[:LIMIT]
-        try:  # best effort: a failed edit costs the preview, never the answer (sent whole at the end)
-            asyncio.run_coroutine_threadsafe(self._show(shown), self.loop).result(timeout=30)
-        except Exception:  # noqa: BLE001
-            pass
+    def _show_from_thread(self, shown: str) -> None:
+        asyncio.run_coroutine_threadsafe(self._show(shown), self.loop).result(timeout=30)
 
     async def _show(self, shown: str) -> None:
         if shown == self.shown:
@@ -66,7 +42,7 @@ class Streamer:
         self.shown = shown
 
     async def finish(self, reply: str) -> None:
-        pieces = parts(reply) or ["(no answer)"]
+        pieces = parts(reply, LIMIT) or ["(no answer)"]
         if self.sent is None:
             await self.message.reply_text(pieces[0])
         elif pieces[0] != self.shown:
@@ -104,4 +80,4 @@ def build(hub: ConversationHub, token: str, base_url: str | None = None, log=lam
     return application
 
 
-__all__ = ["CHANNEL", "LIMIT", "build", "parts"]
+__all__ = ["CHANNEL", "LIMIT", "build"]
