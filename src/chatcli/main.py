@@ -80,37 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         args = storage_parser(_parser_class()).parse_args(argv[1:])
         args.debug = False
         runner = _run_storage
-    elif argv and argv[0] == "mcp-server":
-        parser = _server_parser("mcp-server", "Serve chatcli's conversations and sessions over MCP on stdio "
-                                "(tools ask_chatcli, agent_task and manage_session; resources chatcli://sessions).")
-        parser.add_argument("--allow-writes", action="store_true", help="let agent_task run shell commands and "
-                            "write files in its directory (without it, its tools only read)")
-        parser.add_argument("--workdir", metavar="DIR", help="the directory agent_task works in (default: the "
-                            "server's working directory, which MCP clients often leave at / or your home)")
-        args = parser.parse_args(argv[1:])
-        runner = _run_mcp
-    elif argv and argv[0] == "gateway":
-        parser = _server_parser("gateway", "Answer chat channels from chatcli's sessions: the Conversation Hub "
-                                "(hub.db) behind a signed JSON webhook. Senders must be on CHATCLI_GATEWAY_ALLOW.")
-        parser.add_argument("--webhook", metavar="HOST:PORT", help="serve the webhook adapter there "
-                            "(requests signed with CHATCLI_GATEWAY_WEBHOOK_SECRET)")
-        parser.add_argument("--telegram", action="store_true", help="answer the Telegram bot of TELEGRAM_BOT_TOKEN "
-                            "(long polling; the telegram extra)")
-        parser.add_argument("--slack", action="store_true", help="answer the Slack app of SLACK_BOT_TOKEN and "
-                            "SLACK_APP_TOKEN (Socket Mode; the slack extra)")
-        args = parser.parse_args(argv[1:])
-        runner = _run_gateway
-    elif argv and argv[0] == "doctor":
-        args = _server_parser("doctor", "Check that chatcli can answer: which provider would answer and why, "
-                              "whether CHATCLI_HOME is writable, whether the local model loads in its worker and "
-                              "answers one token, and how long each took. Exits 1 if something needed failed.",
-                              ).parse_args(argv[1:])
-        runner = _run_doctor
-    elif argv and argv[0] == "acp":
-        args = _server_parser("acp", "Run chatcli as an Agent Client Protocol agent on stdio (for editors such "
-                              "as Zed): chat turns, /session commands in the prompt box, session/load.",
-                              ).parse_args(argv[1:])
-        runner = _run_acp
+    elif argv and argv[0] in _SERVERS:
+        args, runner = _server_args(argv[0], argv[1:])
     else:
         args = build_parser().parse_args(argv)
         runner = _run
@@ -176,12 +147,16 @@ def _run(args) -> int:
     return run_repl(settings, start, mode=args.mode, yes=args.yes)
 
 
-def _server_parser(name: str, description: str):
+def _server_args(name: str, argv: list[str]):
+    """The arguments and the runner of a server-like subcommand, from its row of _SERVERS."""
+    description, options, runner = _SERVERS[name]
     parser = _parser_class()(prog=f"chatcli {name}", description=description)
     parser.add_argument("--provider", help="provider (default: as for the REPL)")
     parser.add_argument("--model", help="model (default: as for the REPL)")
     parser.add_argument("--debug", action="store_true", help="tracebacks on errors")
-    return parser
+    for flag, option in options:
+        parser.add_argument(flag, **option)
+    return parser.parse_args(argv), runner
 
 
 def _run_mcp(args) -> int:
@@ -230,6 +205,38 @@ def _run_storage(args) -> int:
     from chatcli.cli.storage_cli import run_storage_command
 
     return run_storage_command(args, _settings)
+
+
+# The subcommands that take --provider, --model and --debug: description, their own options, runner.
+_SERVERS = {
+    "mcp-server": (
+        "Serve chatcli's conversations and sessions over MCP on stdio (tools ask_chatcli, agent_task and "
+        "manage_session; resources chatcli://sessions).",
+        (("--allow-writes", {"action": "store_true", "help": "let agent_task run shell commands and write files in "
+                             "its directory (without it, its tools only read)"}),
+         ("--workdir", {"metavar": "DIR", "help": "the directory agent_task works in (default: the server's working "
+                        "directory, which MCP clients often leave at / or your home)"})),
+        _run_mcp),
+    "gateway": (
+        "Answer chat channels from chatcli's sessions: the Conversation Hub (hub.db) behind a signed JSON webhook. "
+        "Senders must be on CHATCLI_GATEWAY_ALLOW.",
+        (("--webhook", {"metavar": "HOST:PORT", "help": "serve the webhook adapter there (requests signed with "
+                        "CHATCLI_GATEWAY_WEBHOOK_SECRET)"}),
+         ("--telegram", {"action": "store_true", "help": "answer the Telegram bot of TELEGRAM_BOT_TOKEN (long "
+                         "polling; the telegram extra)"}),
+         ("--slack", {"action": "store_true", "help": "answer the Slack app of SLACK_BOT_TOKEN and SLACK_APP_TOKEN "
+                      "(Socket Mode; the slack extra)"})),
+        _run_gateway),
+    "doctor": (
+        "Check that chatcli can answer: which provider would answer and why, whether CHATCLI_HOME is writable, "
+        "whether the local model loads in its worker and answers one token, and how long each took. Exits 1 if "
+        "something needed failed.",
+        (), _run_doctor),
+    "acp": (
+        "Run chatcli as an Agent Client Protocol agent on stdio (for editors such as Zed): chat turns, /session "
+        "commands in the prompt box, session/load.",
+        (), _run_acp),
+}
 
 
 def _silence_stdout() -> None:

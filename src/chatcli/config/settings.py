@@ -392,35 +392,41 @@ def _flag(env: Mapping[str, str], var: str, default: bool, warnings: list[str]) 
     return default
 
 
-def _whole(env: Mapping[str, str], var: str, warnings: list[str], says: str, otherwise: str,
-           least: int = 1) -> int | None:
-    """A whole number of at least `least` (`1_000` too), or None when unset or bad; a bad one is
-    said once: "VAR='x' is not `says`; `otherwise`"."""
+def _number(env: Mapping[str, str], var: str, warnings: list[str], read, says: str, otherwise: str):
+    """`read(text)` of the variable, or None when unset or bad (`read` raises ValueError); a bad
+    one is said once: "VAR='x' is not `says`; `otherwise`"."""
     text = env.get(var, "").strip()
     if not text:
         return None
     try:
-        value = int(text)
-        if value >= least:
-            return value
+        return read(text)
     except ValueError:
-        pass
-    warnings.append(f"{var}={env[var]!r} is not {says}; {otherwise}")
-    return None
+        warnings.append(f"{var}={env[var]!r} is not {says}; {otherwise}")
+        return None
+
+
+def _whole(env: Mapping[str, str], var: str, warnings: list[str], says: str, otherwise: str,
+           least: int = 1) -> int | None:
+    """A whole number of at least `least` (`1_000` too), or None when unset or bad."""
+    def read(text: str) -> int:
+        value = int(text)
+        if value < least:
+            raise ValueError(text)
+        return value
+
+    return _number(env, var, warnings, read, says, otherwise)
 
 
 def _seconds(env: Mapping[str, str], var: str, default: float, warnings: list[str]) -> float:
-    text = env.get(var, "").strip().lower().removesuffix("s")
-    if not text:
-        return default
-    try:
-        value = float(text)
-        if math.isfinite(value) and value > 0:
-            return value
-    except ValueError:
-        pass
-    warnings.append(f"{var}={env[var]!r} is not a number of seconds; using {default:g}")
-    return default
+    """A positive number of seconds (`60` or `60s`), else `default`."""
+    def read(text: str) -> float:
+        value = float(text.lower().removesuffix("s"))
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(text)
+        return value
+
+    value = _number(env, var, warnings, read, "a number of seconds", f"using {default:g}")
+    return default if value is None else value
 
 
 def _fraction(env: Mapping[str, str], var: str, default: float, warnings: list[str]) -> float:
