@@ -281,25 +281,17 @@ def api_handler(answer):
     return Handler
 
 
-class FakeTelegram:
-    """The Telegram Bot API on 127.0.0.1, as much of it as a long-polling bot uses: getMe,
-    deleteWebhook, getUpdates (with offsets: an update not confirmed is served again, as
-    Telegram does after a bot restarts), sendMessage and editMessageText. `say` queues a user's
-    message; `texts(chat)` is what the bot's messages in that chat say now (edits applied)."""
+class ChatServiceFake:
+    """What the fakes of chat services share: a JSON Web API on 127.0.0.1 (`answer(method,
+    params)`, the service's own envelope), the bot's messages as they read now (`texts(where)`:
+    a chat, a channel) and waiting for them."""
 
-    def __init__(self) -> None:
-        self.updates: list[dict] = []
-        self.bot_messages: dict[int, dict] = {}  # message id → {"chat": id, "text": ..., "edits": n}
+    def __init__(self, answer) -> None:
+        self.bot_messages: dict = {}  # message id → {"where": chat or channel, "text": …}
         self.calls: list[tuple[str, dict]] = []
-        self._next_update = 1
-        self._next_message = 1000
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        fake = self
-
-        Handler = api_handler(lambda method, params: {"ok": True, "result": fake.answer(method, params)})
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), api_handler(answer))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -307,6 +299,41 @@ class FakeTelegram:
     def base_url(self) -> str:
         host, port = self.httpd.server_address[:2]
         return f"http://{host}:{port}"
+
+    def texts(self, where) -> list[str]:
+        with self._lock:
+            return [m["text"] for _, m in sorted(self.bot_messages.items()) if m["where"] == where]
+
+    def wait_for(self, where, predicate, timeout: float = 20.0) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            texts = self.texts(where)
+            if predicate(texts):
+                return texts
+            time.sleep(0.05)
+        raise AssertionError(f"the bot did not say it in {timeout} s; it said {self.texts(where)!r}")
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FakeTelegram(ChatServiceFake):
+    """The Telegram Bot API on 127.0.0.1, as much of it as a long-polling bot uses: getMe,
+    deleteWebhook, getUpdates (with offsets: an update not confirmed is served again, as
+    Telegram does after a bot restarts), sendMessage and editMessageText. `say` queues a user's
+    message; `texts(chat)` is what the bot's messages in that chat say now (edits applied)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda method, params: {"ok": True, "result": self.answer(method, params)})
+        self.updates: list[dict] = []
+        self._next_update = 1
+        self._next_message = 1000
 
     def say(self, user: int, text: str, name: str = "Ana") -> int:
         with self._lock:
@@ -316,19 +343,6 @@ class FakeTelegram:
                 "message_id": update_id, "date": int(time.time()), "text": text,
                 "chat": {"id": user, "type": "private"}, "from": {"id": user, "is_bot": False, "first_name": name}}})
         return update_id
-
-    def texts(self, chat: int) -> list[str]:
-        with self._lock:
-            return [m["text"] for _, m in sorted(self.bot_messages.items()) if m["chat"] == chat]
-
-    def wait_for(self, chat: int, predicate, timeout: float = 20.0) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            texts = self.texts(chat)
-            if predicate(texts):
-                return texts
-            time.sleep(0.05)
-        raise AssertionError(f"the bot did not say it in {timeout} s; it said {self.texts(chat)!r}")
 
     def _message(self, message_id: int, chat: int, text: str) -> dict:
         return {"message_id": message_id, "date": int(time.time()), "text": text,
@@ -354,7 +368,7 @@ class FakeTelegram:
                 message_id = self._next_message
                 self._next_message += 1
                 chat = int(params["chat_id"])
-                self.bot_messages[message_id] = {"chat": chat, "text": params["text"], "edits": 0}
+                self.bot_messages[message_id] = {"where": chat, "text": params["text"], "edits": 0}
             return self._message(message_id, chat, params["text"])
         if method == "editMessageText":
             with self._lock:
@@ -364,17 +378,8 @@ class FakeTelegram:
             return self._message(message_id, chat, params["text"])
         return True
 
-    def __enter__(self) -> "FakeTelegram":
-        self.thread.start()
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-class FakeSlack:
+class FakeSlack(ChatServiceFake):
     """Slack on 127.0.0.1: the Web API methods a Socket Mode app uses (auth.test,
     apps.connections.open, chat.postMessage, chat.update) and the Socket Mode websocket, which
     sends `hello`, then each queued message event in an envelope the app must acknowledge.
@@ -383,20 +388,11 @@ class FakeSlack:
     def __init__(self) -> None:
         from websockets.sync.server import serve
 
+        super().__init__(self.answer)
         self.events: deque[dict] = deque()
         self.acked: list[str] = []
-        self.bot_messages: dict[str, dict] = {}
-        self.calls: list[tuple[str, dict]] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
         self._next = 1
         fake = self
-
-        Handler = api_handler(fake.answer)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
         def socket(connection) -> None:
             connection.send(json.dumps({"type": "hello", "num_connections": 1}))
@@ -422,11 +418,6 @@ class FakeSlack:
         self.ws = serve(socket, "127.0.0.1", 0)
         self.ws_thread = threading.Thread(target=self.ws.serve_forever, daemon=True)
 
-    @property
-    def base_url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
     def say(self, user: str, text: str, channel: str = "D1") -> None:
         with self._lock:
             n = self._next
@@ -436,18 +427,6 @@ class FakeSlack:
         self.events.append({"envelope_id": f"env-{n}", "type": "events_api", "accepts_response_payload": False,
                             "payload": {"type": "event_callback", "team_id": "T1", "api_app_id": "A1",
                                         "event": event, "event_id": f"Ev{n}", "event_time": n}})
-
-    def texts(self, channel: str = "D1") -> list[str]:
-        with self._lock:
-            return [m["text"] for _, m in sorted(self.bot_messages.items()) if m["channel"] == channel]
-
-    def wait_for(self, predicate, channel: str = "D1", timeout: float = 20.0) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate(self.texts(channel)):
-                return self.texts(channel)
-            time.sleep(0.05)
-        raise AssertionError(f"the app did not say it in {timeout} s; it said {self.texts(channel)!r}")
 
     def answer(self, method: str, params: dict) -> dict:
         self.calls.append((method, params))
@@ -460,7 +439,7 @@ class FakeSlack:
         if method == "chat.postMessage":
             with self._lock:
                 ts = f"{1000 + len(self.bot_messages)}.0001"
-                self.bot_messages[ts] = {"channel": params["channel"], "text": params.get("text", "")}
+                self.bot_messages[ts] = {"where": params["channel"], "text": params.get("text", "")}
             return {"ok": True, "channel": params["channel"], "ts": ts}
         if method == "chat.update":
             with self._lock:
@@ -469,12 +448,10 @@ class FakeSlack:
         return {"ok": True}
 
     def __enter__(self) -> "FakeSlack":
-        self.thread.start()
+        super().__enter__()
         self.ws_thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
         self.ws.shutdown()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__exit__(*exc)

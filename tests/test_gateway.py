@@ -5,7 +5,6 @@ the binding, strangers are refused once, and a bad signature changes nothing."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -23,14 +22,16 @@ SECRET = "a shared secret"
 
 
 class Daemon:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen([CHATCLI, "gateway", "--webhook", "127.0.0.1:0"], env=env,
+    """A real `chatcli gateway` with the adapter `flags`, once it says it is ready."""
+
+    def __init__(self, env: dict[str, str], *flags: str, ready: str = r"listening on (http://\S+)") -> None:
+        self.process = subprocess.Popen([CHATCLI, "gateway", *(flags or ("--webhook", "127.0.0.1:0"))], env=env,
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         text=True)
         line = self.process.stderr.readline()
-        found = re.search(r"listening on (http://\S+)", line)
+        found = re.search(ready, line)
         assert found, line + self.process.stderr.read()
-        self.url = found.group(1)
+        self.url = found.group(1) if found.groups() else None
 
     def post(self, payload: dict, *, secret: str = SECRET, stamp: float | None = None) -> tuple[int, dict]:
         body = json.dumps(payload).encode()
@@ -51,7 +52,14 @@ class Daemon:
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(10)
+            self.process.wait(20)
+
+
+def terminal_sees(env: dict[str, str], model, turn: list[str]) -> None:
+    """`chatcli --session projeto-x -p "and?"` sends the turn the channel made before its own."""
+    result = run_chatcli("--session", "projeto-x", "-p", "and?", env=env)
+    assert result.returncode == 0, result.stderr
+    assert [m["content"] for m in model.requests[-1].body["messages"]] == [*turn, "and?"]
 
 
 @pytest.fixture
@@ -77,10 +85,7 @@ def test_attach_ask_kill_restart_and_the_terminal_sees_the_turn(gateway_env, ope
         assert answer["reply"].splitlines()[1].startswith("Bound to session 'projeto-x' (2 messages")
     finally:
         daemon.stop()
-    result = run_chatcli("--session", "projeto-x", "-p", "and?", env=gateway_env)
-    assert result.returncode == 0, result.stderr
-    assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == [
-        "the deploy freezes on Friday", "You said: the deploy freezes on Friday", "and?"]
+    terminal_sees(gateway_env, openai_server, ["the deploy freezes on Friday", "You said: the deploy freezes on Friday"])
 
 
 def test_strangers_bad_signatures_and_replays_change_nothing(gateway_env, openai_server):
@@ -112,22 +117,8 @@ def test_the_daemon_refuses_to_start_without_its_secret(openai_env):
                              "check its requests' signatures, so it does not start\n")
 
 
-class TelegramDaemon:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen([CHATCLI, "gateway", "--telegram"], env=env, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        line = self.process.stderr.readline()
-        assert "telegram polling" in line, line + self.process.stderr.read()
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
-
-    def stop(self) -> str:
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(20)
-        return self.process.stderr.read()
+def telegram_daemon(env: dict[str, str]) -> Daemon:
+    return Daemon(env, "--telegram", ready="telegram polling")
 
 
 @pytest.fixture
@@ -141,7 +132,7 @@ def telegram(openai_env):
 
 
 def test_telegram_attach_ask_kill_restart(openai_env, openai_server, telegram):
-    daemon = TelegramDaemon(openai_env)
+    daemon = telegram_daemon(openai_env)
     try:
         telegram.say(42, "/session attach projeto-x")
         telegram.wait_for(42, lambda texts: "Attached to session 'projeto-x' (0 messages; created)." in texts)
@@ -150,7 +141,7 @@ def test_telegram_attach_ask_kill_restart(openai_env, openai_server, telegram):
         telegram.wait_for(42, lambda texts: texts[-1:] == ["The freeze starts Friday."])
         assert any(call == "editMessageText" for call, _ in telegram.calls)
         daemon.kill()
-        daemon = TelegramDaemon(openai_env)
+        daemon = telegram_daemon(openai_env)
         telegram.say(42, "/session status")
         telegram.wait_for(42, lambda texts: any("Bound to session 'projeto-x' (2 messages" in t for t in texts))
         # Unlisted: one refusal, then silence; the model never hears of it.
@@ -163,10 +154,7 @@ def test_telegram_attach_ask_kill_restart(openai_env, openai_server, telegram):
         assert len(telegram.texts(666)) == 1 and len(openai_server.requests) == asked
     finally:
         daemon.stop()
-    result = run_chatcli("--session", "projeto-x", "-p", "and?", env=openai_env)
-    assert result.returncode == 0, result.stderr
-    assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == [
-        "when does the deploy freeze?", "The freeze starts Friday.", "and?"]
+    terminal_sees(openai_env, openai_server, ["when does the deploy freeze?", "The freeze starts Friday."])
     # Every update was answered once, the ones served again after the kill included.
     assert telegram.texts(42).count("Attached to session 'projeto-x' (0 messages; created).") == 1
 
@@ -188,28 +176,21 @@ def slack(openai_env):
 
 
 def test_slack_attach_ask_and_the_terminal_sees_it(openai_env, openai_server, slack):
-    process = subprocess.Popen([CHATCLI, "gateway", "--slack"], env=openai_env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    daemon = Daemon(openai_env, "--slack", ready="slack connected")
     try:
-        line = process.stderr.readline()
-        assert "slack connected" in line, line
         slack.say("U42", "/session attach projeto-x")
-        slack.wait_for(lambda texts: "Attached to session 'projeto-x' (0 messages; created)." in texts)
+        slack.wait_for("D1", lambda texts: "Attached to session 'projeto-x' (0 messages; created)." in texts)
         openai_server.reply("The freeze ", "starts Friday.", delay=0.6)
         slack.say("U42", "when does the deploy freeze?")
-        slack.wait_for(lambda texts: texts[-1:] == ["The freeze starts Friday."])
+        slack.wait_for("D1", lambda texts: texts[-1:] == ["The freeze starts Friday."])
         assert any(call == "chat.update" for call, _ in slack.calls)  # streamed by edits
         slack.say("U666", "hello?", channel="D2")
         slack.say("U666", "hello??", channel="D2")
-        slack.wait_for(lambda texts: texts == ["This chatcli does not answer you: your id is not on its allow-list."],
-                       channel="D2")
+        slack.wait_for("D2", lambda texts: texts == ["This chatcli does not answer you: your id is not on its "
+                                                     "allow-list."])
     finally:
-        process.terminate()
-        process.wait(20)
-    result = run_chatcli("--session", "projeto-x", "-p", "and?", env=openai_env)
-    assert result.returncode == 0, result.stderr
-    assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == [
-        "when does the deploy freeze?", "The freeze starts Friday.", "and?"]
+        daemon.stop()
+    terminal_sees(openai_env, openai_server, ["when does the deploy freeze?", "The freeze starts Friday."])
 
 
 def test_the_slack_adapter_refuses_to_start_without_its_tokens(openai_env):
