@@ -156,6 +156,14 @@ class Hosted:
             kept = self.keep()  # logged there, also when the turn failed
         return result.with_notes(kept) if kept else result
 
+    def answer(self, text: str, on_text: Callable[[str], None] = lambda _t: None) -> str:
+        """One turn as a server replies with it: what happened to the conversation since (it was
+        continued, re-attached…) and during the turn, each as a `[line]`, then the answer."""
+        notes, self.notes = self.notes, []
+        result = self.send(text, on_text, on_notice=notes.append)
+        said = result.text + (" [interrupted]" if result.interrupted else "")
+        return "\n".join([*(f"[{note}]" for note in [*notes, *result.notes]), said])
+
     def clear(self, run: Callable[[], object]) -> tuple[object, list[str]]:
         """`run` clears the conversation (/session new): the mirror keeps it one last time first,
         then goes, so that a restart does not bring the cleared conversation back."""

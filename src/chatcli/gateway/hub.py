@@ -91,17 +91,14 @@ class ConversationHub:
 
     def _answer(self, principal: Principal, hosted: Hosted, text: str,
                 on_text: Callable[[str], None] | None) -> tuple[str, Hosted]:
-        pending, hosted.notes = hosted.notes, []  # the conversation was continued, re-attached…
         stripped = text.strip()
         command, _, args = stripped[1:].partition(" ") if stripped.startswith("/") \
             and not stripped.startswith("//") else ("", "", "")
-        if command:
-            reply, hosted = self._command(principal, hosted, command.lower(), args.strip())
-        else:
-            result = hosted.send(stripped[1:] if stripped.startswith("//") else text,
-                                 on_text=on_text or (lambda _piece: None))
-            said = result.text + (" [interrupted]" if result.interrupted else "")
-            reply = "\n".join([*(f"[{note}]" for note in result.notes), said])
+        if not command:
+            return hosted.answer(stripped[1:] if stripped.startswith("//") else text,
+                                 on_text=on_text or (lambda _piece: None)), hosted
+        pending, hosted.notes = hosted.notes, []  # the conversation was continued, re-attached…
+        reply, hosted = self._command(principal, hosted, command.lower(), args.strip())
         return "\n".join([*(f"[{note}]" for note in pending), reply]), hosted
 
     def _lock_of(self, channel: str, sender: str) -> threading.Lock:

@@ -64,14 +64,10 @@ class Surface:
             agent.writes = agent.approve_all = self.allow_writes
             agent.root = agent.root or self.workdir
             agent.switch(mode, hosted.conv)
-            notes, hosted.notes = hosted.notes, []
             try:
-                result = hosted.send(prompt, on_notice=notes.append)
+                return hosted.answer(prompt)
             finally:
                 agent.mode = "chat"
-            notes += result.notes
-        text = result.text + (" [interrupted]" if result.interrupted else "")
-        return "\n".join([*(f"[{note}]" for note in notes), text]) if notes else text
 
     def manage(self, action: str, session: str, params: dict[str, str]) -> str:
         sub = session_commands.BY_MCP_ACTION.get(action)
