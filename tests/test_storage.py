@@ -17,6 +17,7 @@ from conftest import CHATCLI, run_chatcli
 from repl_driver import Repl, plain
 
 from chatcli.config.settings import Settings
+from chatcli.store.home import Home
 from chatcli.store.sessions import SessionStore
 from chatcli.store.storage import Storage
 
@@ -185,8 +186,79 @@ def test_an_unknown_store_is_a_one_line_usage_error(env, workdir):
     result = run_chatcli("storage", "prune", "everything", env=env, cwd=workdir)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "chatcli: error: unknown store 'everything' (choose from: sessions, transcripts, recall, history, "
+        "chatcli: error: unknown store 'everything' (choose from: sessions, transcripts, recall, hub, history, "
         "index, temp)"]
+
+
+# -- the Conversation Hub (hub.db) ---------------------------------------------------------------
+def hub_rows(chatcli_home: Path) -> tuple[list[str], int]:
+    """The principals ("channel:sender") and the number of delivery records in hub.db."""
+    hub = Home(chatcli_home).hub()
+    try:
+        return sorted(f"{p.channel}:{p.sender}" for p in hub.principals()), hub.deliveries()
+    finally:
+        hub.close()
+
+
+def populate_hub(chatcli_home: Path, sessions: Path) -> dict[str, str]:
+    """Five senders seen by the gateway, and four delivery records, three of them old:
+    - telegram:1 (Ann), unbound, last seen 100 days ago, no mirror: stale;
+    - telegram:2, unbound, last seen 100 days ago, but its mirror was written today: kept;
+    - telegram:3, unbound, last seen 100 days ago, its mirror as old: goes with its mirror;
+    - telegram:4, bound to projeto-x, last seen 100 days ago: a binding is never swept;
+    - telegram:5, unbound, seen today."""
+    hub = Home(chatcli_home).hub()
+    for sender in "12345":
+        hub.principal("telegram", sender, "Ann" if sender == "1" else "")
+    hub.bind("telegram", "4", "projeto-x")
+    for n in range(4):
+        hub.first_delivery("telegram", f"update-{n}")
+    old = time.time() - 100 * DAY
+    hub.db.execute("UPDATE principals SET last_seen = ? WHERE sender != '5'", (old,))
+    hub.db.execute("UPDATE delivered SET at = ? WHERE message != 'update-3'", (time.time() - 2 * DAY,))
+    mirrors = {p.sender: p.mirror for p in hub.principals()}
+    hub.close()
+    put(sessions, mirrors["2"])
+    put(sessions, mirrors["3"], age_days=100)
+    return mirrors
+
+
+def test_the_hub_is_swept_on_demand_only_and_never_drops_a_binding(env, workdir, chatcli_home, sessions):
+    mirrors = populate_hub(chatcli_home, sessions)
+    everyone = [f"telegram:{n}" for n in "12345"]
+    Storage(Settings.load(env)).sweep()  # what every start runs: expired mirrors go, the hub is not its business
+    assert hub_rows(chatcli_home) == (everyone, 4)
+    assert not (sessions / f"{mirrors['3']}.json").exists()
+    put(sessions, mirrors["3"], age_days=100)  # as if the sweep had not run yet
+
+    report = run_chatcli("storage", env=env, cwd=workdir)
+    assert re.search(r"^  conversation hub +[1-3] +\S+ \S+ +2 gateway senders, 3 delivery records +the gateway's",
+                     report.stdout, re.M), report.stdout
+
+    dry = run_chatcli("storage", "prune", "hub", env=env, cwd=workdir)
+    assert dry.returncode == 0, dry.stderr
+    # Alone, the hub keeps telegram:3: its mirror is not part of this plan.
+    assert "Would remove 1 gateway sender and 3 delivery records from conversation hub:" in dry.stdout
+    assert re.search(r"^    telegram:1 \(Ann\)  \(last seen 100 days ago\)$", dry.stdout, re.M), dry.stdout
+    assert "telegram:3" not in dry.stdout
+    assert hub_rows(chatcli_home) == (everyone, 4)  # a dry run changes nothing
+
+    applied = run_chatcli("storage", "prune", "--apply", env=env, cwd=workdir)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "Forgot 2 gateway senders and 3 delivery records in hub.db." in applied.stdout
+    assert hub_rows(chatcli_home) == (["telegram:2", "telegram:4", "telegram:5"], 1)
+    hub = Home(chatcli_home).hub()
+    assert hub.get("telegram", "4").session == "projeto-x"
+    hub.close()
+
+
+def test_a_hub_chatcli_cannot_read_is_a_note_and_left_alone(env, workdir, chatcli_home):
+    chatcli_home.mkdir(parents=True, exist_ok=True)
+    (chatcli_home / "hub.db").write_bytes(b"not sqlite" * 100)
+    result = run_chatcli("storage", "prune", "--apply", "hub", env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "Note: the conversation hub was not examined:" in result.stdout
+    assert (chatcli_home / "hub.db").read_bytes() == b"not sqlite" * 100
 
 
 def test_a_session_written_after_the_plan_is_kept(env, sessions):
@@ -306,8 +378,8 @@ def test_storage_shows_one_line_per_store_and_prune_needs_apply(openai_env, env,
     repl = Repl(openai_env, "m", cwd=workdir)
     try:
         report = plain(repl.send("/storage"))
-        for label in ("sessions", "transcripts", "recall store", "prompt history", "search index",
-                      "temporary files"):
+        for label in ("sessions", "transcripts", "recall store", "conversation hub", "prompt history",
+                      "search index", "temporary files"):
             assert re.search(rf"^  {label} +\d+ +[\d.]+ [KMG]?B +", report, re.M), label
         assert re.search(r"^  prompt history .*never pruned", report, re.M)
         assert re.search(r"^  sessions +\d+ .* 6 files, ", report, re.M)  # the burst and the orphan lock

@@ -7,7 +7,19 @@ from typing import TYPE_CHECKING
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core import retention
 from chatcli.core.errors import UsageError
-from chatcli.store.storage import LABELS, NEVER_PRUNED, STORES, Applied, Plan, Removal, Storage, human_size, store_key
+from chatcli.core.terminal import printable
+from chatcli.store.storage import (
+    DELIVERY_KEEP,
+    LABELS,
+    NEVER_PRUNED,
+    STORES,
+    Applied,
+    Plan,
+    Removal,
+    Storage,
+    human_size,
+    store_key,
+)
 
 if TYPE_CHECKING:
     from chatcli.config.settings import Settings
@@ -47,6 +59,8 @@ def report(storage: Storage) -> str:
         count, size = planned[usage.store]
         if usage.store in NEVER_PRUNED:
             now = "never pruned"
+        elif usage.store == "hub":
+            now = ", ".join(_hub_amounts(plan)) or "nothing"
         else:
             now = f"{_files(count)}, {human_size(size)}" if count else "nothing"
         rows.append((LABELS[usage.store], str(usage.files), human_size(usage.size), now, rule(storage, usage.store)))
@@ -83,6 +97,10 @@ def rule(storage: Storage, store: str) -> str:
         return f"the oldest prompts are dropped past {human_size(settings.history_max_size)} as you type"
     if store == "index":
         return "caches, rebuilt when missing"
+    if store == "hub":
+        unseen = f"unbound senders not seen for {ttl} (their mirror gone), " if settings.session_ttl_days else ""
+        return (f"the gateway's senders, bindings and threads; on demand only: {unseen}delivery records older "
+                f"than {retention.describe_days(DELIVERY_KEEP / retention.DAY)}; bound senders kept")
     return "removed on demand once their writer is gone"
 
 
@@ -90,15 +108,17 @@ def prune(storage: Storage, *, only: str | None, apply: bool, limit: int | None)
     """List the plan grouped by reason; with `apply`, remove exactly the files listed."""
     plan = storage.plan(only=only, record=apply)  # a dry run writes nothing, not even a cache
     where = f" from {LABELS[only]}" if only else ""
-    if not plan.removals:
+    if not plan:
         if only in NEVER_PRUNED:
             return Result(f"Nothing to remove: the {LABELS[only]} is never pruned ({rule(storage, only)}).")
         examined = "every file examined" if plan.notes else "every file"
         return Result("\n".join([f"Nothing to remove{where}: {examined} is within its store's rules.",
                                  *(f"Note: {note}" for note in plan.notes)]))
     verb = "Removing" if apply else "Would remove"
-    lines = [f"{verb} {_files(len(plan.removals))} ({human_size(plan.size())}){where}:"]
+    amounts = [f"{_files(len(plan.removals))} ({human_size(plan.size())})"] if plan.removals else []
+    lines = [f"{verb} {' and '.join(amounts + _hub_amounts(plan))}{where}:"]
     lines += _groups(storage, plan, limit)
+    lines += _hub_groups(storage, plan, limit)
     lines += [f"Note: {note}" for note in plan.notes]
     if not apply:
         target = f" {only}" if only else ""
@@ -108,11 +128,13 @@ def prune(storage: Storage, *, only: str | None, apply: bool, limit: int | None)
                      f"--apply{target}) removes what the rules select at that moment, listing each file as above.")
         return Result("\n".join(lines))
     applied = storage.apply(plan)
-    lines += _outcome(storage, applied, limit)
+    lines += _outcome(storage, plan, applied, limit)
     if applied.failed:  # said first, so that a surface showing it as an error reads right
         lines.insert(0, f"could not remove {len(applied.failed)} of {_files(len(plan.removals))} "
                         "(each is named below)")
-    return Result("\n".join(lines), error=bool(applied.failed))
+    elif applied.hub_failed:
+        lines.insert(0, f"could not prune the conversation hub: {applied.hub_failed}")
+    return Result("\n".join(lines), error=bool(applied.failed or applied.hub_failed))
 
 
 def _groups(storage: Storage, plan: Plan, limit: int | None) -> list[str]:
@@ -127,9 +149,49 @@ def _groups(storage: Storage, plan: Plan, limit: int | None) -> list[str]:
     return lines
 
 
-def _outcome(storage: Storage, applied: Applied, limit: int | None) -> list[str]:
+def _hub_amounts(plan: Plan) -> list[str]:
+    amounts = []
+    if plan.hub.stale:
+        amounts.append(_count(len(plan.hub.stale), "gateway sender"))
+    if plan.hub.deliveries:
+        amounts.append(_count(plan.hub.deliveries, "delivery record"))
+    return amounts
+
+
+def _hub_groups(storage: Storage, plan: Plan, limit: int | None) -> list[str]:
+    """hub.db's rows, as _groups lists files: why, how many, and each sender."""
+    lines = []
+    if plan.hub.stale:
+        ttl = retention.describe_days(storage.settings.session_ttl_days)
+        lines.append(f"  stale gateway sender — unbound, not seen for {ttl}, its thread's mirror gone: "
+                     f"{_count(len(plan.hub.stale), 'sender')} in hub.db")
+        shown = plan.hub.stale if limit is None else plan.hub.stale[:limit]
+        lines += [f"    {_principal(storage, principal)}" for principal in shown]
+        if len(shown) < len(plan.hub.stale):
+            lines.append(f"    … and {len(plan.hub.stale) - len(shown)} more (chatcli storage prune lists them all)")
+    if plan.hub.deliveries:
+        keep = retention.describe_days(DELIVERY_KEEP / retention.DAY)
+        lines.append(f"  old delivery records — messages answered over {keep} ago, which no channel redelivers: "
+                     f"{_count(plan.hub.deliveries, 'record')} in hub.db")
+    return lines
+
+
+def _principal(storage: Storage, principal) -> str:
+    name = f" ({printable(principal.display)})" if principal.display else ""
+    refused = f", refused {_count(principal.refused, 'message')}" if principal.refused else ""
+    seen = retention.describe_age(storage.now - principal.last_seen)
+    return f"{printable(principal.channel)}:{printable(principal.sender)}{name}  (last seen {seen}{refused})"
+
+
+def _outcome(storage: Storage, plan: Plan, applied: Applied, limit: int | None) -> list[str]:
     lines = [f"Removed {_files(len(applied.removed))} "
-             f"({human_size(sum(removal.size for removal in applied.removed))})."]
+             f"({human_size(sum(removal.size for removal in applied.removed))})."] if plan.removals else []
+    if applied.forgotten or applied.deliveries:
+        done = [_count(n, what) for n, what in ((len(applied.forgotten), "gateway sender"),
+                                                (applied.deliveries, "delivery record")) if n]
+        lines.append(f"Forgot {' and '.join(done)} in hub.db.")
+    shown = applied.hub_kept if limit is None else applied.hub_kept[:limit]
+    lines += [f"Kept {_principal(storage, principal)}: {why}." for principal, why in shown]
     if applied.gone:
         lines.append(f"{_files(len(applied.gone))} had already been removed meanwhile (another prune or the "
                      "start-up sweep).")
@@ -174,7 +236,11 @@ def _shown_path(storage: Storage, removal: Removal) -> str:
 
 
 def _files(count: int) -> str:
-    return f"{count} file" if count == 1 else f"{count} files"
+    return _count(count, "file")
+
+
+def _count(count: int, thing: str) -> str:
+    return f"{count} {thing}" if count == 1 else f"{count} {thing}s"
 
 
 def register(registry: CommandRegistry) -> None:

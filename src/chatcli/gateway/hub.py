@@ -23,19 +23,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from chatcli.commands import session as session_commands
 from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError, UsageError
-from chatcli.core.names import MIRROR_PREFIX
+from chatcli.core.names import GATEWAY_PREFIX
 from chatcli.engine import sessions
 from chatcli.engine.hosted import Host, Hosted
 from chatcli.providers.base import ProviderRegistry
 from chatcli.store.home import Home
 from chatcli.store.hub import Principal
 
-GATEWAY_PREFIX = MIRROR_PREFIX + "gw-"  # a principal's mirror: mcp-gw-<thread>, a machine session
 # The /session actions a chat channel may run; the others (delete, fork, export, transcript)
 # delete or write files on the daemon's machine and are for the terminal.
 CHANNEL_ACTIONS = ("attach", "detach", "status", "save", "list", "new", "load", "search")
@@ -138,8 +137,7 @@ class ConversationHub:
         """Load or new in a new thread: on success the old conversation is kept as its surface
         leaves it (bound: written; unbound: its mirror, or an autosave with mirrors off) and the
         principal's thread moves on; on failure nothing changes."""
-        nxt = Principal(principal.channel, principal.sender, principal.session, principal.generation + 1,
-                        principal.first_seen, principal.last_seen, principal.refused)
+        nxt = replace(principal, generation=principal.generation + 1)
         fresh = self.host.open(nxt.thread, take_over=False)
         try:
             with fresh.lock:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
+from chatcli.core.names import GATEWAY_PREFIX
 from chatcli.store.atomic import PRIVATE_FILE, ensure_private_dir, os_cause
 
 SCHEMA_VERSION = 1
@@ -48,6 +49,13 @@ CREATE INDEX IF NOT EXISTS delivered_at ON delivered (at);
 """
 
 
+_COLUMNS = "channel, sender, session, generation, first_seen, last_seen, refused, display"
+# Delivery records are kept this long: past it no channel redelivers a message (Telegram keeps an
+# unread update 24 hours, Slack retries within minutes, a webhook request is refused after its
+# replay window), so `storage prune` may drop them.
+DELIVERY_KEEP = 86_400.0
+
+
 class HubError(ChatcliError):
     """hub.db cannot be opened or written."""
 
@@ -61,6 +69,7 @@ class Principal:
     first_seen: float
     last_seen: float
     refused: int  # messages refused (an unlisted sender)
+    display: str = ""  # the name the channel gave last (shown by /storage, never used to decide)
 
     @property
     def thread(self) -> str:
@@ -68,6 +77,11 @@ class Principal:
         channel uses becomes a valid session-name part), and the generation."""
         digest = hashlib.sha256(f"{self.channel}\0{self.sender}".encode()).hexdigest()[:12]
         return f"{self.channel}-{digest}-{self.generation}"
+
+    @property
+    def mirror(self) -> str:
+        """The machine session that keeps its thread's conversation while it is unbound."""
+        return GATEWAY_PREFIX + self.thread
 
 
 def _serialised(method):
@@ -82,8 +96,11 @@ def _serialised(method):
 
 
 class Hub:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        """`readonly`: for looking only (/storage): the file must exist, and nothing is written
+        to it (SQLite may still create its -wal and -shm companions to read a WAL database)."""
         self.path = path
+        self.readonly = readonly
         self._db: sqlite3.Connection | None = None
         self._lock = threading.RLock()
 
@@ -95,6 +112,8 @@ class Hub:
         return self._db
 
     def _open(self) -> sqlite3.Connection:
+        if self.readonly:
+            return self._open_readonly()
         try:
             ensure_private_dir(self.path.parent)
             if not self.path.exists():  # created private: it names the user's sessions and contacts
@@ -112,6 +131,19 @@ class Hub:
             raise HubError(f"{self.path} cannot be used: {exc}") from None
         except OSError as exc:
             raise HubError(f"{self.path} cannot be opened: {os_cause(exc)}") from None
+        return db
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, timeout=30, isolation_level=None,
+                                 check_same_thread=False)
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                db.close()
+                raise HubError(f"{self.path} was written by a newer chatcli (schema {version})" if version
+                               else f"{self.path} holds no Conversation Hub yet")
+        except sqlite3.DatabaseError as exc:
+            raise HubError(f"{self.path} cannot be read: {exc}") from None
         return db
 
     @_serialised
@@ -139,13 +171,13 @@ class Hub:
 
     @_serialised
     def get(self, channel: str, sender: str) -> Principal | None:
-        row = self.db.execute("SELECT channel, sender, session, generation, first_seen, last_seen, refused "
+        row = self.db.execute(f"SELECT {_COLUMNS} "
                               "FROM principals WHERE channel = ? AND sender = ?", (channel, sender)).fetchone()
         return Principal(*row) if row else None
 
     @_serialised
     def principals(self) -> list[Principal]:
-        rows = self.db.execute("SELECT channel, sender, session, generation, first_seen, last_seen, refused "
+        rows = self.db.execute(f"SELECT {_COLUMNS} "
                                "FROM principals ORDER BY last_seen DESC").fetchall()
         return [Principal(*row) for row in rows]
 
@@ -190,6 +222,13 @@ class Hub:
         return cursor.rowcount == 1
 
     @_serialised
+    def deliveries(self, older_than: float | None = None) -> int:
+        """How many delivery records there are (older than `older_than`, when given)."""
+        sql, params = ("SELECT count(*) FROM delivered", ()) if older_than is None else \
+            ("SELECT count(*) FROM delivered WHERE at < ?", (older_than,))
+        return self.db.execute(sql, params).fetchone()[0]
+
+    @_serialised
     def forget_deliveries(self, older_than: float) -> int:
         """Drop delivery records older than `older_than` (a time): what a replay window or a
         channel's redelivery can no longer bring back."""
@@ -199,18 +238,27 @@ class Hub:
     @_serialised
     def stale(self, older_than: float) -> list[Principal]:
         """Unbound principals not seen since `older_than`: their threads are what a sweep may drop."""
-        rows = self.db.execute("SELECT channel, sender, session, generation, first_seen, last_seen, refused "
+        rows = self.db.execute(f"SELECT {_COLUMNS} "
                                "FROM principals WHERE session IS NULL AND last_seen < ?", (older_than,)).fetchall()
         return [Principal(*row) for row in rows]
 
     @_serialised
-    def forget(self, principals: list[Principal]) -> int:
-        """Remove these principals (a sweep on demand: `storage prune`), bindings and all."""
-        with self.db:
-            self.db.execute("BEGIN")
-            for p in principals:
-                self.db.execute("DELETE FROM principals WHERE channel = ? AND sender = ?", (p.channel, p.sender))
-        return len(principals)
+    def forget(self, principals: list[Principal]) -> list[Principal]:
+        """Remove these principals (a sweep on demand: `storage prune`), each only if it is still
+        as it was seen: unbound, not seen since, on the same thread. Returns those removed."""
+        forgotten = []
+        try:
+            with self.db:
+                self.db.execute("BEGIN IMMEDIATE")
+                for p in principals:
+                    gone = self.db.execute("DELETE FROM principals WHERE channel = ? AND sender = ? AND session IS NULL "
+                                           "AND last_seen = ? AND generation = ?",
+                                           (p.channel, p.sender, p.last_seen, p.generation)).rowcount
+                    if gone:
+                        forgotten.append(p)
+        except sqlite3.DatabaseError as exc:
+            raise HubError(f"{self.path} cannot be written: {exc}") from None
+        return forgotten
 
 
-__all__ = ["Hub", "HubError", "Principal", "SCHEMA_VERSION"]
+__all__ = ["DELIVERY_KEEP", "Hub", "HubError", "Principal", "SCHEMA_VERSION"]

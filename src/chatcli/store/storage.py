@@ -13,12 +13,16 @@ session under its lock), so a session another surface wrote in the meantime surv
 | recall store    | recall entries                          | its own TTL and size cap                      |
 | prompt history  | HISTORY_FILE                            | trimmed when written; never pruned here       |
 | search index    | the index files, the listing caches     | rebuilt when missing; never pruned            |
+| conversation hub| hub.db rows (the chat gateway)          | on demand only: unbound senders unseen for    |
+|                 |                                         | the session TTL, their mirror gone; delivery  |
+|                 |                                         | records past DELIVERY_KEEP. Bindings stay     |
 | temporary files | .*.tmp left by interrupted atomic writes | on demand, once their writer is gone          |
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 import time
 from collections import namedtuple
@@ -33,20 +37,23 @@ from chatcli.core.retention import human_size
 from chatcli.store import home
 from chatcli.store.atomic import TEMP_RE
 from chatcli.store.home import Home
+from chatcli.store.hub import DELIVERY_KEEP, Hub, HubError, Principal
 from chatcli.store.sessions import SessionError
 
-STORES = ("sessions", "transcripts", "recall", "history", "index", "temp")
+STORES = ("sessions", "transcripts", "recall", "hub", "history", "index", "temp")
 LABELS = {
     "sessions": "sessions",
     "transcripts": "transcripts",
     "recall": "recall store",
     "history": "prompt history",
     "index": "search index",
+    "hub": "conversation hub",
     "temp": "temporary files",
 }
 _ALIASES = {"session": "sessions", "transcript": "transcripts", "journals": "transcripts", "ccr": "recall",
             "recall-store": "recall", "prompt-history": "history", "search": "index", "search-index": "index",
-            "tmp": "temp", "temporary": "temp"}
+            "tmp": "temp", "temporary": "temp",
+            "hub.db": "hub", "gateway": "hub", "conversation-hub": "hub", "threads": "hub"}
 NEVER_PRUNED = ("history", "index")
 
 # A journal no session refers to is an orphan only once nothing has written it for this long:
@@ -67,10 +74,28 @@ class Removal(namedtuple("Removal", "store path size mtime_ns inode reason sessi
 
 
 @dataclass
+class HubPlan:
+    """What a prune removes from hub.db: rows, not files. `stale`: unbound principals not seen
+    within the session TTL whose thread's mirror is gone (or goes in the same plan); `deliveries`:
+    how many delivery records are older than `before`."""
+
+    stale: list[Principal] = field(default_factory=list)
+    deliveries: int = 0
+    before: float = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self.stale or self.deliveries)
+
+
+@dataclass
 class Plan:
     removals: list[Removal]
     # Why some rule was not applied (a store that could not be read, say): one line each.
     notes: list[str] = field(default_factory=list)
+    hub: HubPlan = field(default_factory=HubPlan)
+
+    def __bool__(self) -> bool:
+        return bool(self.removals or self.hub)
 
     def by_reason(self) -> dict[str, list[Removal]]:
         groups: dict[str, list[Removal]] = {reason: [] for reason in retention.REASONS}
@@ -90,6 +115,12 @@ class Applied:
     failed: list[tuple[Removal, str]] = field(default_factory=list)
     # Planned, but already removed by someone else (another prune, the start-up sweep).
     gone: list[Removal] = field(default_factory=list)
+    # hub.db: the principals forgotten, those kept (seen again, bound, their mirror kept), the
+    # delivery records dropped, and why the hub could not be written, if it could not.
+    forgotten: list[Principal] = field(default_factory=list)
+    hub_kept: list[tuple[Principal, str]] = field(default_factory=list)
+    deliveries: int = 0
+    hub_failed: str = ""
 
 
 # What journals need to know about sessions: which go (name → reason), which journal each
@@ -149,6 +180,8 @@ class Storage:
             self._plan_recall(plan)
         if "temp" in wanted and on_demand:
             self._plan_temp(plan)
+        if "hub" in wanted and on_demand:  # never at start-up (SPEC §10: the hub is swept on demand)
+            self._plan_hub(plan)
         return plan
 
     def _plan_sessions(self, plan: Plan, *, on_demand: bool, keep_in_plan: bool, record: bool) -> _Sessions | None:
@@ -290,6 +323,47 @@ class Storage:
                 plan.removals.append(Removal("temp", path, st.st_size, st.st_mtime_ns, st.st_ino,
                                              retention.LOST_TEMP))
 
+    def _plan_hub(self, plan: Plan) -> None:
+        if not os.path.exists(self.layout.hub_path):
+            return
+        hub = Hub(self.layout.hub_path, readonly=True)
+        try:
+            cutoff = self.now - self.settings.session_ttl_days * retention.DAY
+            stale = hub.stale(cutoff) if self.settings.session_ttl_days else []
+            plan.hub.before = self.now - DELIVERY_KEEP
+            plan.hub.deliveries = hub.deliveries(plan.hub.before)
+        except (HubError, sqlite3.DatabaseError) as exc:
+            plan.notes.append(f"the conversation hub was not examined: {exc}")
+            return
+        finally:
+            hub.close()
+        going = {removal.session for removal in plan.removals if removal.session}
+        plan.hub.stale = [p for p in stale if p.mirror in going or not self._session_exists(p.mirror)]
+
+    def _session_exists(self, name: str) -> bool:
+        return os.path.lexists(home.session_path(self.sessions.root, name))
+
+    def _apply_hub(self, plan: HubPlan, applied: Applied) -> None:
+        """Forget the planned principals whose mirror is gone now, each only if it is still as it
+        was planned (Hub.forget), then the delivery records older than the plan's cutoff."""
+        ready = []
+        for principal in plan.stale:
+            if self._session_exists(principal.mirror):
+                applied.hub_kept.append((principal, f"its mirror {principal.mirror} was kept"))
+            else:
+                ready.append(principal)
+        hub = self.layout.hub()
+        try:
+            applied.forgotten = hub.forget(ready)
+            forgotten = set(applied.forgotten)
+            applied.hub_kept += [(p, "seen or bound again since the plan") for p in ready if p not in forgotten]
+            if plan.deliveries:
+                applied.deliveries = hub.forget_deliveries(plan.before)
+        except HubError as exc:
+            applied.hub_failed = str(exc)
+        finally:
+            hub.close()
+
     # -- files per store -------------------------------------------------------------------
     def _temp_files(self) -> Iterator[tuple[Path, os.stat_result, int]]:
         history = self.settings.history_file
@@ -337,14 +411,19 @@ class Storage:
                 yield "index", path, os.stat(path)
             except OSError:
                 pass
+        hub = self.layout.hub_path
+        for path in (hub, hub.with_name(hub.name + "-wal"), hub.with_name(hub.name + "-shm")):
+            try:
+                yield "hub", path, os.stat(path)
+            except OSError:
+                pass
         for path, st, _pid in self._temp_files():
             yield "temp", path, st
 
     # -- removing exactly what was planned -------------------------------------------------
     def apply(self, plan: Plan) -> Applied:
         """Remove exactly the files `plan` lists, each only while it is the file that was planned
-        (same inode, mtime and size; a session under its lock). A journal goes only if every
-        session it went with was removed and no session refers to it now."""
+        (same inode, mtime and size; a session under its lock), then the hub.db rows it lists."""
         applied = Applied()
         journals = []
         for removal in plan.removals:
@@ -353,22 +432,28 @@ class Storage:
                 continue
             self._remove(removal, applied)
         if journals:
-            removed = {removal.session for removal in applied.removed if removal.session}
-            try:
-                current = {row[5] for row in self.sessions.entries(fresh=True, reveal=True).values() if row[5]}
-            except SessionError as exc:
-                applied.kept += [(removal, f"sessions could not be read again ({exc})") for removal in journals]
-                return applied
-            for removal in journals:
-                if any(owner not in removed for owner in removal.owners):
-                    applied.kept.append((removal, "its session was kept"))
-                elif home.journal_named(removal.path.name) in current:
-                    applied.kept.append((removal, "a session refers to it now"))
-                else:
-                    self._remove(removal, applied)
-            self.layout.forget_journals([home.journal_named(r.path.name) for r in applied.removed
-                                         if r.store == "transcripts"])
+            self._apply_journals(journals, applied)
+        if plan.hub:  # after the sessions: a principal goes once its mirror has
+            self._apply_hub(plan.hub, applied)
         return applied
+
+    def _apply_journals(self, journals: list[Removal], applied: Applied) -> None:
+        """A journal goes only if every session it went with was removed and no session refers to it now."""
+        removed = {removal.session for removal in applied.removed if removal.session}
+        try:
+            current = {row[5] for row in self.sessions.entries(fresh=True, reveal=True).values() if row[5]}
+        except SessionError as exc:
+            applied.kept += [(removal, f"sessions could not be read again ({exc})") for removal in journals]
+            return
+        for removal in journals:
+            if any(owner not in removed for owner in removal.owners):
+                applied.kept.append((removal, "its session was kept"))
+            elif home.journal_named(removal.path.name) in current:
+                applied.kept.append((removal, "a session refers to it now"))
+            else:
+                self._remove(removal, applied)
+        self.layout.forget_journals([home.journal_named(r.path.name) for r in applied.removed
+                                     if r.store == "transcripts"])
 
     def _remove(self, removal: Removal, applied: Applied) -> None:
         try:
@@ -439,5 +524,5 @@ def _unlink_if_unchanged(path: Path, mtime_ns: int, size: int, inode: int) -> bo
     return True
 
 
-__all__ = ["LABELS", "NEVER_PRUNED", "STORES", "Applied", "Plan", "Removal", "Storage", "Usage", "human_size",
-           "store_key"]
+__all__ = ["DELIVERY_KEEP", "LABELS", "NEVER_PRUNED", "STORES", "Applied", "HubPlan", "Plan", "Removal", "Storage",
+           "Usage", "human_size", "store_key"]
