@@ -125,3 +125,11 @@ def test_a_message_after_a_load_goes_to_the_loaded_sessions_thread(make_hub, mak
     assert hub.hub.get("telegram", "42").session == "loaded"
     assert fake_model.sent()[-1] == ["words of the loaded session", "You said: words of the loaded session",
                                      "after the load"]
+
+
+def test_a_channel_is_not_told_the_daemons_paths(make_hub, settings):
+    hub = make_hub()
+    say(hub, "/session attach projeto-x")
+    status = say(hub, "/session status")
+    assert status.endswith(": $CHATCLI_HOME/sessions/projeto-x.json"), status
+    assert str(settings.home) not in status

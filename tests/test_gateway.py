@@ -17,15 +17,18 @@ import pytest
 from conftest import CHATCLI, run_chatcli
 
 from chatcli.gateway.webhook import signature
+from chatcli.store.home import Home
 
 SECRET = "a shared secret"
+WEBHOOK = ("--webhook", "127.0.0.1:0")
 
 
 class Daemon:
-    """A real `chatcli gateway` with the adapter `flags`, once it says it is ready."""
+    """A real `chatcli gateway` with the adapter `flags` (none: those gateway.toml names), once
+    it says it is ready."""
 
     def __init__(self, env: dict[str, str], *flags: str, ready: str = r"listening on (http://\S+)") -> None:
-        self.process = subprocess.Popen([CHATCLI, "gateway", *(flags or ("--webhook", "127.0.0.1:0"))], env=env,
+        self.process = subprocess.Popen([CHATCLI, "gateway", *flags], env=env,
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         text=True)
         line = self.process.stderr.readline()
@@ -73,13 +76,13 @@ def say(daemon: Daemon, text: str, sender: str = "alice", id: str | None = None)
 
 
 def test_attach_ask_kill_restart_and_the_terminal_sees_the_turn(gateway_env, openai_server):
-    daemon = Daemon(gateway_env)
+    daemon = Daemon(gateway_env, *WEBHOOK)
     try:
         assert say(daemon, "/session attach projeto-x") == (
             200, {"reply": "Attached to session 'projeto-x' (0 messages; created)."})
         assert say(daemon, "the deploy freezes on Friday") == (200, {"reply": "You said: the deploy freezes on Friday"})
         daemon.kill()
-        daemon = Daemon(gateway_env)
+        daemon = Daemon(gateway_env, *WEBHOOK)
         status, answer = say(daemon, "/session status")  # the restarted daemon binds the sender again
         assert status == 200 and answer["reply"].splitlines()[0] == "[Attached to session 'projeto-x' (2 messages).]"
         assert answer["reply"].splitlines()[1].startswith("Bound to session 'projeto-x' (2 messages")
@@ -90,7 +93,7 @@ def test_attach_ask_kill_restart_and_the_terminal_sees_the_turn(gateway_env, ope
 
 def test_strangers_bad_signatures_and_replays_change_nothing(gateway_env, openai_server):
     home = Path(gateway_env["CHATCLI_HOME"])
-    daemon = Daemon(gateway_env)
+    daemon = Daemon(gateway_env, *WEBHOOK)
     try:
         assert say(daemon, "hello", sender="mallory") == (
             200, {"reply": "This chatcli does not answer you: your id is not on its allow-list.", "refused": True})
@@ -113,8 +116,9 @@ def test_strangers_bad_signatures_and_replays_change_nothing(gateway_env, openai
 def test_the_daemon_refuses_to_start_without_its_secret(openai_env):
     result = run_chatcli("gateway", "--webhook", "127.0.0.1:0", env=openai_env)
     assert result.returncode == 2
-    assert result.stderr == ("chatcli: error: CHATCLI_GATEWAY_WEBHOOK_SECRET is not set: the webhook adapter cannot "
-                             "check its requests' signatures, so it does not start\n")
+    assert result.stderr == (f"chatcli: error: CHATCLI_GATEWAY_WEBHOOK_SECRET is not set (nor webhook.secret in "
+                             f"{config_file(openai_env)}): the webhook adapter cannot check its requests' signatures, "
+                             "so it does not start\n")
 
 
 def telegram_daemon(env: dict[str, str]) -> Daemon:
@@ -162,7 +166,8 @@ def test_telegram_attach_ask_kill_restart(openai_env, openai_server, telegram):
 def test_the_telegram_adapter_refuses_to_start_without_its_token(openai_env):
     result = run_chatcli("gateway", "--telegram", env=openai_env)
     assert result.returncode == 2
-    assert result.stderr == "chatcli: error: TELEGRAM_BOT_TOKEN is not set: the Telegram adapter does not start\n"
+    assert result.stderr == (f"chatcli: error: TELEGRAM_BOT_TOKEN is not set (nor telegram.token in "
+                             f"{config_file(openai_env)}): the Telegram adapter does not start\n")
 
 
 @pytest.fixture
@@ -175,8 +180,31 @@ def slack(openai_env):
         yield fake
 
 
-def test_slack_attach_ask_and_the_terminal_sees_it(openai_env, openai_server, slack):
-    daemon = Daemon(openai_env, "--slack", ready="slack connected")
+def refused(env: dict[str, str], channel: str, sender: str) -> int:
+    """How many messages of this sender hub.db counts as refused."""
+    hub = Home(Path(env["CHATCLI_HOME"])).hub()
+    try:
+        principal = hub.get(channel, sender)
+        return principal.refused if principal else 0
+    finally:
+        hub.close()
+
+
+def wait_until(condition, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def slack_daemon(env: dict[str, str]) -> Daemon:
+    return Daemon(env, "--slack", ready="slack connected")
+
+
+def test_slack_attach_ask_kill_restart_and_the_terminal_sees_it(openai_env, openai_server, slack):
+    daemon = slack_daemon(openai_env)
     try:
         slack.say("U42", "/session attach projeto-x")
         slack.wait_for("D1", lambda texts: "Attached to session 'projeto-x' (0 messages; created)." in texts)
@@ -188,13 +216,73 @@ def test_slack_attach_ask_and_the_terminal_sees_it(openai_env, openai_server, sl
         slack.say("U666", "hello??", channel="D2")
         slack.wait_for("D2", lambda texts: texts == ["This chatcli does not answer you: your id is not on its "
                                                      "allow-list."])
+        daemon.kill()
+        daemon = slack_daemon(openai_env)  # a new Socket Mode connection, the same hub.db
+        slack.say("U42", "/session status")
+        slack.wait_for("D1", lambda texts: texts[-1].startswith("[Attached to session 'projeto-x' (2 messages).]\n"
+                                                                "Bound to session 'projeto-x' (2 messages"))
+        slack.say("U666", "still me", channel="D2")  # refused once, across the restart too
+        assert wait_until(lambda: refused(openai_env, "slack", "U666") == 3)
     finally:
         daemon.stop()
+    assert slack.texts("D2") == ["This chatcli does not answer you: your id is not on its allow-list."]
     terminal_sees(openai_env, openai_server, ["when does the deploy freeze?", "The freeze starts Friday."])
 
 
 def test_the_slack_adapter_refuses_to_start_without_its_tokens(openai_env):
     result = run_chatcli("gateway", "--slack", env=openai_env)
     assert result.returncode == 2
-    assert result.stderr == ("chatcli: error: SLACK_BOT_TOKEN and SLACK_APP_TOKEN are not set: the Slack adapter "
-                             "does not start\n")
+    assert result.stderr == (f"chatcli: error: SLACK_BOT_TOKEN and SLACK_APP_TOKEN are not set (nor slack.bot_token "
+                             f"or slack.app_token in {config_file(openai_env)}): the Slack adapter does not start\n")
+
+
+# -- $CHATCLI_HOME/gateway.toml -------------------------------------------------------------------
+def config_file(env: dict[str, str]) -> Path:
+    return Path(env["CHATCLI_HOME"]) / "gateway.toml"
+
+
+def write_config(env: dict[str, str], text: str, mode: int = 0o600) -> Path:
+    path = config_file(env)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def test_gateway_toml_runs_the_adapters_it_names_and_a_set_variable_wins(openai_env, openai_server, telegram):
+    for var in ("CHATCLI_GATEWAY_ALLOW", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_URL"):
+        openai_env.pop(var)
+    openai_env["CHATCLI_GATEWAY_WEBHOOK_SECRET"] = SECRET  # wins over the file's
+    write_config(openai_env, f'''
+allow = ["webhook:alice", "telegram:42"]
+[webhook]
+listen = "127.0.0.1:0"
+secret = "an old secret"
+[telegram]
+token = "123:test-token"
+api_url = "{telegram.base_url}"
+''')
+    daemon = Daemon(openai_env)  # no adapter flag: both of the file's run
+    try:
+        assert say(daemon, "hello") == (200, {"reply": "You said: hello"})
+        status, _answer = daemon.post({"sender": "alice", "text": "hi", "id": "m-old"}, secret="an old secret")
+        assert status == 401
+        telegram.say(42, "and from telegram")
+        telegram.wait_for(42, lambda texts: texts[-1:] == ["You said: and from telegram"])
+    finally:
+        daemon.stop()
+
+
+@pytest.mark.parametrize("text, mode, error", [
+    ('[telegram]\ntoken = "123:abc"\n', 0o644, "holds tokens but others may read it (mode 0644): chmod 600 "),
+    ('[telegram]\ntokn = "123:abc"\n', 0o600, "unknown key telegram.tokn (known: allow, webhook.listen, "),
+    ('[telegram\ntoken = "123:abc"\n', 0o600, "not valid TOML (Expected ']' at the end of a table declaration "
+                                              "(at line 1, column 10))"),
+    ('allow = 42\n[slack]\n', 0o600, 'allow must be a list of "channel:sender" strings'),
+])
+def test_a_gateway_toml_chatcli_cannot_use_is_refused_in_one_line_and_left_alone(openai_env, text, mode, error):
+    path = write_config(openai_env, text, mode)
+    result = run_chatcli("gateway", env=openai_env)
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and error in result.stderr, result.stderr
+    assert path.read_text() == text and path.stat().st_mode & 0o777 == mode

@@ -218,8 +218,9 @@ _SERVERS = {
                         "directory, which MCP clients often leave at / or your home)"})),
         _run_mcp),
     "gateway": (
-        "Answer chat channels from chatcli's sessions: the Conversation Hub (hub.db) behind a signed JSON webhook. "
-        "Senders must be on CHATCLI_GATEWAY_ALLOW.",
+        "Answer chat channels from chatcli's sessions: the Conversation Hub (hub.db) behind a signed JSON webhook, "
+        "a Telegram bot and a Slack app. Senders must be on CHATCLI_GATEWAY_ALLOW. Settings also come from "
+        "$CHATCLI_HOME/gateway.toml (set variables win); with no adapter flag, the adapters it has a table for run.",
         (("--webhook", {"metavar": "HOST:PORT", "help": "serve the webhook adapter there (requests signed with "
                         "CHATCLI_GATEWAY_WEBHOOK_SECRET)"}),
          ("--telegram", {"action": "store_true", "help": "answer the Telegram bot of TELEGRAM_BOT_TOKEN (long "

@@ -1,15 +1,20 @@
-"""`chatcli gateway`: the daemon that serves the Conversation Hub to chat channels. The webhook
-adapter runs now; Telegram and Slack join it next (issue 18). It stops on SIGTERM or Ctrl-C,
+"""`chatcli gateway`: the daemon that serves the Conversation Hub to chat channels through its
+adapters (a signed JSON webhook, Telegram, Slack), configured by flags, environment variables and
+$CHATCLI_HOME/gateway.toml (config/gateway.py). It stops on SIGTERM or Ctrl-C,
 ending every conversation as a REPL's ends (bound ones written, unbound ones in their mirrors).
 Its log is `$CHATCLI_HOME/logs/gateway.log`: refusals and failures, never what was said."""
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 
+from chatcli.config import gateway as gateway_config
+from chatcli.config.gateway import GatewayConfig
 from chatcli.config.settings import Settings
 from chatcli.core.errors import UsageError
 from chatcli.engine import upkeep
@@ -18,47 +23,42 @@ from chatcli.gateway.hub import ConversationHub
 log = logging.getLogger("chatcli.gateway")
 
 
-def parse_address(text: str) -> tuple[str, int]:
+def parse_address(text: str, what: str = "--webhook") -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     try:
         number = int(port)
         if not 0 <= number < 65536:
             raise ValueError
     except ValueError:
-        raise UsageError(f"--webhook {text}: give HOST:PORT, such as 127.0.0.1:8787") from None
+        raise UsageError(f"{what} {text}: give HOST:PORT, such as 127.0.0.1:8787") from None
     return host or "127.0.0.1", number
 
 
-def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False, slack: bool = False) -> int:
-    """Start the adapters asked for, each refused in one line when it cannot run (no secret, no
-    token, its extra not installed), then serve until SIGTERM, SIGINT or SIGHUP."""
+def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False, slack: bool = False,
+                env: Mapping[str, str] | None = None) -> int:
+    """Start the adapters asked for (by flags; without any, those gateway.toml has a table for),
+    each refused in one line when it cannot run (no secret, no token, its extra not installed),
+    then serve until SIGTERM, SIGINT or SIGHUP."""
+    config = gateway_config.load(settings, os.environ if env is None else env)
+    settings = config.settings
     if webhook is None and not telegram and not slack:
-        raise UsageError("no adapter to run: give --webhook HOST:PORT, --telegram and/or --slack")
-    if webhook is not None and not settings.webhook_secret:
-        raise UsageError("CHATCLI_GATEWAY_WEBHOOK_SECRET is not set: the webhook adapter cannot check its requests' "
-                         "signatures, so it does not start")
-    if telegram and not settings.telegram_token:
-        raise UsageError("TELEGRAM_BOT_TOKEN is not set: the Telegram adapter does not start")
-    if telegram:
-        try:
-            import telegram.ext  # noqa: F401
-        except ImportError:
-            raise UsageError("the Telegram adapter needs python-telegram-bot: pip install 'chatcli[telegram]'") from None
-    if slack and not (settings.slack_bot_token and settings.slack_app_token):
-        missing = " and ".join(var for var, value in (("SLACK_BOT_TOKEN", settings.slack_bot_token),
-                                                       ("SLACK_APP_TOKEN", settings.slack_app_token)) if not value)
-        raise UsageError(f"{missing} {'is' if ' and ' not in missing else 'are'} not set: the Slack adapter does not "
-                         "start")
-    if slack:
-        try:
-            import slack_bolt  # noqa: F401 - the extra is there
-        except ImportError:
-            raise UsageError("the Slack adapter needs slack-bolt: pip install 'chatcli[slack]'") from None
-    address = parse_address(webhook) if webhook is not None else None
+        if not config.adapters:
+            raise UsageError("no adapter to run: give --webhook HOST:PORT, --telegram and/or --slack, or give each "
+                             f"a table in {config.path}")
+        if "webhook" in config.adapters and not config.listen:
+            raise UsageError(f"{config.path}: [webhook] has no listen address (such as listen = \"127.0.0.1:8787\")")
+        webhook = config.listen if "webhook" in config.adapters else None
+        telegram, slack = "telegram" in config.adapters, "slack" in config.adapters
+    _check(config, webhook, telegram, slack)
+    what = "--webhook" if webhook is None or webhook != config.listen else f"{config.path}: webhook.listen"
+    address = parse_address(webhook, what) if webhook is not None else None
     upkeep.log_to_file(settings, "gateway.log", log.name)
+    if config.found:
+        log.info("read %s (%s from it; set variables win)", config.path, ", ".join(config.from_file) or "nothing")
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
     if not settings.gateway_allow:
-        sys.stderr.write("chatcli gateway: warning: CHATCLI_GATEWAY_ALLOW is empty: every sender will be refused\n")
+        sys.stderr.write(f"chatcli gateway: warning: CHATCLI_GATEWAY_ALLOW (or allow in {config.path}) is empty: "
+                         "every sender will be refused\n")
     hub = ConversationHub(settings, settings.gateway_allow, warn=log.warning)
     server = socket = None
     try:
@@ -68,7 +68,7 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
             try:
                 server = WebhookServer(hub, settings.webhook_secret, *address, log=log.warning)
             except OSError as exc:
-                raise UsageError(f"--webhook {webhook}: cannot listen there ({exc.strerror or exc})") from None
+                raise UsageError(f"{what} {webhook}: cannot listen there ({exc.strerror or exc})") from None
             server.start()
             _say(f"webhook listening on {server.address}")
         signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -98,6 +98,38 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
         for thread, note in hub.close():
             log.info("%s: %s", thread, note)
     return 0
+
+
+def _check(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bool) -> None:
+    """Refuse, in one line, an adapter that cannot run."""
+    settings = config.settings
+
+    def missing(*pairs: tuple[str, str | None, str]) -> str | None:
+        names = [var for var, value, _key in pairs if not value]
+        if not names:
+            return None
+        keys = " or ".join(key for var, value, key in pairs if not value)
+        where = f" (nor {keys} in {config.path})"
+        return f"{' and '.join(names)} {'is' if len(names) == 1 else 'are'} not set{where}"
+
+    if webhook is not None and (why := missing(("CHATCLI_GATEWAY_WEBHOOK_SECRET", settings.webhook_secret,
+                                                 "webhook.secret"))):
+        raise UsageError(f"{why}: the webhook adapter cannot check its requests' signatures, so it does not start")
+    if telegram and (why := missing(("TELEGRAM_BOT_TOKEN", settings.telegram_token, "telegram.token"))):
+        raise UsageError(f"{why}: the Telegram adapter does not start")
+    if telegram:
+        try:
+            import telegram.ext as _telegram  # noqa: F401 - the extra is there
+        except ImportError:
+            raise UsageError("the Telegram adapter needs python-telegram-bot: pip install 'chatcli[telegram]'") from None
+    if slack and (why := missing(("SLACK_BOT_TOKEN", settings.slack_bot_token, "slack.bot_token"),
+                                 ("SLACK_APP_TOKEN", settings.slack_app_token, "slack.app_token"))):
+        raise UsageError(f"{why}: the Slack adapter does not start")
+    if slack:
+        try:
+            import slack_bolt as _slack  # noqa: F401 - the extra is there
+        except ImportError:
+            raise UsageError("the Slack adapter needs slack-bolt: pip install 'chatcli[slack]'") from None
 
 
 def _say(line: str) -> None:

@@ -21,6 +21,8 @@ sender in a channel), hosted like MCP's and ACP's (engine/hosted.py) and remembe
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
@@ -86,7 +88,16 @@ class ConversationHub:
             except ChatcliError as exc:
                 reply = f"error: {exc}"
             self.hub.bind(channel, sender, hosted.conv.session_name)
-        return Reply(reply)
+        return Reply(self._shown(reply))
+
+    def _shown(self, text: str) -> str:
+        """The reply as a chat shows it: the daemon's paths (a session file in a status line, an
+        error naming a file) are said relative to $CHATCLI_HOME and ~, not as this machine's
+        absolute paths, which are not the channel's business."""
+        for path, shown in ((str(self.settings.home), "$CHATCLI_HOME"), (os.path.expanduser("~"), "~")):
+            if len(path) > 1:
+                text = re.sub(re.escape(path) + r"(?![\w.-])", lambda _match, shown=shown: shown, text)
+        return text
 
     def _answer(self, principal: Principal, hosted: Hosted, text: str,
                 on_text: Callable[[str], None] | None) -> tuple[str, Hosted]:

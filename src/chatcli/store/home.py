@@ -12,6 +12,7 @@ knows the storage layout.
   logs/                    the servers' logs
   key-check                a sealed known text, to tell a wrong key at start-up (store.seal)
   hub.db                   the chat gateway's principals, bindings, threads, delivery state (store.hub)
+  gateway.toml             the gateway's settings and tokens: read by config.gateway, never written
 
 Everything else asks here. The engine opens its stores through a `Home` made from the
 settings, so the encryption key is handed to the stores in this one place. The functions on
