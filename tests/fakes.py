@@ -335,13 +335,17 @@ class FakeTelegram(ChatServiceFake):
         self._next_update = 1
         self._next_message = 1000
 
-    def say(self, user: int, text: str, name: str = "Ana") -> int:
+    def say(self, user: int, text: str, name: str = "Ana", chat: int | None = None, kind: str = "message") -> int:
+        """A user's message in its private chat, or in the group `chat`; `kind` "edited_message"
+        is an edit of it (Telegram serves those only to a bot that asks for them)."""
         with self._lock:
             update_id = self._next_update
             self._next_update += 1
-            self.updates.append({"update_id": update_id, "message": {
+            where = {"id": user, "type": "private"} if chat is None else {"id": chat, "type": "supergroup",
+                                                                          "title": "team"}
+            self.updates.append({"update_id": update_id, kind: {
                 "message_id": update_id, "date": int(time.time()), "text": text,
-                "chat": {"id": user, "type": "private"}, "from": {"id": user, "is_bot": False, "first_name": name}}})
+                "chat": where, "from": {"id": user, "is_bot": False, "first_name": name}}})
         return update_id
 
     def _message(self, message_id: int, chat: int, text: str) -> dict:
@@ -357,9 +361,12 @@ class FakeTelegram(ChatServiceFake):
             offset = int(params.get("offset") or 0)
             deadline = time.monotonic() + min(float(params.get("timeout") or 0), 0.5)
             while True:
+                wanted = params.get("allowed_updates") or ["message", "edited_message"]
+                if isinstance(wanted, str):
+                    wanted = json.loads(wanted)
                 with self._lock:
                     self.updates = [u for u in self.updates if u["update_id"] >= offset]  # confirmed ones go
-                    pending = list(self.updates)
+                    pending = [u for u in self.updates if any(kind in u for kind in wanted)]
                 if pending or time.monotonic() >= deadline or self._stop.is_set():
                     return pending
                 time.sleep(0.05)
@@ -382,51 +389,63 @@ class FakeTelegram(ChatServiceFake):
 class FakeSlack(ChatServiceFake):
     """Slack on 127.0.0.1: the Web API methods a Socket Mode app uses (auth.test,
     apps.connections.open, chat.postMessage, chat.update) and the Socket Mode websocket, which
-    sends `hello`, then each queued message event in an envelope the app must acknowledge.
-    `say` queues a user's message; `texts(channel)` is what the bot's messages say now."""
+    sends `hello`, then each queued message event in an envelope the app must acknowledge (one
+    a connection never acknowledged is sent again, as a retry, to the next connection). `say`
+    queues a user's message; `texts(channel)` is what the bot's messages say now."""
 
     def __init__(self) -> None:
         from websockets.sync.server import serve
 
         super().__init__(self.answer)
         self.events: deque[dict] = deque()
+        self.unacked: dict[str, dict] = {}  # sent to a connection, not acknowledged yet
         self.acked: list[str] = []
         self._next = 1
         fake = self
 
         def socket(connection) -> None:
             connection.send(json.dumps({"type": "hello", "num_connections": 1}))
+            with fake._lock:  # what the last connection never acknowledged comes again, as a retry
+                for envelope in reversed(list(fake.unacked.values())):
+                    envelope["retry_attempt"] = envelope.get("retry_attempt", 0) + 1
+                    envelope["retry_reason"] = "timeout"
+                    fake.events.appendleft(envelope)
+                fake.unacked.clear()
             while not fake._stop.is_set():
                 try:
                     envelope = fake.events.popleft()
                 except IndexError:
                     envelope = None
                 if envelope is not None:
+                    with fake._lock:
+                        fake.unacked[envelope["envelope_id"]] = envelope
                     connection.send(json.dumps(envelope))
                 try:
                     incoming = connection.recv(timeout=0.05)
                 except TimeoutError:
                     continue
-                except Exception:  # noqa: BLE001 - the app went away
-                    if envelope is not None:
-                        fake.events.appendleft(envelope)  # not acknowledged: served again
+                except Exception:  # noqa: BLE001 - the app went away: what it did not acknowledge stays
                     return
                 ack = json.loads(incoming).get("envelope_id")
                 if ack:
+                    with fake._lock:
+                        fake.unacked.pop(ack, None)
                     fake.acked.append(ack)
 
         self.ws = serve(socket, "127.0.0.1", 0)
         self.ws_thread = threading.Thread(target=self.ws.serve_forever, daemon=True)
 
-    def say(self, user: str, text: str, channel: str = "D1") -> None:
+    def say(self, user: str, text: str, channel: str = "D1", channel_type: str = "im") -> str:
+        """Queue a user's message; returns its envelope's id (in `acked` once the app acknowledged it)."""
         with self._lock:
             n = self._next
             self._next += 1
         event = {"type": "message", "user": user, "text": text, "channel": channel, "ts": f"{n}.0001",
-                 "client_msg_id": f"msg-{n}", "channel_type": "im"}
+                 "client_msg_id": f"msg-{n}", "channel_type": channel_type}
         self.events.append({"envelope_id": f"env-{n}", "type": "events_api", "accepts_response_payload": False,
                             "payload": {"type": "event_callback", "team_id": "T1", "api_app_id": "A1",
                                         "event": event, "event_id": f"Ev{n}", "event_time": n}})
+        return f"env-{n}"
 
     def answer(self, method: str, params: dict) -> dict:
         self.calls.append((method, params))

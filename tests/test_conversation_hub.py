@@ -82,9 +82,9 @@ def test_an_unlisted_sender_gets_one_refusal_and_nothing_else(make_hub, fake_mod
 def test_destructive_and_other_commands_are_refused_from_a_channel(make_hub, sessions_dir):
     hub = make_hub()
     say(hub, "/session save keep-me")
-    assert "not available from a chat channel" in say(hub, "/session delete keep-me")
+    assert "not available from this chat" in say(hub, "/session delete keep-me")
     assert (sessions_dir / "keep-me.json").exists()
-    assert "not available from a chat channel" in say(hub, "/session export md")
+    assert "not available from this chat" in say(hub, "/session export md")
     assert say(hub, "/agent").startswith("error: only /session commands work here")
 
 
@@ -133,3 +133,78 @@ def test_a_channel_is_not_told_the_daemons_paths(make_hub, settings):
     status = say(hub, "/session status")
     assert status.endswith(": $CHATCLI_HOME/sessions/projeto-x.json"), status
     assert str(settings.home) not in status
+
+
+def test_a_bound_session_deleted_while_the_daemon_was_down_is_not_made_again(make_hub, make_conversation,
+                                                                             sessions_dir):
+    first = make_hub()
+    say(first, "/session attach projeto-x")
+    say(first, "remember the heron")
+    first.close()
+    sessions.delete(make_conversation(), "projeto-x")  # from the terminal, the daemon stopped
+    again = make_hub()
+    reply = say(again, "hello")
+    assert "[the session 'projeto-x' this chat was bound to no longer exists; this chat is not bound now]" in reply
+    assert not (sessions_dir / "projeto-x.json").exists()
+    assert again.hub.get("telegram", "42").session is None
+
+
+def test_a_sender_never_sees_another_senders_threads(make_hub, fake_model):
+    hub = make_hub(allowed=("slack:UBOSS", "slack:UEVE"))
+    say(hub, "the merger closes Friday", sender="UBOSS", channel="slack")
+    boss = hub.hub.get("slack", "UBOSS")
+    theirs = "mcp-gw-" + boss.thread
+    assert say(hub, f"/session load {theirs}", sender="UEVE", channel="slack") == \
+        f"error: session '{theirs}' does not exist"
+    assert theirs not in say(hub, "/session list", sender="UEVE", channel="slack")
+    assert say(hub, "/session search merger", sender="UEVE", channel="slack") == "No saved session matches."
+    assert theirs in say(hub, "/session list", sender="UBOSS", channel="slack")  # its own, it sees
+    assert "merger" in say(hub, "/session search merger", sender="UBOSS", channel="slack")
+
+
+def test_a_wildcard_sender_is_a_guest_with_no_access_to_the_sessions(make_hub, make_conversation, fake_model):
+    mine = make_conversation()
+    mine.send("my private notes")
+    sessions.save(mine, "thesis")
+    hub = make_hub(allowed=("telegram:*", "telegram:42"))
+    assert say(hub, "hi", sender="7") == "You said: hi"  # a guest gets its own conversation
+    assert [tool.name for tool in fake_model.requests[-1].tools] == []  # and no tool that reads sessions
+    say(hub, "hi", sender="42")
+    assert "session_search" in [tool.name for tool in fake_model.requests[-1].tools]
+    for command in ("/session list", "/session load thesis", "/session attach thesis", "/session search notes",
+                    "/session save mine"):
+        assert "is not available from this chat" in say(hub, command, sender="7"), command
+    assert say(hub, "/session new", sender="7").startswith("New conversation started")
+
+
+def test_save_from_a_chat_never_replaces_another_session(make_hub, make_conversation, sessions_dir):
+    mine = make_conversation()
+    mine.send("chapter one")
+    sessions.save(mine, "thesis")
+    before = (sessions_dir / "thesis.json").read_bytes()
+    hub = make_hub()
+    assert say(hub, "/session save thesis").startswith("error: session 'thesis' exists; from a chat, /session save "
+                                                       "does not replace another session")
+    assert (sessions_dir / "thesis.json").read_bytes() == before
+    assert say(hub, "/session attach thesis") == "Attached to session 'thesis' (2 messages)."
+    assert say(hub, "/session save thesis").startswith("Session 'thesis' saved")  # its own: written
+
+
+def test_two_senders_may_use_the_same_message_id(make_hub):
+    hub = make_hub(allowed=("webhook:alice", "webhook:bob"))
+    assert say(hub, "hi", sender="alice", channel="webhook", message_id="1") == "You said: hi"
+    assert say(hub, "hello", sender="bob", channel="webhook", message_id="1") == "You said: hello"
+    assert hub.handle("webhook", "bob", "hello", message_id="1") is None  # bob's own retry
+
+
+def test_a_message_whose_answer_failed_is_answered_when_it_comes_again(make_hub, fake_model):
+    hub = make_hub()
+    calls = []
+
+    def broken(piece):
+        calls.append(piece)
+        raise RuntimeError("the channel went away")
+
+    with pytest.raises(RuntimeError):
+        hub.handle("telegram", "42", "first try", message_id="9", on_text=broken)
+    assert say(hub, "first try", message_id="9") == "You said: first try"

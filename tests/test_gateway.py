@@ -4,12 +4,16 @@ the binding, strangers are refused once, and a bad signature changes nothing."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import signal
+import sqlite3
 import subprocess
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -113,6 +117,88 @@ def test_strangers_bad_signatures_and_replays_change_nothing(gateway_env, openai
         daemon.stop()
 
 
+def session_texts(env: dict[str, str], name: str) -> list[str]:
+    data = json.loads((Path(env["CHATCLI_HOME"]) / "sessions" / f"{name}.json").read_text())
+    return [m["content"] for m in data["chat_history"] if m["role"] != "system"]
+
+
+def test_a_message_a_kill_cut_short_is_answered_when_sent_again_and_only_once(gateway_env, openai_server):
+    daemon = Daemon(gateway_env, *WEBHOOK)
+    try:
+        say(daemon, "/session attach projeto-x")
+        openai_server.reply("The freeze ", "starts ", "Friday.", delay=1.5)
+        first: dict = {}
+
+        def ask() -> None:
+            try:
+                first["answer"] = say(daemon, "when does the deploy freeze?", id="m-7")
+            except OSError as exc:  # the daemon dies under it
+                first["error"] = exc
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+        openai_server.wait_for_requests(1)
+        status, answer = say(daemon, "when does the deploy freeze?", id="m-7")  # the client retries too soon
+        assert status == 409 and answer["busy"] is True
+        daemon.kill()
+        asking.join(10)
+        assert "error" in first
+        daemon = Daemon(gateway_env, *WEBHOOK)
+        assert say(daemon, "when does the deploy freeze?", id="m-7") == (
+            200, {"reply": "[Attached to session 'projeto-x' (0 messages).]\nYou said: when does the deploy freeze?"})
+        assert say(daemon, "when does the deploy freeze?", id="m-7") == (200, {"reply": None, "duplicate": True})
+    finally:
+        daemon.stop()
+    assert session_texts(gateway_env, "projeto-x") == ["when does the deploy freeze?",
+                                                       "You said: when does the deploy freeze?"]
+
+
+def raw_post(daemon: Daemon, headers: dict[str, str], body: bytes) -> tuple[int, dict, str | None]:
+    """A request as a client may send it, headers with any bytes included."""
+    url = urllib.parse.urlsplit(daemon.url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    try:
+        connection.putrequest("POST", url.path)
+        for name, value in {"Content-Length": str(len(body)), **headers}.items():
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read()), response.getheader("Connection")
+    finally:
+        connection.close()
+
+
+def test_odd_signatures_and_timestamps_are_refused_in_one_line(gateway_env, openai_server):
+    daemon = Daemon(gateway_env, *WEBHOOK)
+    try:
+        body = json.dumps({"sender": "alice", "text": "hi", "id": "x-1"}).encode()
+        stamp = str(int(time.time()))
+        status, answer, connection = raw_post(daemon, {"X-Chatcli-Timestamp": stamp,
+                                                       "X-Chatcli-Signature": "sha256=\xe9"}, body)
+        assert (status, answer, connection) == (401, {"error": "the signature does not match"}, "close")
+        for odd in ("nan", "inf", "1e400"):
+            status, answer, _ = raw_post(daemon, {"X-Chatcli-Timestamp": odd,
+                                                  "X-Chatcli-Signature": signature(SECRET, odd, body)}, body)
+            assert status == 401 and "outside the 300 s window" in answer["error"], odd
+        assert openai_server.requests == []
+    finally:
+        daemon.stop()
+    assert "Traceback" not in daemon.process.stderr.read()
+
+
+def test_a_hub_chatcli_cannot_use_stops_the_daemon_in_one_line(gateway_env):
+    path = Path(gateway_env["CHATCLI_HOME"]) / "hub.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version=9")
+    db.close()
+    before = path.read_bytes()
+    result = run_chatcli("gateway", *WEBHOOK, env=gateway_env)
+    assert result.returncode != 0
+    assert result.stderr == f"chatcli: error: {path} was written by a newer chatcli (schema 9); it is left as it is\n"
+    assert path.read_bytes() == before
+
+
 def test_the_daemon_refuses_to_start_without_its_secret(openai_env):
     result = run_chatcli("gateway", "--webhook", "127.0.0.1:0", env=openai_env)
     assert result.returncode == 2
@@ -161,6 +247,36 @@ def test_telegram_attach_ask_kill_restart(openai_env, openai_server, telegram):
     terminal_sees(openai_env, openai_server, ["when does the deploy freeze?", "The freeze starts Friday."])
     # Every update was answered once, the ones served again after the kill included.
     assert telegram.texts(42).count("Attached to session 'projeto-x' (0 messages; created).") == 1
+
+
+def test_a_telegram_message_a_kill_cut_short_is_answered_after_the_restart(openai_env, openai_server, telegram):
+    daemon = telegram_daemon(openai_env)
+    try:
+        telegram.say(42, "/session attach projeto-x")
+        telegram.wait_for(42, lambda texts: "Attached to session 'projeto-x' (0 messages; created)." in texts)
+        openai_server.reply("The freeze ", "starts ", "Friday.", delay=2.0)
+        telegram.say(42, "when does the deploy freeze?")
+        telegram.wait_for(42, lambda texts: texts[-1:] == ["The freeze "])  # its first words, then the kill
+        daemon.kill()
+        daemon = telegram_daemon(openai_env)  # Telegram serves the unconfirmed update again
+        telegram.wait_for(42, lambda texts: texts[-1].endswith("You said: when does the deploy freeze?"))
+    finally:
+        daemon.stop()
+    assert session_texts(openai_env, "projeto-x") == ["when does the deploy freeze?",
+                                                      "You said: when does the deploy freeze?"]
+
+
+def test_telegram_answers_private_chats_only_and_never_an_edit(openai_env, openai_server, telegram):
+    daemon = telegram_daemon(openai_env)
+    try:
+        telegram.say(42, "/session list", chat=-100)  # in a group: everyone there would read the answer
+        telegram.say(42, "an edited line", kind="edited_message")
+        telegram.say(42, "ping")
+        telegram.wait_for(42, lambda texts: texts == ["You said: ping"])
+        assert telegram.texts(-100) == []
+        assert [seen.body["messages"][-1]["content"] for seen in openai_server.requests] == ["ping"]
+    finally:
+        daemon.stop()
 
 
 def test_the_telegram_adapter_refuses_to_start_without_its_token(openai_env):
@@ -229,6 +345,26 @@ def test_slack_attach_ask_kill_restart_and_the_terminal_sees_it(openai_env, open
     terminal_sees(openai_env, openai_server, ["when does the deploy freeze?", "The freeze starts Friday."])
 
 
+def test_a_slack_message_a_kill_cut_short_is_answered_when_slack_sends_it_again(openai_env, openai_server, slack):
+    daemon = slack_daemon(openai_env)
+    try:
+        slack.say("U42", "/session attach projeto-x")
+        slack.wait_for("D1", lambda texts: "Attached to session 'projeto-x' (0 messages; created)." in texts)
+        openai_server.reply("The freeze ", "starts ", "Friday.", delay=2.0)
+        slack.say("U42", "when does the deploy freeze?")
+        slack.wait_for("D1", lambda texts: texts[-1:] == ["The freeze "])
+        daemon.kill()  # the event was never acknowledged
+        in_channel = slack.say("U42", "/session list", channel="C1", channel_type="channel")  # not answered there
+        daemon = slack_daemon(openai_env)
+        slack.wait_for("D1", lambda texts: texts[-1].endswith("You said: when does the deploy freeze?"))
+        assert wait_until(lambda: in_channel in slack.acked)
+    finally:
+        daemon.stop()
+    assert slack.texts("C1") == []
+    assert session_texts(openai_env, "projeto-x") == ["when does the deploy freeze?",
+                                                      "You said: when does the deploy freeze?"]
+
+
 def test_the_slack_adapter_refuses_to_start_without_its_tokens(openai_env):
     result = run_chatcli("gateway", "--slack", env=openai_env)
     assert result.returncode == 2
@@ -275,6 +411,8 @@ api_url = "{telegram.base_url}"
 
 @pytest.mark.parametrize("text, mode, error", [
     ('[telegram]\ntoken = "123:abc"\n', 0o644, "holds tokens but others may read it (mode 0644): chmod 600 "),
+    ('allow = ["telegram:666"]\n[telegram]\napi_url = "http://elsewhere"\n', 0o666,
+     "may be changed by others (mode 0666): chmod 600 "),
     ('[telegram]\ntokn = "123:abc"\n', 0o600, "unknown key telegram.tokn (known: allow, webhook.listen, "),
     ('[telegram\ntoken = "123:abc"\n', 0o600, "not valid TOML (Expected ']' at the end of a table declaration "
                                               "(at line 1, column 10))"),

@@ -212,10 +212,11 @@ def populate_hub(chatcli_home: Path, sessions: Path) -> dict[str, str]:
         hub.principal("telegram", sender, "Ann" if sender == "1" else "")
     hub.bind("telegram", "4", "projeto-x")
     for n in range(4):
-        hub.first_delivery("telegram", f"update-{n}")
+        hub.claim("telegram", f"42/{n}", f"{os.getpid()}:t")
+        hub.answered("telegram", f"42/{n}")
     old = time.time() - 100 * DAY
     hub.db.execute("UPDATE principals SET last_seen = ? WHERE sender != '5'", (old,))
-    hub.db.execute("UPDATE delivered SET at = ? WHERE message != 'update-3'", (time.time() - 2 * DAY,))
+    hub.db.execute("UPDATE delivered SET at = ? WHERE message != '42/3'", (time.time() - 2 * DAY,))
     mirrors = {p.sender: p.mirror for p in hub.principals()}
     hub.close()
     put(sessions, mirrors["2"])

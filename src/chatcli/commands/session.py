@@ -75,7 +75,7 @@ def _list(conv: Conversation, args: str) -> str:
 def _search(conv: Conversation, query: str) -> str:
     if not query.strip():
         raise UsageError("usage: /session search <words>")
-    return records.format_session_hits(records.search_sessions(conv.settings, conv.store, query))
+    return records.format_session_hits(records.search_sessions(conv.settings, conv.store, query, hidden=conv.hidden))
 
 
 def _export_command(conv: Conversation, args: str) -> str:
@@ -210,16 +210,22 @@ def _newsession(conv: Conversation, args: str) -> str:
     return BY_NAME["new"].run(conv, "")
 
 
-def run_hosted_line(hosted: Hosted, command: str, args: str) -> str | None:
-    """`/session …` or `/newsession` typed on a hosted surface (the ACP prompt box, later a chat
-    channel), run with run_hosted. None when the words name no action: the registry's own reply
-    (the status and usage, or the unknown-action error) is then the one to give."""
+def hosted_action(command: str, args: str) -> tuple[str, Subcommand | None, str]:
+    """What `/session …` or `/newsession` typed on a hosted surface asks for: the action's name
+    (lower case; "" for none), its subcommand (None for an unknown action) and its arguments."""
     if command == "newsession":
         if args.split():
             raise UsageError("usage: /newsession")
-        return run_hosted(hosted, BY_NAME["new"], "")
+        return "new", BY_NAME["new"], ""
     action, rest = _action(args)
-    sub = BY_NAME.get(action)
+    return action, BY_NAME.get(action), rest
+
+
+def run_hosted_line(hosted: Hosted, command: str, args: str) -> str | None:
+    """`/session …` or `/newsession` typed on a hosted surface (the ACP prompt box), run with
+    run_hosted. None when the words name no action: the registry's own reply (the status and
+    usage, or the unknown-action error) is then the one to give."""
+    _action_name, sub, rest = hosted_action(command, args)
     return None if sub is None else run_hosted(hosted, sub, rest)
 
 

@@ -21,8 +21,9 @@ the daemon runs the adapters the file has a table for.
     api_url = "https://slack.com/api/"      # SLACK_API_URL, optional
 
 The file is only read, never written. It is refused, in one line, when it cannot be parsed,
-names a key chatcli does not know (a typo would otherwise silently drop a token), or holds a
-secret while others may read it (as ssh refuses a readable private key).
+names a key chatcli does not know (a typo would otherwise silently drop a token), is another
+user's or may be changed by others (it decides who is answered and where tokens go), or holds
+a secret while others may read it (as ssh refuses a readable private key).
 """
 
 from __future__ import annotations
@@ -86,9 +87,14 @@ def load(settings: Settings, env: Mapping[str, str]) -> GatewayConfig:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     values = _flatten(path, table)
-    if st.st_mode & 0o077 and any(key in values for key in SECRETS):
-        raise ConfigError(f"{path} holds tokens but others may read it (mode {stat.S_IMODE(st.st_mode):04o}): "
-                          f"chmod 600 {path}")
+    mode = stat.S_IMODE(st.st_mode)
+    # Whoever may change it decides who the gateway answers and where its tokens are sent.
+    if st.st_uid != os.getuid():
+        raise ConfigError(f"{path} belongs to another user: chatcli reads only a gateway.toml of your own")
+    if mode & 0o022:
+        raise ConfigError(f"{path} may be changed by others (mode {mode:04o}): chmod 600 {path}")
+    if mode & 0o044 and any(key in values for key in SECRETS):
+        raise ConfigError(f"{path} holds tokens but others may read it (mode {mode:04o}): chmod 600 {path}")
     changes: dict[str, object] = {}
     from_file = []
     for key, value in values.items():

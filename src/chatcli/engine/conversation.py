@@ -73,6 +73,9 @@ class Conversation:
         # Why nothing can be saved this run (CHATCLI_HOME read-only, say), once a front end found
         # it at start-up and said so: no journal, no autosave, no write-through attempts.
         self.read_only: str | None = None
+        # Sessions this conversation may not see or load (None: every one). A chat sender's
+        # conversation hides the other senders' threads (gateway/hub.py).
+        self.hidden: Callable[[str], bool] | None = None
         self._store: SessionStore | None = None
         self._provider: Provider | None = None
         self._provider_lock = threading.Lock()  # warm() may create it from a background thread

@@ -12,7 +12,7 @@ import datetime
 import os
 import time
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from chatcli.config.settings import Settings
@@ -274,14 +274,19 @@ def _sessions_to_index(store: SessionStore, rows: dict[str, list] | None = None)
 
 
 def search_sessions(settings: Settings, store: SessionStore, query: str, sessions: int = 10,
-                    per_session: int = 3) -> list[SessionHits]:
+                    per_session: int = 3, hidden: Callable[[str], bool] | None = None) -> list[SessionHits]:
     """Ranked search across all saved sessions (not their system prompts): BM25 over messages,
-    accent- and case-folded; grouped by session, best first, recent sessions breaking ties."""
+    accent- and case-folded; grouped by session, best first, recent sessions breaking ties.
+    `hidden`: sessions the searcher may not see (Conversation.hidden), left out of the hits (the
+    index itself covers every session, whoever searches)."""
     rows = store.entries()  # the catalog, read once: its stamps, then the hits' times
     current, read = _sessions_to_index(store, rows)
-    hits = search_index(settings).search_sessions(current, read, query, sessions, per_session)
+    hits = search_index(settings).search_sessions(current, read, query, sessions * 4 if hidden else sessions,
+                                                  per_session)
     grouped: dict[str, SessionHits] = {}
     for hit in hits:
+        if hidden is not None and hidden(hit.source):
+            continue
         group = grouped.get(hit.source)
         if group is None:
             mtime = rows[hit.source][0] / 1e9 if hit.source in rows else 0.0

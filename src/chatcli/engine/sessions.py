@@ -21,7 +21,7 @@ from chatcli.core.messages import shared_prefix
 from chatcli.core.names import MIRROR_PREFIX, autosave_name, is_trivial, validate_name, validate_user_target
 from chatcli.core.session import SessionData
 from chatcli.store.atomic import unwritable
-from chatcli.store.sessions import SessionError, SessionExists, SessionInfo
+from chatcli.store.sessions import SessionError, SessionExists, SessionInfo, SessionNotFound
 
 if TYPE_CHECKING:  # annotations only: scripts that list sessions need no conversation machinery
     from chatcli.engine.conversation import Conversation
@@ -167,6 +167,8 @@ def save(conv: Conversation, name: str) -> Bound:
 
 def load(conv: Conversation, name: str) -> Bound:
     validate_name(name)
+    if conv.hidden is not None and conv.hidden(name):
+        raise SessionNotFound(f"session '{name}' does not exist")  # as for any name it may not know
     data, stamp = conv.store.load(name)  # fails before anything in memory changes
     notes = _keep_unsaved(conv, f"'{name}'")
     return Bound("loaded", name, len(data.history), _bind_loaded(conv, name, data, stamp), notes)
@@ -275,7 +277,8 @@ def fork(conv: Conversation, name: str) -> Forked:
 
 
 def listing(conv: Conversation) -> list[SessionInfo]:
-    return conv.store.list()
+    infos = conv.store.list()
+    return infos if conv.hidden is None else [info for info in infos if not conv.hidden(info.name)]
 
 
 def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:

@@ -485,7 +485,7 @@ def _plan_session_search(args: dict, ctx: Context) -> Plan:
 
     conv = ctx.conv
     try:
-        groups = records.search_sessions(conv.settings, conv.store, query, sessions=5)
+        groups = records.search_sessions(conv.settings, conv.store, query, sessions=5, hidden=conv.hidden)
     except ChatcliError as exc:
         raise ToolError(str(exc)) from None
     return _done(records.format_session_hits(groups), f"searched the saved sessions for {query!r}: "

@@ -80,11 +80,11 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
             socket.connect()  # its own threads
             _say("slack connected in Socket Mode")
         if telegram:
-            from chatcli.gateway.telegram import build
+            from chatcli.gateway.telegram import build, serve
 
-            application = build(hub, settings.telegram_token, settings.telegram_api_url, log=log.warning)
+            poller = build(hub, settings.telegram_token, settings.telegram_api_url, log=log.warning)
             _say("telegram polling for updates")
-            application.run_polling(stop_signals=signals, timeout=5)
+            serve(poller, signals)
         else:
             stop = threading.Event()
             for signum in signals:

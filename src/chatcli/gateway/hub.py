@@ -4,11 +4,13 @@ sender in a channel), hosted like MCP's and ACP's (engine/hosted.py) and remembe
 `ConversationHub.handle` and send back its reply; everything else is here, once.
 
 - Only principals on the allow-list get an answer. An unlisted sender gets one refusal line,
-  its first time; every attempt is counted in hub.db (and logged by the caller).
+  its first time; every attempt is counted in hub.db (and logged by the caller). A sender
+  admitted by a wildcard only is a guest: its own conversation, no access to the sessions.
 - A message is answered once: a channel redelivering it (a restart, a replayed webhook) gets
-  no second answer.
+  no second answer; one a killed daemon never finished answering is answered when it comes again.
 - `/session attach|detach|status|save|list|new|load|search` run the one implementation every
-  surface runs (commands/session.py); what would delete or export from a chat is refused.
+  surface runs (commands/session.py); what would delete, export or overwrite from a chat is
+  refused, and a sender never sees another sender's threads.
 - The principal's binding is persisted after every message. A restarted daemon takes each
   thread's mirror over (which re-attaches a bound one), and with mirrors off it attaches the
   persisted binding again itself.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
@@ -35,11 +38,14 @@ from chatcli.engine import sessions
 from chatcli.engine.hosted import Host, Hosted
 from chatcli.providers.base import ProviderRegistry
 from chatcli.store.home import Home
-from chatcli.store.hub import Principal
+from chatcli.store.hub import BUSY, NEW, Principal
 
-# The /session actions a chat channel may run; the others (delete, fork, export, transcript)
-# delete or write files on the daemon's machine and are for the terminal.
+# The /session actions a sender on the allow-list may run from a chat; the others (delete,
+# fork, export, transcript) delete or write files on the daemon's machine and are for the
+# terminal. A sender admitted only by a wildcard ("telegram:*") is a guest: it has its own
+# conversation and no access to the session store (GUEST_ACTIONS), and no session tools.
 CHANNEL_ACTIONS = ("attach", "detach", "status", "save", "list", "new", "load", "search")
+GUEST_ACTIONS = ("status", "new")
 ROTATING = ("load", "new")
 REFUSAL = "This chatcli does not answer you: your id is not on its allow-list."
 
@@ -48,17 +54,28 @@ REFUSAL = "This chatcli does not answer you: your id is not on its allow-list."
 class Reply:
     text: str
     refused: bool = False
+    busy: bool = False  # that message is being answered now (a retry that came too soon): no reply
+
+
+BUSY_REPLY = Reply("", busy=True)
 
 
 class ConversationHub:
     def __init__(self, settings: Settings, allowed: Collection[str], *, registry: ProviderRegistry | None = None,
                  warn: Callable[[str], None] = lambda _line: None) -> None:
-        """`allowed`: "channel:sender" ids, or "channel:*" for every sender of a channel."""
+        """`allowed`: "channel:sender" ids, or "channel:*" for every sender of a channel (guests).
+        Raises HubError now when hub.db cannot be used (a daemon refuses to start)."""
         self.settings = settings
         self.allowed = frozenset(allowed)
         self.hub = Home.of(settings).hub()
-        self.host = Host(settings, warn=warn, registry=registry, prefix=GATEWAY_PREFIX)
+        self.hub.principals()  # opened now: a hub.db chatcli cannot use stops the start, not each message
+        # Named senders' conversations, and guests' (no tools that read other sessions).
+        self.hosts = {False: Host(settings, warn=warn, registry=registry, prefix=GATEWAY_PREFIX),
+                      True: Host(replace(settings, chat_tools=False), warn=warn, registry=registry,
+                                 prefix=GATEWAY_PREFIX)}
         self.warn = warn
+        # This hub's claims on messages it is answering (store/hub.py: Hub.claim).
+        self.owner = f"{os.getpid()}:{secrets.token_hex(6)}"
         # Messages are answered one principal at a time per principal: a second message of the
         # same sender waits, and then finds the thread a /session load of the first moved to.
         self._principal_locks: dict[tuple[str, str], threading.Lock] = {}
@@ -67,13 +84,33 @@ class ConversationHub:
     def allows(self, channel: str, sender: str) -> bool:
         return f"{channel}:{sender}" in self.allowed or f"{channel}:*" in self.allowed
 
+    def is_guest(self, channel: str, sender: str) -> bool:
+        return f"{channel}:{sender}" not in self.allowed
+
     def handle(self, channel: str, sender: str, text: str, *, display: str = "",
                message_id: str | None = None, on_text: Callable[[str], None] | None = None) -> Reply | None:
         """The reply to one message, or None when none is due (already answered; an unlisted
-        sender's later messages). Never raises for what the message says: errors are replies.
+        sender's later messages), or BUSY_REPLY while another try of it is being answered.
+        Never raises for what the message says: errors are replies. A message whose answer was
+        cut short (a daemon killed during its turn) is answered when its channel brings it again.
         `on_text` is given the answer's text as it streams (a channel that edits its message)."""
-        if message_id is not None and not self.hub.first_delivery(channel, message_id):
-            return None
+        key = None if message_id is None else f"{sender}/{message_id}"  # a sender's ids are its own
+        if key is not None:
+            state = self.hub.claim(channel, key, self.owner)
+            if state != NEW:
+                return BUSY_REPLY if state == BUSY else None
+        try:
+            reply = self._handle(channel, sender, text, display, on_text)
+        except BaseException:
+            if key is not None:
+                self.hub.release(channel, key)  # not answered: a retry answers it
+            raise
+        if key is not None:
+            self.hub.answered(channel, key)
+        return reply
+
+    def _handle(self, channel: str, sender: str, text: str, display: str,
+                on_text: Callable[[str], None] | None) -> Reply | None:
         if not self.allows(channel, sender):
             first = self.hub.refuse(channel, sender, display)
             self.warn(f"refused a message from {channel}:{sender} (not on the allow-list)")
@@ -108,19 +145,35 @@ class ConversationHub:
             return hosted.answer(stripped[1:] if stripped.startswith("//") else text,
                                  on_text=on_text or (lambda _piece: None)), hosted
         pending, hosted.notes = hosted.notes, []  # the conversation was continued, re-attached…
-        reply, hosted = self._command(principal, hosted, command.lower(), args.strip())
+        command = command.partition("@")[0].lower()  # Telegram's /session@botname in a group
+        reply, hosted = self._command(principal, hosted, command, args.strip())
         return "\n".join([*(f"[{note}]" for note in pending), reply]), hosted
 
     def _lock_of(self, channel: str, sender: str) -> threading.Lock:
         with self._guard:
             return self._principal_locks.setdefault((channel, sender), threading.Lock())
 
+    def _host(self, principal: Principal) -> Host:
+        return self.hosts[self.is_guest(principal.channel, principal.sender)]
+
+    def _open(self, principal: Principal, *, take_over: bool = True) -> Hosted:
+        """The principal's thread, which sees no other sender's threads."""
+        hosted = self._host(principal).open(principal.thread, take_over=take_over)
+        own = principal.mirrors.lower()
+        hosted.conv.hidden = lambda name: name.lower().startswith(GATEWAY_PREFIX) and not name.lower().startswith(own)
+        return hosted
+
     def _hosted(self, principal: Principal) -> Hosted:
         """The principal's live conversation: taken over from its mirror at the first message
-        after a start; bound again to its persisted session when no mirror said so."""
-        fresh = principal.thread not in self.host.live
-        hosted = self.host.open(principal.thread)
+        after a start; bound again to its persisted session when no mirror said so, unless that
+        session was deleted meanwhile (it is not made again: the sender is told, and unbound)."""
+        fresh = principal.thread not in self._host(principal).live
+        hosted = self._open(principal)
         if fresh and principal.session and hosted.conv.session_name != principal.session:
+            if not hosted.conv.store.exists(principal.session):
+                hosted.notes.append(f"the session '{principal.session}' this chat was bound to no longer exists; "
+                                    "this chat is not bound now")
+                return hosted
             try:
                 hosted.notes.append(sessions.attach(hosted.conv, principal.session).text)
             except ChatcliError as exc:
@@ -128,45 +181,58 @@ class ConversationHub:
         return hosted
 
     def _command(self, principal: Principal, hosted: Hosted, command: str, args: str) -> tuple[str, Hosted]:
-        if command == "newsession":
-            command, args = "session", "new " + args
-        if command != "session":
-            raise UsageError(f"only /session commands work here ({', '.join(CHANNEL_ACTIONS)}); other text is "
-                             "sent to the model (start it with // to send a leading /)")
-        action, _, rest = args.partition(" ")
-        action = action.lower() or "status"
-        sub = session_commands.BY_NAME.get(action)
-        if sub is None or action not in CHANNEL_ACTIONS:
-            what = f"'/session {action}' is not available from a chat channel; use the terminal" if sub else \
+        if command not in ("session", "newsession"):
+            raise UsageError(f"only /session commands work here ({', '.join(self._actions(principal))}); other "
+                             "text is sent to the model (start it with // to send a leading /)")
+        action, sub, rest = session_commands.hosted_action(command, args)
+        action = action or "status"
+        sub = sub or session_commands.BY_NAME.get(action)
+        allowed = self._actions(principal)
+        if sub is None or action not in allowed:
+            what = f"'/session {action}' is not available from this chat; use the terminal" if sub else \
                 f"unknown action '{action}'"
-            raise UsageError(f"{what} (here: {', '.join(CHANNEL_ACTIONS)})")
+            raise UsageError(f"{what} (here: {', '.join(allowed)})")
+        if action == "save":
+            self._refuse_overwrite(hosted, rest)
         if action not in ROTATING:
-            return session_commands.run_hosted(hosted, sub, rest.strip()), hosted
-        return self._rotate(principal, hosted, sub, rest.strip())
+            return session_commands.run_hosted(hosted, sub, rest), hosted
+        return self._rotate(principal, hosted, sub, rest)
+
+    def _actions(self, principal: Principal) -> tuple[str, ...]:
+        return GUEST_ACTIONS if self.is_guest(principal.channel, principal.sender) else CHANNEL_ACTIONS
+
+    @staticmethod
+    def _refuse_overwrite(hosted: Hosted, name: str) -> None:
+        """From a chat, /session save writes the bound session or a new one, never over another."""
+        name = name.strip()
+        if name and name != hosted.conv.session_name and hosted.conv.store.exists(name):
+            raise UsageError(f"session '{name}' exists; from a chat, /session save does not replace another session "
+                             f"(/session attach {name} continues it; or save under a new name)")
 
     def _rotate(self, principal: Principal, hosted: Hosted, sub, args: str) -> tuple[str, Hosted]:
         """Load or new in a new thread: on success the old conversation is kept as its surface
         leaves it (bound: written; unbound: its mirror, or an autosave with mirrors off) and the
         principal's thread moves on; on failure nothing changes."""
         nxt = replace(principal, generation=principal.generation + 1)
-        fresh = self.host.open(nxt.thread, take_over=False)
+        host = self._host(principal)
+        fresh = self._open(nxt, take_over=False)
         try:
             with fresh.lock:
                 text = session_commands.run_hosted(fresh, sub, args)
         except BaseException:
-            self.host.live.pop(nxt.thread, None)
+            host.live.pop(nxt.thread, None)
             raise
         notes = hosted.finish()
-        self.host.live.pop(principal.thread, None)
+        host.live.pop(principal.thread, None)
         self.hub.rotate(principal.channel, principal.sender)
         return "\n".join([text, *notes]), fresh
 
     def close(self) -> list[tuple[str, str]]:
         """The daemon stops: every conversation ends as a REPL's does (engine/hosted.py)."""
         try:
-            return self.host.finish()
+            return [*self.hosts[False].finish(), *self.hosts[True].finish()]
         finally:
             self.hub.close()
 
 
-__all__ = ["CHANNEL_ACTIONS", "GATEWAY_PREFIX", "REFUSAL", "ConversationHub", "Reply"]
+__all__ = ["BUSY_REPLY", "CHANNEL_ACTIONS", "GATEWAY_PREFIX", "GUEST_ACTIONS", "REFUSAL", "ConversationHub", "Reply"]

@@ -8,11 +8,16 @@
     200 {"reply": "…"}                       the answer (or a command's output)
     200 {"reply": null, "duplicate": true}   that id was answered already (a retry, a replay)
     200 {"reply": "…", "refused": true}      an unlisted sender's one refusal (later: reply null)
+    409 {"error": …, "busy": true}            that id is being answered now: retry later
     400 / 401 / 404 / 405 / 413              one line in {"error": …}; nothing changed
+    500 {"error": …}                          the daemon failed; the id is not spent: retry it
 
 A request is refused (401) unless its signature is right and its timestamp is within
-REPLAY_WINDOW of now; an id is answered once, and ids are remembered past that window, so a
-captured request replayed later is refused or ignored. The principal is `webhook:<sender>`.
+REPLAY_WINDOW of now; an id is answered once per sender, and ids are remembered past that
+window, so a captured request replayed later is refused or ignored. A request whose answer a
+killed daemon never finished is answered when it is sent again (the same id). The principal
+is `webhook:<sender>`. A connection that sent something wrong is closed, and one that sends
+nothing for TIMEOUT seconds too.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +36,7 @@ from chatcli.gateway.hub import ConversationHub
 CHANNEL = "webhook"
 REPLAY_WINDOW = 300.0  # seconds a signed request stays valid
 MAX_BODY = 1024 * 1024
+TIMEOUT = 30.0  # seconds a connection may stay silent (reading a request, not the answer)
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -44,15 +51,13 @@ def check(secret: str, timestamp: str | None, signed: str | None, body: bytes, n
         return "the request is not signed (X-Chatcli-Timestamp and X-Chatcli-Signature)"
     try:
         when = float(timestamp)
-    except ValueError:
-        return "X-Chatcli-Timestamp is not a number of seconds"
-    if abs(now - when) > REPLAY_WINDOW:
-        return f"the request's timestamp is outside the {REPLAY_WINDOW:g} s window"
-    try:
         expected = signature(secret, timestamp, body)
-    except UnicodeEncodeError:
-        return "X-Chatcli-Timestamp is not ASCII"
-    if not hmac.compare_digest(expected, signed):
+    except (ValueError, UnicodeEncodeError):
+        return "X-Chatcli-Timestamp is not a number of seconds"
+    if not math.isfinite(when) or abs(now - when) > REPLAY_WINDOW:
+        return f"the request's timestamp is outside the {REPLAY_WINDOW:g} s window"
+    # Compared as bytes: a header with other characters is a mismatch, not an error.
+    if not hmac.compare_digest(expected.encode("ascii"), signed.encode("utf-8", "surrogateescape")):
         return "the signature does not match"
     return None
 
@@ -68,12 +73,17 @@ class WebhookServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             server_version = "chatcli-gateway"
+            timeout = TIMEOUT
 
             def log_message(self, *args) -> None:  # requests are not logged: they may quote what was sent
                 pass
 
             def do_POST(self) -> None:
-                status, payload = adapter.answer(self.path, self.headers, self._body())
+                try:
+                    status, payload = adapter.answer(self.path, self.headers, self._body())
+                except Exception as exc:  # noqa: BLE001 - one line to the client and the log, not a traceback
+                    adapter.log(f"webhook: a request failed: {type(exc).__name__}: {exc}")
+                    status, payload = 500, {"error": f"the gateway failed: {type(exc).__name__}: {exc}"}
                 self._send(status, payload)
 
             def do_GET(self) -> None:
@@ -90,9 +100,13 @@ class WebhookServer:
 
             def _send(self, status: int, payload: dict) -> None:
                 data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+                if status >= 400:  # what is left of a refused request is never read as the next one
+                    self.close_connection = True
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if self.close_connection:
+                    self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -127,6 +141,8 @@ class WebhookServer:
                                 message_id=message["id"])
         if reply is None:
             return 200, {"reply": None, "duplicate": self.hub.allows(CHANNEL, message["sender"])}
+        if reply.busy:
+            return 409, {"error": "that id is being answered now; send it again later", "busy": True}
         return 200, {"reply": reply.text, **({"refused": True} if reply.refused else {})}
 
     def start(self) -> None:

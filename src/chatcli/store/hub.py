@@ -12,8 +12,9 @@ What it holds, per principal (a channel and a sender id in it):
 - when it was first and last seen, and whether it was refused (an unlisted sender gets one
   refusal line; every attempt is counted).
 
-And per channel, its **delivery state**: the cursor of the updates read (Telegram's offset),
-and the message ids already answered, so a redelivered or replayed message is answered once.
+And per channel, its **delivery state**: each message id being answered (and by which running
+process) or answered, so a redelivered or replayed message is answered once, and one whose
+answer a killed daemon never finished is answered when the channel brings it again.
 
 Nothing of a conversation's content is kept here: names, ids, times and counts only.
 """
@@ -33,7 +34,7 @@ from chatcli.core.errors import ChatcliError
 from chatcli.core.names import GATEWAY_PREFIX
 from chatcli.store.atomic import PRIVATE_FILE, ensure_private_dir, os_cause
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS principals (
     channel TEXT NOT NULL, sender TEXT NOT NULL, display TEXT NOT NULL DEFAULT '',
@@ -41,12 +42,16 @@ CREATE TABLE IF NOT EXISTS principals (
     first_seen REAL NOT NULL, last_seen REAL NOT NULL,
     refused INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (channel, sender)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS cursors (channel TEXT PRIMARY KEY, cursor TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS delivered (
-    channel TEXT NOT NULL, message TEXT NOT NULL, at REAL NOT NULL,
+    channel TEXT NOT NULL, message TEXT NOT NULL, at REAL NOT NULL, owner TEXT,
     PRIMARY KEY (channel, message)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS delivered_at ON delivered (at);
 """
+# Schema 1 → 2: a delivery record says who is answering it (`owner`) until it is answered, and
+# the unused cursors table goes (Telegram keeps the updates the gateway has not confirmed).
+_MIGRATE_1 = "ALTER TABLE delivered ADD COLUMN owner TEXT; DROP TABLE IF EXISTS cursors;"
+# What Hub.claim says of a message.
+NEW, ANSWERED, BUSY = "new", "answered", "busy"
 
 
 _COLUMNS = "channel, sender, session, generation, first_seen, last_seen, refused, display"
@@ -77,6 +82,11 @@ class Principal:
         channel uses becomes a valid session-name part), and the generation."""
         digest = hashlib.sha256(f"{self.channel}\0{self.sender}".encode()).hexdigest()[:12]
         return f"{self.channel}-{digest}-{self.generation}"
+
+    @property
+    def mirrors(self) -> str:
+        """The name prefix of its threads' mirrors, of every generation (and no one else's)."""
+        return GATEWAY_PREFIX + self.thread[:-len(str(self.generation))]
 
     @property
     def mirror(self) -> str:
@@ -125,6 +135,8 @@ class Hub:
                 raise HubError(f"{self.path} was written by a newer chatcli (schema {version}); it is left as it is")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
+            if version == 1:
+                db.executescript(f"BEGIN IMMEDIATE; {_MIGRATE_1} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
             db.executescript(_SCHEMA)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as exc:
@@ -204,22 +216,37 @@ class Hub:
 
     # -- delivery state ---------------------------------------------------------------------
     @_serialised
-    def cursor(self, channel: str) -> str | None:
-        row = self.db.execute("SELECT cursor FROM cursors WHERE channel = ?", (channel,)).fetchone()
-        return row[0] if row else None
+    def claim(self, channel: str, message: str, owner: str) -> str:
+        """Take `message` of `channel` to answer it, as `owner` ("<pid>:<token>", one per running
+        hub). NEW: answer it (first seen, or left half-answered by a process that is gone: a
+        daemon killed during its turn); ANSWERED: it was (a redelivery, a replayed webhook);
+        BUSY: a live process is answering it now (a retry that came too soon)."""
+        try:
+            with self.db:
+                self.db.execute("BEGIN IMMEDIATE")
+                row = self.db.execute("SELECT owner FROM delivered WHERE channel = ? AND message = ?",
+                                      (channel, message)).fetchone()
+                if row is not None and row[0] is None:
+                    return ANSWERED
+                if row is not None and (row[0] == owner or _running(row[0])):
+                    return BUSY
+                self.db.execute("INSERT INTO delivered (channel, message, at, owner) VALUES (?, ?, ?, ?) "
+                                "ON CONFLICT (channel, message) DO UPDATE SET owner = excluded.owner, at = excluded.at",
+                                (channel, message, time.time(), owner))
+                return NEW
+        except sqlite3.DatabaseError as exc:
+            raise HubError(f"{self.path} cannot be written: {exc}") from None
 
     @_serialised
-    def set_cursor(self, channel: str, cursor: str) -> None:
-        self._write("INSERT INTO cursors (channel, cursor) VALUES (?, ?) "
-                    "ON CONFLICT (channel) DO UPDATE SET cursor = excluded.cursor", (channel, cursor))
+    def answered(self, channel: str, message: str) -> None:
+        """The claimed message was answered (or refused): a redelivery gets no second answer."""
+        self._write("UPDATE delivered SET owner = NULL, at = ? WHERE channel = ? AND message = ?",
+                    (time.time(), channel, message))
 
     @_serialised
-    def first_delivery(self, channel: str, message: str) -> bool:
-        """Record that `message` of `channel` is being answered; False when it already was (a
-        redelivery after a restart, a replayed webhook)."""
-        cursor = self._write("INSERT OR IGNORE INTO delivered (channel, message, at) VALUES (?, ?, ?)",
-                             (channel, message, time.time()))
-        return cursor.rowcount == 1
+    def release(self, channel: str, message: str) -> None:
+        """The claimed message could not be answered: a retry answers it."""
+        self._write("DELETE FROM delivered WHERE channel = ? AND message = ? AND owner IS NOT NULL", (channel, message))
 
     @_serialised
     def deliveries(self, older_than: float | None = None) -> int:
@@ -261,4 +288,23 @@ class Hub:
         return forgotten
 
 
-__all__ = ["DELIVERY_KEEP", "Hub", "HubError", "Principal", "SCHEMA_VERSION"]
+def _running(owner: str) -> bool:
+    """Whether the process that claimed a message ("<pid>:<token>") still runs. This process's
+    own earlier hubs (another token) are not: their claims were left by a hub that closed."""
+    pid, _, _token = owner.partition(":")
+    try:
+        number = int(pid)
+    except ValueError:
+        return False
+    if number == os.getpid():
+        return False  # the same token was checked by the caller
+    try:
+        os.kill(number, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+__all__ = ["ANSWERED", "BUSY", "DELIVERY_KEEP", "NEW", "Hub", "HubError", "Principal", "SCHEMA_VERSION"]
