@@ -253,7 +253,7 @@ class FakeProvider:
 
 def api_handler(answer):
     """An HTTP handler for a JSON Web API: POST /…/<method> with a JSON or form body, answered
-    with `answer(method, params)` as JSON."""
+    with `answer(method, params)` as JSON (a (status, payload) pair for another status than 200)."""
     import urllib.parse
 
     class Handler(BaseHTTPRequestHandler):
@@ -269,8 +269,10 @@ def api_handler(answer):
                 params = json.loads(raw or "{}")
             else:
                 params = {k: v[0] for k, v in urllib.parse.parse_qs(raw).items()}
-            data = json.dumps(answer(self.path.rsplit("/", 1)[-1], params)).encode()
-            self.send_response(200)
+            result = answer(self.path.rsplit("/", 1)[-1], params)
+            status, result = result if isinstance(result, tuple) else (200, result)
+            data = json.dumps(result).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -286,12 +288,22 @@ class ChatServiceFake:
     params)`, the service's own envelope), the bot's messages as they read now (`texts(where)`:
     a chat, a channel) and waiting for them."""
 
+    failure: tuple[int, dict] = (500, {})  # what a method in `failing` answers (the service's own error)
+
     def __init__(self, answer) -> None:
         self.bot_messages: dict = {}  # message id → {"where": chat or channel, "text": …}
         self.calls: list[tuple[str, dict]] = []
+        self.failing: set[str] = set()  # methods that fail now (a rate limit, say)
+
+        def respond(method: str, params: dict):
+            if method in self.failing:
+                self.calls.append((method, params))
+                return self.failure
+            return answer(method, params)
+
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), api_handler(answer))
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), api_handler(respond))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -328,6 +340,9 @@ class FakeTelegram(ChatServiceFake):
     deleteWebhook, getUpdates (with offsets: an update not confirmed is served again, as
     Telegram does after a bot restarts), sendMessage and editMessageText. `say` queues a user's
     message; `texts(chat)` is what the bot's messages in that chat say now (edits applied)."""
+
+    failure = (429, {"ok": False, "error_code": 429, "description": "Too Many Requests: retry after 1",
+                     "parameters": {"retry_after": 1}})
 
     def __init__(self) -> None:
         super().__init__(lambda method, params: {"ok": True, "result": self.answer(method, params)})
@@ -392,6 +407,8 @@ class FakeSlack(ChatServiceFake):
     sends `hello`, then each queued message event in an envelope the app must acknowledge (one
     a connection never acknowledged is sent again, as a retry, to the next connection). `say`
     queues a user's message; `texts(channel)` is what the bot's messages say now."""
+
+    failure = (200, {"ok": False, "error": "ratelimited"})
 
     def __init__(self) -> None:
         from websockets.sync.server import serve

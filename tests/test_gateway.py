@@ -279,6 +279,20 @@ def test_telegram_answers_private_chats_only_and_never_an_edit(openai_env, opena
         daemon.stop()
 
 
+@pytest.mark.parametrize("service", ["telegram", "slack"])
+def test_when_the_last_edit_fails_the_answer_comes_as_a_new_message(openai_env, openai_server, request, service):
+    fake = request.getfixturevalue(service)
+    where, sender = (42, 42) if service == "telegram" else ("D1", "U42")
+    daemon = telegram_daemon(openai_env) if service == "telegram" else slack_daemon(openai_env)
+    try:
+        openai_server.reply("The freeze ", "starts Friday.", delay=1.5)
+        fake.failing.add("editMessageText" if service == "telegram" else "chat.update")  # rate limited
+        fake.say(sender, "when does the deploy freeze?")
+        fake.wait_for(where, lambda texts: texts == ["The freeze ", "The freeze starts Friday."])
+    finally:
+        daemon.stop()
+
+
 def test_the_telegram_adapter_refuses_to_start_without_its_token(openai_env):
     result = run_chatcli("gateway", "--telegram", env=openai_env)
     assert result.returncode == 2

@@ -1,7 +1,9 @@
 """An answer shown in a chat while it streams, the way both chat adapters edit their message:
 the text so far is shown at most once every EDIT_EVERY seconds (channels limit edit rates),
 best effort (a failed edit costs the preview, never the answer, which is sent whole at the
-end), and the pieces a channel's message limit cuts a long reply into."""
+end: by a last edit, or as new messages when that edit fails), and the pieces a channel's
+message limit cuts a long reply into. A channel gives `Streamer` two calls: send a message
+(returning what names it) and edit one."""
 
 from __future__ import annotations
 
@@ -34,6 +36,38 @@ class Preview:
             pass
 
 
+class Streamer:
+    """One answer's message in a chat: sent at its first words, edited as more come, and made
+    the whole reply at the end. `send(text)` posts a message and returns its handle;
+    `edit(handle, text)` changes it. Both are called from worker threads."""
+
+    def __init__(self, send: Callable[[str], object], edit: Callable[[object, str], None], limit: int) -> None:
+        self.send, self.edit, self.limit = send, edit, limit
+        self.sent: object = None
+        self.shown = ""
+        self.preview = Preview(self._show, limit)
+        self.feed = self.preview.feed
+
+    def _show(self, shown: str) -> None:
+        if shown == self.shown:
+            return
+        if self.sent is None:
+            self.sent = self.send(shown)
+        else:
+            self.edit(self.sent, shown)
+        self.shown = shown
+
+    def finish(self, reply: str) -> None:
+        with self.preview.lock:  # no preview edit lands after the last one
+            pieces = parts(reply, self.limit) or ["(no answer)"]
+            try:
+                self._show(pieces[0])
+            except Exception:  # noqa: BLE001 - the preview stays; the answer follows as a new message
+                self.send(pieces[0])
+            for piece in pieces[1:]:
+                self.send(piece)
+
+
 def parts(text: str, limit: int) -> list[str]:
     """`text` in pieces of at most `limit` characters, cut at line ends where it can."""
     out = []
@@ -45,4 +79,4 @@ def parts(text: str, limit: int) -> list[str]:
     return [*out, text] if text else out
 
 
-__all__ = ["EDIT_EVERY", "Preview", "parts"]
+__all__ = ["EDIT_EVERY", "Preview", "Streamer", "parts"]

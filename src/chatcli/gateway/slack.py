@@ -16,39 +16,10 @@ with the whole reply; when that last edit fails, the reply is posted as a new me
 from __future__ import annotations
 
 from chatcli.gateway.hub import ConversationHub
-from chatcli.gateway.preview import Preview, parts
+from chatcli.gateway.preview import Streamer
 
 CHANNEL = "slack"
 LIMIT = 3900  # characters in one message (Slack cuts long texts)
-
-
-class Streamer:
-    """The answer's message while it streams: posted at the first words, updated as more come."""
-
-    def __init__(self, client, channel: str) -> None:
-        self.client, self.channel = client, channel
-        self.shown, self.ts = "", None
-        self.preview = Preview(self._show, LIMIT)
-        self.feed = self.preview.feed
-
-    def _show(self, shown: str) -> None:
-        if shown == self.shown:
-            return
-        if self.ts is None:
-            self.ts = self.client.chat_postMessage(channel=self.channel, text=shown)["ts"]
-        else:
-            self.client.chat_update(channel=self.channel, ts=self.ts, text=shown)
-        self.shown = shown
-
-    def finish(self, reply: str) -> None:
-        with self.preview.lock:
-            pieces = parts(reply, LIMIT) or ["(no answer)"]
-            try:
-                self._show(pieces[0])
-            except Exception:  # noqa: BLE001 - the preview stays; the whole answer follows as a new message
-                self.client.chat_postMessage(channel=self.channel, text=pieces[0])
-            for piece in pieces[1:]:
-                self.client.chat_postMessage(channel=self.channel, text=piece)
 
 
 def build(hub: ConversationHub, bot_token: str, app_token: str, api_url: str | None = None,
@@ -72,7 +43,9 @@ def build(hub: ConversationHub, bot_token: str, app_token: str, api_url: str | N
                 "answered (only direct messages are)")
             return
         message_id = event.get("client_msg_id") or f"{event.get('channel')}/{event.get('ts')}"
-        streamer = Streamer(client, event["channel"])
+        channel = event["channel"]
+        streamer = Streamer(lambda text: client.chat_postMessage(channel=channel, text=text)["ts"],
+                            lambda ts, text: client.chat_update(channel=channel, ts=ts, text=text), LIMIT)
         try:
             reply = hub.handle(CHANNEL, str(event.get("user")), event["text"], message_id=message_id,
                                on_text=streamer.feed)

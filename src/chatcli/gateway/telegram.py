@@ -24,7 +24,7 @@ import asyncio
 import signal
 
 from chatcli.gateway.hub import ConversationHub
-from chatcli.gateway.preview import Preview, parts
+from chatcli.gateway.preview import Streamer
 
 CHANNEL = "telegram"
 LIMIT = 4096  # characters in one Telegram message
@@ -33,39 +33,13 @@ WAIT_WHILE_ANSWERING = 1.0  # seconds between polls while the oldest update is b
 STOP_GRACE = 10.0  # seconds a stop waits for the answers in progress (the others come back at the next start)
 
 
-class Streamer:
-    """The answer's message while it streams: sent at the first words, edited as more come."""
+def streamer(message, loop: asyncio.AbstractEventLoop) -> Streamer:
+    """The answer's message in `message`'s chat, driven from the worker thread on `loop`."""
 
-    def __init__(self, message, loop: asyncio.AbstractEventLoop) -> None:
-        self.message, self.loop = message, loop
-        self.sent = None  # the bot's message being edited
-        self.shown = ""
-        self.preview = Preview(self._show_from_thread, LIMIT)
-        self.feed = self.preview.feed
+    def run(coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=30)
 
-    def _show_from_thread(self, shown: str) -> None:
-        asyncio.run_coroutine_threadsafe(self._show(shown), self.loop).result(timeout=30)
-
-    async def _show(self, shown: str) -> None:
-        if shown == self.shown:
-            return
-        if self.sent is None:
-            self.sent = await self.message.reply_text(shown)
-        else:
-            await self.sent.edit_text(shown)
-        self.shown = shown
-
-    async def finish(self, reply: str) -> None:
-        pieces = parts(reply, LIMIT) or ["(no answer)"]
-        if self.sent is None:
-            await self.message.reply_text(pieces[0])
-        elif pieces[0] != self.shown:
-            try:
-                await self.sent.edit_text(pieces[0])
-            except Exception:  # noqa: BLE001 - the preview stays; the whole answer follows as a new message
-                await self.message.reply_text(pieces[0])
-        for piece in pieces[1:]:
-            await self.message.reply_text(piece)
+    return Streamer(lambda text: run(message.reply_text(text)), lambda sent, text: run(sent.edit_text(text)), LIMIT)
 
 
 class Poller:
@@ -144,13 +118,13 @@ class Poller:
             self.log(f"telegram: a message from {user.id} in a {message.chat.type} chat was not answered "
                      "(only private chats are)")
             return
-        streamer = Streamer(message, asyncio.get_running_loop())
+        answer = streamer(message, asyncio.get_running_loop())
         try:
             reply = await asyncio.to_thread(self.hub.handle, CHANNEL, str(user.id), message.text,
                                             display=user.full_name or "", message_id=str(update.update_id),
-                                            on_text=streamer.feed)
+                                            on_text=answer.feed)
             if reply is not None and not reply.busy:
-                await streamer.finish(reply.text)
+                await asyncio.to_thread(answer.finish, reply.text)
         except Exception as exc:  # noqa: BLE001 - one message's failure does not stop the daemon
             self.log(f"telegram: a message could not be answered: {type(exc).__name__}: {exc}")
 
