@@ -73,7 +73,7 @@ def test_with_mirrors_off_the_persisted_binding_is_attached_again(make_hub, fake
 def test_an_unlisted_sender_gets_one_refusal_and_nothing_else(make_hub, fake_model):
     warned = []
     hub = make_hub(warn=warned.append)
-    assert say(hub, "hello?", sender="666") == REFUSAL
+    assert say(hub, "hello?", sender="666") == REFUSAL.format(principal="telegram:666")
     assert hub.handle("telegram", "666", "hello??") is None
     assert hub.hub.get("telegram", "666").refused == 2 and len(warned) == 2
     assert fake_model.requests == []  # the model never saw them
@@ -82,7 +82,10 @@ def test_an_unlisted_sender_gets_one_refusal_and_nothing_else(make_hub, fake_mod
 def test_destructive_and_other_commands_are_refused_from_a_channel(make_hub, sessions_dir):
     hub = make_hub()
     say(hub, "/session save keep-me")
-    assert "not available from this chat" in say(hub, "/session delete keep-me")
+    assert "not available from this chat; use the terminal" in say(hub, "/session delete keep-me")
+    # A line starting with a path is for the model, as in the REPL.
+    assert say(hub, "/usr/bin/python3 crashes, why?") == "You said: /usr/bin/python3 crashes, why?"
+    assert say(hub, "   ") is None
     assert (sessions_dir / "keep-me.json").exists()
     assert "not available from this chat" in say(hub, "/session export md")
     assert say(hub, "/agent").startswith("error: only /session commands work here")

@@ -100,7 +100,8 @@ def test_strangers_bad_signatures_and_replays_change_nothing(gateway_env, openai
     daemon = Daemon(gateway_env, *WEBHOOK)
     try:
         assert say(daemon, "hello", sender="mallory") == (
-            200, {"reply": "This chatcli does not answer you: your id is not on its allow-list.", "refused": True})
+            200, {"reply": "This chatcli does not answer you: your id (webhook:mallory) is not on its allow-list.",
+                  "refused": True})
         assert say(daemon, "hello again", sender="mallory") == (200, {"reply": None, "duplicate": False})
         before = sorted(p.name for p in (home / "sessions").iterdir()) if (home / "sessions").exists() else []
         status, answer = daemon.post({"sender": "alice", "text": "/session attach stolen", "id": "x-1"},
@@ -180,10 +181,21 @@ def test_odd_signatures_and_timestamps_are_refused_in_one_line(gateway_env, open
             status, answer, _ = raw_post(daemon, {"X-Chatcli-Timestamp": odd,
                                                   "X-Chatcli-Signature": signature(SECRET, odd, body)}, body)
             assert status == 401 and "outside the 300 s window" in answer["error"], odd
+        for sender, text in (("bob\nINFO forged log line", "hi"), ("x" * 300, "hi"), ("alice", "   ")):
+            status, answer = daemon.post({"sender": sender, "text": text, "id": "x-2"})
+            assert status == 400 and ("'sender' must be" in answer["error"] or answer["error"] == "'text' is empty")
         assert openai_server.requests == []
     finally:
         daemon.stop()
     assert "Traceback" not in daemon.process.stderr.read()
+
+
+def test_an_allow_list_entry_that_admits_nobody_stops_the_daemon_in_one_line(gateway_env):
+    gateway_env["CHATCLI_GATEWAY_ALLOW"] = "webhook:alice, bob"
+    result = run_chatcli("gateway", *WEBHOOK, env=gateway_env)
+    assert result.returncode == 2
+    assert result.stderr.startswith("chatcli: error: allow-list entry 'bob' (CHATCLI_GATEWAY_ALLOW, or allow in ")
+    assert len(result.stderr.splitlines()) == 1
 
 
 def test_a_hub_chatcli_cannot_use_stops_the_daemon_in_one_line(gateway_env):
@@ -238,8 +250,8 @@ def test_telegram_attach_ask_kill_restart(openai_env, openai_server, telegram):
         asked = len(openai_server.requests)
         telegram.say(666, "hello?")
         telegram.say(666, "hello??")
-        telegram.wait_for(666, lambda texts: texts == ["This chatcli does not answer you: your id is not on its "
-                                                       "allow-list."])
+        telegram.wait_for(666, lambda texts: texts == ["This chatcli does not answer you: your id (telegram:666) is "
+                                                       "not on its allow-list."])
         time.sleep(1)
         assert len(telegram.texts(666)) == 1 and len(openai_server.requests) == asked
     finally:
@@ -344,8 +356,8 @@ def test_slack_attach_ask_kill_restart_and_the_terminal_sees_it(openai_env, open
         assert any(call == "chat.update" for call, _ in slack.calls)  # streamed by edits
         slack.say("U666", "hello?", channel="D2")
         slack.say("U666", "hello??", channel="D2")
-        slack.wait_for("D2", lambda texts: texts == ["This chatcli does not answer you: your id is not on its "
-                                                     "allow-list."])
+        slack.wait_for("D2", lambda texts: texts == ["This chatcli does not answer you: your id (slack:U666) is not "
+                                                     "on its allow-list."])
         daemon.kill()
         daemon = slack_daemon(openai_env)  # a new Socket Mode connection, the same hub.db
         slack.say("U42", "/session status")
@@ -355,7 +367,7 @@ def test_slack_attach_ask_kill_restart_and_the_terminal_sees_it(openai_env, open
         assert wait_until(lambda: refused(openai_env, "slack", "U666") == 3)
     finally:
         daemon.stop()
-    assert slack.texts("D2") == ["This chatcli does not answer you: your id is not on its allow-list."]
+    assert slack.texts("D2") == ["This chatcli does not answer you: your id (slack:U666) is not on its allow-list."]
     terminal_sees(openai_env, openai_server, ["when does the deploy freeze?", "The freeze starts Friday."])
 
 

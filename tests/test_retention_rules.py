@@ -64,6 +64,15 @@ def test_test_bursts_only_on_demand_and_only_small_machine_sessions():
     assert decided == {f"mcp-{i}": BURST for i in range(4)}
 
 
+def test_a_chat_senders_quick_new_threads_are_never_a_burst_and_count_apart():
+    threads = [(f"mcp-gw-webhook-6a3b51c1bfde-{i}", 1 + i / DAY, 2) for i in range(1, 7)]  # six quick threads, 6 oldest
+    mirrors = [(f"mcp-{i}", 1 + i / DAY, 4) for i in range(3)]
+    decided = machine_sessions(rows(*threads, *mirrors), now=NOW, ttl_days=90, keep=3, on_demand=True)
+    # The gateway's threads are their own group for the backstop (its three oldest go), and the
+    # other mirrors' three are kept: neither pushes the other out.
+    assert decided == {f"mcp-gw-webhook-6a3b51c1bfde-{i}": BACKSTOP for i in (4, 5, 6)}
+
+
 def test_three_in_a_minute_is_not_a_burst():
     entries = [(f"autosave-{i}", i * 10.0) for i in range(3)] + [("autosave-late", 200.0)]
     assert bursts([(t, name) for name, t in entries]) == []

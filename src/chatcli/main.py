@@ -49,6 +49,8 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"chatcli {__version__}")
     parser.epilog += (" Scripting: chatcli session list|show|delete|fork (see chatcli session --help); "
                       "chatcli storage [prune [--apply]] (see chatcli storage --help). "
+                      "Servers: chatcli mcp-server (MCP on stdio), chatcli acp (an editor's agent), "
+                      "chatcli gateway (Telegram, Slack, a signed webhook); each has --help. "
                       "Something wrong? chatcli doctor.")
     return parser
 

@@ -111,7 +111,7 @@ def prune(storage: Storage, *, only: str | None, apply: bool, limit: int | None)
     if not plan:
         if only in NEVER_PRUNED:
             return Result(f"Nothing to remove: the {LABELS[only]} is never pruned ({rule(storage, only)}).")
-        examined = "every file examined" if plan.notes else "every file"
+        examined = "everything examined" if plan.notes else "everything"
         return Result("\n".join([f"Nothing to remove{where}: {examined} is within its store's rules.",
                                  *(f"Note: {note}" for note in plan.notes)]))
     verb = "Removing" if apply else "Would remove"

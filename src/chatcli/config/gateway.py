@@ -135,7 +135,7 @@ def _allow(path: Path, value: object) -> tuple[str, ...]:
     if isinstance(value, str):
         value = value.split(",")
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ConfigError(f'{path}: allow must be a list of "channel:sender" strings')
+        raise ConfigError(f'{path}: allow must be a list of "channel:sender" strings, or one comma-separated string')
     return tuple(item.strip() for item in value if item.strip())
 
 

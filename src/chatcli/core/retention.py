@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from chatcli.core.names import RESERVED_PREFIXES
+from chatcli.core.names import GATEWAY_PREFIX, RESERVED_PREFIXES
 
 DAY = 86_400.0
 
@@ -82,8 +82,9 @@ def machine_sessions(
 
     `rows` are (name, mtime, message count or None when unknown). At start-up
     (`on_demand=False`) only the TTL and the count backstop apply: per prefix, the newest
-    `keep` sessions that survive the TTL stay (`keep=0`, like a TTL of 0, turns it off). On
-    demand, test bursts go as well.
+    `keep` sessions that survive the TTL stay (`keep=0`, like a TTL of 0, turns it off), the
+    gateway's threads (mcp-gw-) counted apart from the other mcp- mirrors. On demand, test
+    bursts go as well (never a gateway thread).
     User-named sessions are ignored whatever their age.
     """
     removals: dict[str, str] = {}
@@ -96,8 +97,11 @@ def machine_sessions(
         if expired(mtime, now, ttl_days):
             removals[name] = TTL
             continue
-        by_prefix.setdefault(prefix, []).append((mtime, name))
-        if messages is not None and messages <= BURST_MESSAGES:
+        # The chat gateway's threads count apart from the other servers' mirrors, and are never
+        # a burst: a sender's quick `/session new`s are a person's, not a script's.
+        chat = name.lower().startswith(GATEWAY_PREFIX)
+        by_prefix.setdefault(GATEWAY_PREFIX if chat else prefix, []).append((mtime, name))
+        if messages is not None and messages <= BURST_MESSAGES and not chat:
             small.append((mtime, name))
     for entries in by_prefix.values() if keep > 0 else ():  # 0 turns the backstop off
         entries.sort(reverse=True)  # newest first; equal times by name, for a stable answer

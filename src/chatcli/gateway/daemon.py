@@ -50,6 +50,7 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
         webhook = config.listen if "webhook" in config.adapters else None
         telegram, slack = "telegram" in config.adapters, "slack" in config.adapters
     _check(config, webhook, telegram, slack)
+    _check_allowed(config)
     what = "--webhook" if webhook is None or webhook != config.listen else f"{config.path}: webhook.listen"
     address = parse_address(webhook, what) if webhook is not None else None
     upkeep.log_to_file(settings, "gateway.log", log.name)
@@ -130,6 +131,19 @@ def _check(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
             import slack_bolt as _slack  # noqa: F401 - the extra is there
         except ImportError:
             raise UsageError("the Slack adapter needs slack-bolt: pip install 'chatcli[slack]'") from None
+
+
+CHANNELS = ("webhook", "telegram", "slack")
+
+
+def _check_allowed(config: GatewayConfig) -> None:
+    """Refuse an allow-list entry that admits nobody (a typo would refuse its sender for good)."""
+    for entry in config.settings.gateway_allow:
+        channel, colon, sender = entry.partition(":")
+        if not colon or channel not in CHANNELS or not sender.strip():
+            raise UsageError(f"allow-list entry {entry!r} (CHATCLI_GATEWAY_ALLOW, or allow in {config.path}) is not "
+                             f"channel:sender with a channel of {', '.join(CHANNELS)} (such as telegram:123456789 "
+                             "or webhook:*)")
 
 
 def _say(line: str) -> None:

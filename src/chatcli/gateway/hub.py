@@ -31,9 +31,11 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 
 from chatcli.commands import session as session_commands
+from chatcli.commands.registry import CommandRegistry
 from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.names import GATEWAY_PREFIX
+from chatcli.core.terminal import printable
 from chatcli.engine import sessions
 from chatcli.engine.hosted import Host, Hosted
 from chatcli.providers.base import ProviderRegistry
@@ -47,7 +49,7 @@ from chatcli.store.hub import BUSY, NEW, Principal
 CHANNEL_ACTIONS = ("attach", "detach", "status", "save", "list", "new", "load", "search")
 GUEST_ACTIONS = ("status", "new")
 ROTATING = ("load", "new")
-REFUSAL = "This chatcli does not answer you: your id is not on its allow-list."
+REFUSAL = "This chatcli does not answer you: your id ({principal}) is not on its allow-list."
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ class ConversationHub:
         Never raises for what the message says: errors are replies. A message whose answer was
         cut short (a daemon killed during its turn) is answered when its channel brings it again.
         `on_text` is given the answer's text as it streams (a channel that edits its message)."""
+        if not text.strip():
+            return None  # nothing to answer
         key = None if message_id is None else f"{sender}/{message_id}"  # a sender's ids are its own
         if key is not None:
             state = self.hub.claim(channel, key, self.owner)
@@ -113,8 +117,9 @@ class ConversationHub:
                 on_text: Callable[[str], None] | None) -> Reply | None:
         if not self.allows(channel, sender):
             first = self.hub.refuse(channel, sender, display)
-            self.warn(f"refused a message from {channel}:{sender} (not on the allow-list)")
-            return Reply(REFUSAL, refused=True) if first else None
+            shown = printable(f"{channel}:{sender}")[:200]
+            self.warn(f"refused a message from {shown} (not on the allow-list)")
+            return Reply(REFUSAL.format(principal=shown), refused=True) if first else None
         self.hub.principal(channel, sender, display)
         with self._lock_of(channel, sender):  # across its thread's rotations
             principal = self.hub.get(channel, sender)
@@ -138,14 +143,11 @@ class ConversationHub:
 
     def _answer(self, principal: Principal, hosted: Hosted, text: str,
                 on_text: Callable[[str], None] | None) -> tuple[str, Hosted]:
-        stripped = text.strip()
-        command, _, args = stripped[1:].partition(" ") if stripped.startswith("/") \
-            and not stripped.startswith("//") else ("", "", "")
-        if not command:
-            return hosted.answer(stripped[1:] if stripped.startswith("//") else text,
-                                 on_text=on_text or (lambda _piece: None)), hosted
+        if not CommandRegistry.is_command(text):  # as the REPL reads it: a path or //text is for the model
+            return hosted.answer(CommandRegistry.as_prompt(text), on_text=on_text or (lambda _piece: None)), hosted
+        command, _, args = text.strip()[1:].partition(" ")
         pending, hosted.notes = hosted.notes, []  # the conversation was continued, re-attached…
-        command = command.partition("@")[0].lower()  # Telegram's /session@botname in a group
+        command = command.partition("@")[0].lower()  # Telegram's /session@botname
         reply, hosted = self._command(principal, hosted, command, args.strip())
         return "\n".join([*(f"[{note}]" for note in pending), reply]), hosted
 
@@ -189,8 +191,12 @@ class ConversationHub:
         sub = sub or session_commands.BY_NAME.get(action)
         allowed = self._actions(principal)
         if sub is None or action not in allowed:
-            what = f"'/session {action}' is not available from this chat; use the terminal" if sub else \
-                f"unknown action '{action}'"
+            if sub is None:
+                what = f"unknown action '{action}'"
+            elif action in CHANNEL_ACTIONS:  # a guest's
+                what = f"'/session {action}' is not available from this chat: it is for senders the allow-list names"
+            else:
+                what = f"'/session {action}' is not available from this chat; use the terminal"
             raise UsageError(f"{what} (here: {', '.join(allowed)})")
         if action == "save":
             self._refuse_overwrite(hosted, rest)

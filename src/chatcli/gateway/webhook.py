@@ -36,6 +36,7 @@ from chatcli.gateway.hub import ConversationHub
 CHANNEL = "webhook"
 REPLAY_WINDOW = 300.0  # seconds a signed request stays valid
 MAX_BODY = 1024 * 1024
+MAX_SENDER = 256  # characters of a sender id
 TIMEOUT = 30.0  # seconds a connection may stay silent (reading a request, not the answer)
 
 
@@ -136,6 +137,10 @@ class WebhookServer:
         if not isinstance(message, dict) or not all(isinstance(message.get(k), str) and message.get(k)
                                                      for k in ("sender", "text", "id")):
             return 400, {"error": "the body needs the strings 'sender', 'text' and 'id'"}
+        if len(message["sender"]) > MAX_SENDER or not message["sender"].isprintable():
+            return 400, {"error": f"'sender' must be at most {MAX_SENDER} printable characters"}
+        if not message["text"].strip():
+            return 400, {"error": "'text' is empty"}
         name = message.get("name") if isinstance(message.get("name"), str) else ""
         reply = self.hub.handle(CHANNEL, message["sender"], message["text"], display=name,
                                 message_id=message["id"])
