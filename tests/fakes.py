@@ -39,7 +39,42 @@ class Seen:
     body: dict
 
 
-class FakeModelServer:
+class QuietHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 on 127.0.0.1 for the fakes: nothing logged; `body()` is the request's bytes."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length", "0")))
+
+    def reply_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class Served:
+    """A fake served on 127.0.0.1 by `self.httpd` in `self.thread`, for a `with` block."""
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FakeModelServer(Served):
     """`kind` is 'openai' or 'anthropic'. Unscripted requests get an echo of the last user message."""
 
     def __init__(self, kind: str = "openai") -> None:
@@ -49,28 +84,16 @@ class FakeModelServer:
         self._stop = threading.Event()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                body = json.loads(self.body() or b"{}")
                 server.requests.append(Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 reply = server.replies.popleft() if server.replies else server.echo(body)
                 if reply.stall_before:
                     server._stop.wait(reply.stall_before)
                 if reply.status != 200:
-                    payload = json.dumps({"error": {"type": "fake_error", "message": reply.error}}).encode()
-                    self.send_response(reply.status)
-                    for key, value in reply.headers.items():
-                        self.send_header(key, value)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
+                    self.reply_json(reply.status, {"error": {"type": "fake_error", "message": reply.error}},
+                                    reply.headers)
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", reply.content_type)
@@ -180,15 +203,6 @@ class FakeModelServer:
         yield event("message_delta", {"delta": {"stop_reason": stop}, "usage": {"output_tokens": 3}})
         yield event("message_stop", {})
 
-    # -- lifecycle ---------------------------------------------------------------------------
-    def __enter__(self) -> "FakeModelServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
     def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
@@ -256,34 +270,22 @@ def api_handler(answer):
     with `answer(method, params)` as JSON (a (status, payload) pair for another status than 200)."""
     import urllib.parse
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args) -> None:
-            pass
-
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            raw = self.rfile.read(length).decode()
+            raw = self.body().decode()
             if "json" in self.headers.get("Content-Type", ""):
                 params = json.loads(raw or "{}")
             else:
                 params = {k: v[0] for k, v in urllib.parse.parse_qs(raw).items()}
             result = answer(self.path.rsplit("/", 1)[-1], params)
-            status, result = result if isinstance(result, tuple) else (200, result)
-            data = json.dumps(result).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply_json(*(result if isinstance(result, tuple) else (200, result)))
 
         do_GET = do_POST
 
     return Handler
 
 
-class ChatServiceFake:
+class ChatServiceFake(Served):
     """What the fakes of chat services share: a JSON Web API on 127.0.0.1 (`answer(method,
     params)`, the service's own envelope), the bot's messages as they read now (`texts(where)`:
     a chat, a channel) and waiting for them."""
@@ -325,14 +327,6 @@ class ChatServiceFake:
             time.sleep(0.05)
         raise AssertionError(f"the bot did not say it in {timeout} s; it said {self.texts(where)!r}")
 
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 class FakeTelegram(ChatServiceFake):

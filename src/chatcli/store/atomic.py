@@ -69,6 +69,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` still runs (the writer a temporary name carries, the daemon that
+    claimed a message): a process we may not signal runs; a pid out of range does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    return True
+
+
 def temp_name(target: str) -> str:
     """The name of the temporary file beside `target` that an atomic write renames into place:
     `.<target>.<pid>.<12 hex>.tmp`. One that outlives its writer is a lost temporary file

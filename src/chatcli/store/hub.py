@@ -32,7 +32,7 @@ from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
 from chatcli.core.names import GATEWAY_PREFIX
-from chatcli.store.atomic import PRIVATE_FILE, ensure_private_dir, os_cause
+from chatcli.store.atomic import PRIVATE_FILE, ensure_private_dir, os_cause, process_alive
 
 SCHEMA_VERSION = 2
 _SCHEMA = """
@@ -298,13 +298,7 @@ def _running(owner: str) -> bool:
         return False
     if number == os.getpid():
         return False  # the same token was checked by the caller
-    try:
-        os.kill(number, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
+    return process_alive(number)
 
 
 __all__ = ["ANSWERED", "BUSY", "DELIVERY_KEEP", "NEW", "Hub", "HubError", "Principal", "SCHEMA_VERSION"]

@@ -35,7 +35,7 @@ from chatcli.core import retention
 from chatcli.core.names import NAME_RE
 from chatcli.core.retention import human_size
 from chatcli.store import home
-from chatcli.store.atomic import TEMP_RE
+from chatcli.store.atomic import TEMP_RE, process_alive
 from chatcli.store.home import Home
 from chatcli.store.hub import DELIVERY_KEEP, Hub, HubError, Principal
 from chatcli.store.sessions import SessionError
@@ -319,7 +319,7 @@ class Storage:
     def _plan_temp(self, plan: Plan) -> None:
         for path, st, pid in self._temp_files():
             age = self.now - st.st_mtime
-            if age > TEMP_MAX_AGE or (age > SETTLE and not _alive(pid)):
+            if age > TEMP_MAX_AGE or (age > SETTLE and not process_alive(pid)):
                 plan.removals.append(Removal("temp", path, st.st_size, st.st_mtime_ns, st.st_ino,
                                              retention.LOST_TEMP))
 
@@ -501,16 +501,6 @@ def _stat(entry: os.DirEntry) -> os.stat_result | None:
         return entry.stat(follow_symlinks=False)
     except OSError:
         return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
 
 
 def _unlink_if_unchanged(path: Path, mtime_ns: int, size: int, inode: int) -> bool:
