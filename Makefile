@@ -58,6 +58,7 @@ bench: $(VENV)/.bench-installed
 	$(PY) bench/journal.py
 	$(PY) bench/rewind.py
 	$(PY) bench/agent.py
+	$(PY) bench/gateway.py
 	$(PY) bench/encryption.py
 	$(PY) bench/servers.py
 	$(PY) bench/local.py
