@@ -152,3 +152,41 @@ def test_no_start_line_when_resuming(repl_env, workdir, sessions_dir):
         assert "Resumed session 'alpha'" in before and "Most recent session" not in before
     finally:
         again.close()
+
+
+def test_continuing_an_autosave_keeps_it_there_and_makes_no_second_copy(repl_env, workdir, sessions_dir):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    repl.send("remember the blue door")
+    end(repl, "/exit")
+    [first] = autosaves(sessions_dir)
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--continue",))
+    repl.send("and the red key")
+    said = end(repl, "/exit")
+    assert autosaves(sessions_dir) == [first]  # one conversation, one copy
+    assert contents(first) == ["remember the blue door", "You said: remember the blue door",
+                               "and the red key", "You said: and the red key"]
+    assert f"Conversation kept in session '{first.stem}'" in said
+    # Loaded with /session load, continued, and replaced by a new conversation: kept there too.
+    repl = Repl(repl_env, "m", cwd=workdir)
+    repl.send(f"/session load {first.stem}")
+    repl.send("and the green lamp")
+    repl.send("/session new")
+    end(repl, "/exit")
+    assert autosaves(sessions_dir) == [first]
+    assert contents(first)[-2:] == ["and the green lamp", "You said: and the green lamp"]
+
+
+def test_an_autosave_changed_meanwhile_is_not_overwritten(repl_env, workdir, sessions_dir):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    repl.send("remember the blue door")
+    end(repl, "/exit")
+    [first] = autosaves(sessions_dir)
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--continue",))
+    repl.send("and the red key")
+    before = first.read_bytes()
+    data = json.loads(before)
+    data["chat_history"].append({"role": "user", "content": "written elsewhere"})
+    first.write_text(json.dumps(data))
+    end(repl, "/exit")
+    assert json.loads(first.read_text())["chat_history"][-1]["content"] == "written elsewhere"
+    assert len(autosaves(sessions_dir)) == 2  # the continued conversation is kept as a new one

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 from chatcli.core.errors import UsageError
 
 NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}")
-RESERVED_PREFIXES = ("autosave-", "mcp-")
+AUTOSAVE_PREFIX = "autosave-"  # what a REPL keeps when it ends unbound
+RESERVED_PREFIXES = (AUTOSAVE_PREFIX, "mcp-")
 MIRROR_PREFIX = "mcp-"  # the rolling mirrors of the MCP server's and the ACP agent's live conversations
 GATEWAY_PREFIX = MIRROR_PREFIX + "gw-"  # the chat gateway's: mcp-gw-<thread>, one per principal's thread
 ALLOWED = (

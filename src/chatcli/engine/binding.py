@@ -44,6 +44,9 @@ class Binding:
         self.file: FileMark | None = None
         self.write_problem: str | None = None  # the last write-through failure said (said once)
         self.loaded_mark: tuple | None = None  # see mark_loaded
+        # An autosave loaded to be continued (unbound, as every machine session), and its file as
+        # loaded: what the conversation is kept in when it ends, instead of a second autosave.
+        self.loaded_autosave: tuple[str, Stamp] | None = None
 
     def bind(self, name: str | None, data: SessionData, stamp: Stamp | None) -> None:
         """Make `data` the live conversation, bound to `name` unless that is a machine-made session.
@@ -51,6 +54,7 @@ class Binding:
         writes: an "always" answer was given for the session it was given in."""
         if name is None or name != self.name:
             self.conv.agent.always.clear()
+        self.loaded_autosave = None
         self.conv.session = data
         self.conv.history = data.history
         self.name = None if name is None or is_machine_name(name) else name

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from chatcli.core import retention
 from chatcli.core.errors import UsageError
 from chatcli.core.messages import shared_prefix
-from chatcli.core.names import MIRROR_PREFIX, autosave_name, is_trivial, validate_name, validate_user_target
+from chatcli.core.names import AUTOSAVE_PREFIX, MIRROR_PREFIX, autosave_name, is_trivial, validate_name, validate_user_target
 from chatcli.core.session import SessionData
 from chatcli.store.atomic import unwritable
 from chatcli.store.sessions import SessionError, SessionExists, SessionInfo, SessionNotFound
@@ -184,7 +184,30 @@ def _bind_loaded(conv: Conversation, name: str, data: SessionData, stamp) -> str
     if conv.session_name is not None:
         return None
     conv.leave_transcript()  # continued unbound: not in its journal
+    if not protected and name.lower().startswith(AUTOSAVE_PREFIX):
+        conv.binding.loaded_autosave = (name, stamp)  # kept back in it at the end, not copied
     return protected or "machine"
+
+
+def _keep_in_loaded_autosave(conv: Conversation) -> str | None:
+    """An autosave loaded and continued is kept in that same autosave when the conversation ends
+    or is replaced (one conversation, one copy), while its file is still as loaded; None when
+    there is none, or it changed or went meanwhile (then a new autosave keeps the conversation)."""
+    mark = conv.binding.loaded_autosave
+    if mark is None or conv.read_only:
+        return None
+    name, stamp = mark
+    store = conv.store
+    try:
+        with store.lock(name):
+            if store.stamp(name) != stamp:
+                return None
+            written = store.write(name, conv.snapshot())
+    except SessionError:
+        return None
+    conv.binding.loaded_autosave = (name, written)
+    conv.binding.mark_loaded()
+    return name
 
 
 def attach(conv: Conversation, name: str) -> Bound:
@@ -388,6 +411,8 @@ def finish(conv: Conversation) -> list[str]:
         return [*journal_notes, f"The conversation was not kept ({conv.read_only})."]
     if not conv.settings.session_autosave:
         return [*journal_notes, "The conversation was not kept (CHATCLI_SESSION_AUTOSAVE is off)."]
+    if (kept := _keep_in_loaded_autosave(conv)) is not None:
+        return [*journal_notes, f"Conversation kept in session '{kept}' (chatcli --continue resumes it)."]
     try:
         kept = autosave(conv, conv.snapshot(), None)
     except SessionError as exc:
@@ -424,6 +449,8 @@ def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
     elif is_trivial(conv.history) or not conv.settings.session_autosave or conv.binding.unchanged_since_load():
         return ()  # nothing of its own: a loaded session as it is on disk is no loss
     notes = conv.sync_transcript()
+    if (kept := _keep_in_loaded_autosave(conv)) is not None:
+        return (*notes, f"The conversation was kept in '{kept}'.")
     kept = autosave(conv, conv.snapshot(), f"not switching to {replacing}")
     return (*notes, f"The unsaved conversation was kept as '{kept}'.")
 
