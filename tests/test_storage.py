@@ -354,13 +354,18 @@ def test_fifos_directories_and_symlinks_in_sessions_never_hang_and_are_never_rem
     assert (tmp_path / "elsewhere.json").exists()
 
 
-def test_the_recall_store_is_capped_by_size(env, chatcli_home):
+def test_the_recall_store_is_capped_by_size_and_swept_on_demand_only(env, chatcli_home):
     env["CHATCLI_CCR_MAX_SIZE"] = "250"
     for i in range(4):
         path = put(chatcli_home / "ccr", f"{i:016x}", age_days=4 - i, suffix="")
         path.write_bytes(b"x" * 100)
         os.utime(path, (time.time() - (4 - i) * DAY,) * 2)
-    Storage(Settings.load(env)).sweep()
+    put(chatcli_home / "ccr", "feedfacefeedface", age_days=30, suffix="")  # past CHATCLI_CCR_TTL (7 days)
+    every = sorted(p.name for p in (chatcli_home / "ccr").iterdir())
+    storage = Storage(Settings.load(env))
+    storage.sweep()  # what every start runs: the recall store is not its business
+    assert sorted(p.name for p in (chatcli_home / "ccr").iterdir()) == every
+    storage.apply(storage.plan())
     assert sorted(p.name for p in (chatcli_home / "ccr").iterdir()) == [f"{2:016x}", f"{3:016x}"]
 
 

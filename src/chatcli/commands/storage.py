@@ -87,7 +87,7 @@ def rule(storage: Storage, store: str) -> str:
         expiry = f"removed after {ttl}" if settings.session_ttl_days else "kept (TTL 0)"
         return f"kept while a session refers to one; otherwise {expiry}; on demand: orphans"
     if store == "recall":
-        text = (f"entries expire after {retention.describe_days(settings.ccr_ttl_days)}, "
+        text = (f"on demand only: entries expire after {retention.describe_days(settings.ccr_ttl_days)}, "
                 f"capped at {human_size(settings.ccr_max_size)}")
         if not settings.session_transcript:  # the recall store is then not the only copy (SPEC §8.1)
             text += ("; the journal is off, so each compaction summary also keeps its originals in its "

@@ -20,7 +20,6 @@ SIZE_CAP = "size cap"
 ORPHAN = "orphan"
 BURST = "test burst"
 LOST_TEMP = "lost temporary file"
-AT_START = (TTL, BACKSTOP, SIZE_CAP)
 REASONS = (TTL, BACKSTOP, SIZE_CAP, ORPHAN, BURST, LOST_TEMP)
 
 # A test burst: BURST_COUNT or more machine sessions of at most BURST_MESSAGES messages
@@ -150,7 +149,7 @@ def human_size(size: float) -> str:
 
 
 __all__ = ["human_size", 
-    "AT_START", "BACKSTOP", "BURST", "DAY", "LOST_TEMP", "ORPHAN", "REASONS", "SIZE_CAP", "TTL",
+    "BACKSTOP", "BURST", "DAY", "LOST_TEMP", "ORPHAN", "REASONS", "SIZE_CAP", "TTL",
     "bursts", "describe_age", "describe_days", "expired", "machine_prefix", "machine_sessions", "over_cap",
     "parse_days",
 ]

@@ -10,7 +10,7 @@ session under its lock), so a session another surface wrote in the meantime surv
 |                 |                                         | bursts and orphan lock files on demand        |
 | transcripts     | journals                                | kept while a session refers to one; else the  |
 |                 |                                         | session TTL; orphans on demand                |
-| recall store    | recall entries                          | its own TTL and size cap                      |
+| recall store    | recall entries                          | its own TTL and size cap, on demand only      |
 | prompt history  | HISTORY_FILE                            | trimmed when written; never pruned here       |
 | search index    | the index files, the listing caches     | rebuilt when missing; never pruned            |
 | conversation hub| hub.db rows (the chat gateway)          | on demand only: unbound senders unseen for    |
@@ -165,8 +165,9 @@ class Storage:
 
     # -- what the rules would remove -----------------------------------------------------
     def plan(self, *, on_demand: bool = True, only: str | None = None, record: bool = False) -> Plan:
-        """Everything the rules remove now. At start-up (`on_demand=False`) only the TTL, count
-        and size rules apply; orphans, test bursts and lost temporary files wait for a request.
+        """Everything the rules remove now. At start-up (`on_demand=False`) only the sessions' and
+        journals' TTL and count rules apply; the recall store and the hub (which a sweep must open),
+        orphans, test bursts and lost temporary files wait for a request.
         Planning writes nothing unless `record` lets it refresh the listing catalog (a sweep
         does; a dry run must leave every byte as it was)."""
         plan = Plan([])
@@ -176,7 +177,7 @@ class Storage:
                                            record=record)
             if "transcripts" in wanted and sessions is not None:
                 self._plan_journals(plan, sessions, on_demand=on_demand)
-        if "recall" in wanted:
+        if "recall" in wanted and on_demand:  # the seed sweeps the recall store on demand only
             self._plan_recall(plan)
         if "temp" in wanted and on_demand:
             self._plan_temp(plan)
