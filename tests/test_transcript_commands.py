@@ -39,11 +39,14 @@ def test_export_md_and_jsonl_default_names_and_modes(repl_env, workdir):
         assert oct(md.stat().st_mode & 0o777) == "0o600"
         text = md.read_text()
         assert "## #1 user" in text and "## #2 assistant" in text and "what is ```code```?" in text
+        repl.send("and then?")
         out = plain(repl.send("/session export jsonl"))
-        jsonl = Path(re.search(r"to (\S+\.jsonl)\.", out).group(1))
-        rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
-        assert [(r["pos"], r["role"], r["content"]) for r in rows] == [
-            (1, "user", "what is ```code```?"), (2, "assistant", "You said: what is ```code```?")]
+        jsonl = Path(re.search(r"Exported 2 turns \(4 messages\) to (\S+\.jsonl)\.", out).group(1))
+        rows = [json.loads(line) for line in jsonl.read_text().splitlines()]  # one line per turn
+        assert [(r["turn"], r["mode"], r["positions"], r["user"], r["answer"]) for r in rows] == [
+            (1, "chat", [1, 2], "what is ```code```?", "You said: what is ```code```?"),
+            (2, "chat", [3, 4], "and then?", "You said: and then?")]
+        assert all(r["time"] and r["end"] >= r["time"] for r in rows)
         assert plain(repl.send(f"/session export md {md.name}")).count("already exists") == 1
     finally:
         repl.close()
@@ -76,9 +79,11 @@ def test_the_export_holds_what_compaction_removed(env, workdir, tmp_path):
     conv.binding.write_through()
     run_chatcli("session", "export", "long", "jsonl", str(tmp_path / "l.jsonl"), env=env, cwd=workdir)
     rows = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
-    assert [r.get("content") for r in rows if r["type"] == "message"] == [
-        "first question", "first answer", "second question", "second answer", "summary"]
-    assert rows[-1] == {"type": "rewrite", "time": rows[-1]["time"], "live": [5, 3, 4]}
+    assert [(r["user"], r["answer"]) for r in rows] == [("first question", "first answer"),
+                                                        ("second question", "second answer")]
+    # The compaction that ended the second turn is in it: its summary and the rewrite.
+    assert rows[1]["summaries"] == [{"content": "summary", "summary_of": 2}]
+    assert [(r["reason"], r["live"]) for r in rows[1]["rewrites"]] == [(None, [5, 3, 4])]
 
 
 def test_transcript_search_show_and_stats(repl_env, workdir):
@@ -172,3 +177,37 @@ def test_autosave_then_export_after_exit(repl_env, workdir, tmp_path):
     name = repl.exit_keeping()
     result = run_chatcli("session", "export", name, "md", str(tmp_path / "a.md"), env=repl_env, cwd=workdir)
     assert result.returncode == 0 and "remember this" in (tmp_path / "a.md").read_text()
+
+
+def test_a_jsonl_export_is_one_line_per_turn_with_its_tool_calls_and_results(env, workdir, tmp_path):
+    conv = make(env, "agentic")
+    coder = {"mode": "coder"}
+    conv.history += [
+        Message("system", "You are terse."),
+        Message("user", "tidy the build", meta=dict(coder)),
+        Message("assistant", "Looking first.", meta=dict(coder), tool_calls=[
+            {"id": "c1", "type": "function", "name": "list_dir", "arguments": "{\"path\": \".\"}"},
+            {"id": "c2", "type": "function", "name": "run_shell", "arguments": "{\"command\": \"rm -rf build\"}"}]),
+        Message("tool", "build/\nsrc/", tool_call_id="c1", meta=dict(coder)),
+        Message("tool", "refused: the user did not allow this", tool_call_id="c2", meta={**coder, "refused": True}),
+        Message("assistant", "Left build/ alone.", meta=dict(coder)),
+        Message("user", "thanks"),
+        Message("assistant", "You're welcome."),
+    ]
+    conv.sync_transcript()
+    conv.binding.write_through()
+    result = run_chatcli("session", "export", "agentic", "jsonl", str(tmp_path / "t.jsonl"), env=env, cwd=workdir)
+    assert "Exported 2 turns (8 messages)" in result.stdout, result.stdout + result.stderr
+    first, second = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert (first["turn"], first["mode"], first["positions"], first["system"]) == (1, "coder", [1, 6],
+                                                                                    ["You are terse."])
+    assert first["user"] == "tidy the build" and first["answer"] == "Left build/ alone."
+    assert first["steps"] == [
+        {"text": "Looking first.", "tool_calls": [
+            {"id": "c1", "name": "list_dir", "arguments": "{\"path\": \".\"}", "result": "build/\nsrc/",
+             "is_error": False},
+            {"id": "c2", "name": "run_shell", "arguments": "{\"command\": \"rm -rf build\"}",
+             "result": "refused: the user did not allow this", "is_error": True}]},
+        {"text": "Left build/ alone.", "tool_calls": []}]
+    assert (second["turn"], second["mode"], second["user"], second["answer"]) == (2, "chat", "thanks",
+                                                                                  "You're welcome.")

@@ -127,17 +127,80 @@ def _call_block(call: dict) -> list[str]:
     return [f"Tool call `{function.get('name')}` (id {call.get('id')}):", "", fence(shown, "json")]
 
 
-def to_jsonl(entries: Sequence[Entry]) -> str:
-    """One JSON object per entry: a message with its position and time, or a rewrite."""
-    lines = []
+def to_trajectory(entries: Sequence[Entry]) -> str:
+    """The transcript as JSON lines, one turn per line (the seed's `@trajectory` format): a turn
+    starts at each message the user typed and holds everything until the next one (what came
+    before the first, a system prompt, say, is in the first)."""
+    return "".join(json.dumps(turn, ensure_ascii=False) + "\n" for turn in trajectory(entries))
+
+
+def trajectory(entries: Sequence[Entry]) -> list[dict]:
+    """Each turn as a dict:
+
+    turn, mode, time, end      its number (1-based), mode, and the times of its first and last entry
+    positions                  [first, last]: its messages' positions in the transcript
+    user                       what the user typed (None only for a transcript with no prompt)
+    answer                     the last thing the assistant said in it (None if nothing)
+    steps                      each assistant message: {text, tool_calls: [{id, name, arguments,
+                               result, is_error}]}, every call with the result that answered it
+    system, summaries          system prompts, and compaction summaries ({content, summary_of}), if any
+    rewrites                   rewrites of the live history made during it ({time, reason, live}), if any
+    interrupted                true when an answer of it was cut short
+    """
+    turns: list[dict] = []
+    calls: dict[str, dict] = {}  # call id → its entry in a step, for the result
     for entry in entries:
-        if entry.message is None:
-            row = {"type": "rewrite", "time": entry.time, "live": list(entry.live or ()),
-                   **({"reason": entry.reason} if entry.reason else {})}
-        else:
-            row = {"type": "message", "pos": entry.pos, "time": entry.time or None, **entry.message.to_dict()}
-        lines.append(json.dumps(row, ensure_ascii=False))
-    return "\n".join(lines) + ("\n" if lines else "")
+        message = entry.message
+        typed = message is not None and message.role == "user" and not message.is_summary
+        # A typed message starts a turn, unless the turn so far has none (what came before the
+        # first prompt, a system prompt or a summary, belongs to the first turn).
+        if not turns or typed and turns[-1]["user"] is not None:
+            turns.append({"type": "turn", "turn": len(turns) + 1, "mode": "chat", "time": entry.time or None,
+                          "end": None, "positions": None, "user": None, "answer": None, "steps": []})
+            calls = {}
+        turn = turns[-1]
+        turn["end"] = entry.time or turn["end"]
+        if message is None:
+            turn.setdefault("rewrites", []).append({"time": entry.time or None, "reason": entry.reason or None,
+                                                    "live": list(entry.live or ())})
+            continue
+        first = turn["positions"][0] if turn["positions"] else entry.pos
+        turn["positions"] = [first, entry.pos]
+        mode = (message.meta.get("mode") if message._meta else None) or None
+        if mode and (message.role == "user" or turn["mode"] == "chat"):
+            turn["mode"] = mode
+        if message.meta.get("interrupted") if message._meta else False:
+            turn["interrupted"] = True
+        if message.is_summary:
+            turn.setdefault("summaries", []).append({"content": message.content,
+                                                     "summary_of": message.meta.get("summary_of")})
+        elif message.role == "user":
+            turn["user"] = message.content
+        elif message.role == "system":
+            turn.setdefault("system", []).append(message.content)
+        elif message.role == "assistant":
+            step = {"text": message.content, "tool_calls": []}
+            for call in message.tool_calls or ():
+                if not isinstance(call, dict):
+                    continue
+                function = call_function(call)
+                item = {"id": call.get("id"), "name": function.get("name"), "arguments": function.get("arguments"),
+                        "result": None}
+                calls[str(call.get("id"))] = item
+                step["tool_calls"].append(item)
+            turn["steps"].append(step)
+            if message.content:
+                turn["answer"] = message.content
+        elif message.role == "tool":
+            item = calls.get(str(message.tool_call_id))
+            failed = bool((message._meta and (message.meta.get("refused") or message.meta.get("is_error")))
+                          or (message._extra and message.extra.get("is_error")))
+            if item is None:  # a result whose call is not in this turn (a cut history): kept as it is
+                turn.setdefault("tool_results", []).append({"tool_call_id": message.tool_call_id,
+                                                            "result": message.content, "is_error": failed})
+            else:
+                item["result"], item["is_error"] = message.content, failed
+    return turns
 
 
-__all__ = ["Entry", "fence", "local_time", "to_jsonl", "to_markdown"]
+__all__ = ["Entry", "fence", "local_time", "to_markdown", "to_trajectory", "trajectory"]

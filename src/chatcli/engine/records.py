@@ -18,7 +18,7 @@ from pathlib import Path
 from chatcli.config.settings import Settings
 from chatcli.core import journal as rules
 from chatcli.core.errors import UsageError
-from chatcli.core.export import Entry, call_names, local_time, plain_block, to_jsonl, to_markdown
+from chatcli.core.export import Entry, call_names, local_time, plain_block, to_markdown, to_trajectory, trajectory
 from chatcli.core.messages import Message
 from chatcli.core.session import SessionData
 from chatcli.store.atomic import atomic_write
@@ -118,7 +118,7 @@ def export(rec: Record, fmt: str, label: str, path: str | None, cwd: Path | None
             facts.append(f"skipped: {rec.reading.describe_skipped()} of the journal")
         text = to_markdown(rec.entries, title=f"chatcli transcript: {label}", facts=facts)
     else:
-        text = to_jsonl(rec.entries)
+        text = to_trajectory(rec.entries)
     try:
         atomic_write(target, text.encode("utf-8"))
     except OSError as exc:
@@ -213,7 +213,10 @@ def _reader(journal: Journal):
 def exported(rec: Record, path: Path) -> str:
     """What an export says it did, with what of the journal it skipped (SPEC §7: damage is
     skipped and counted, never silently included)."""
-    text = f"Exported {len(messages(rec))} messages to {path}."
+    count = f"{len(messages(rec))} messages"
+    if path.suffix == ".jsonl":
+        count = f"{len(trajectory(rec.entries))} turns ({count})"
+    text = f"Exported {count} to {path}."
     skipped = rec.reading.describe_skipped() if rec.reading is not None else ""
     if skipped:
         text += f" Skipped {skipped} of journal {rec.journal.id} (damage, or lines that do not belong there)."
