@@ -91,7 +91,7 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
             path = records.export(rec, args.format, args.name, args.path)
             if rec.journal is None:
                 sys.stderr.write(f"chatcli: note: exported {rec.source}\n")
-            out.write(records.exported(rec, path) + "\n")
+            out.write(records.exported(rec, path, args.format) + "\n")
             return 0
         groups = records.search_sessions(settings, store, " ".join(args.query))
         if args.json:

@@ -166,7 +166,7 @@ def _export(conv: Conversation, words: list[str], usage: str) -> str:
         raise UsageError(f"usage: {usage}")
     rec = _current(conv)
     path = records.export(rec, words[0], conv.session_name or "unsaved", words[1] if len(words) > 1 else None)
-    return _with_source(rec, records.exported(rec, path))
+    return _with_source(rec, records.exported(rec, path, words[0]))
 
 
 def transcript_command(conv: Conversation, args: str) -> str:

@@ -76,6 +76,9 @@ class Conversation:
         # Sessions this conversation may not see or load (None: every one). A chat sender's
         # conversation hides the other senders' threads (gateway/hub.py).
         self.hidden: Callable[[str], bool] | None = None
+        # Whether the global memory (/memory) is offered to the model: the user's conversations
+        # yes; a gateway guest's (someone else's) no.
+        self.memory = True
         self._store: SessionStore | None = None
         self._provider: Provider | None = None
         self._provider_lock = threading.Lock()  # warm() may create it from a background thread

@@ -210,11 +210,11 @@ def _reader(journal: Journal):
     return read
 
 
-def exported(rec: Record, path: Path) -> str:
+def exported(rec: Record, path: Path, fmt: str = "md") -> str:
     """What an export says it did, with what of the journal it skipped (SPEC §7: damage is
     skipped and counted, never silently included)."""
     count = f"{len(messages(rec))} messages"
-    if path.suffix == ".jsonl":
+    if fmt.lower() == "jsonl":
         count = f"{len(trajectory(rec.entries))} turns ({count})"
     text = f"Exported {count} to {path}."
     skipped = rec.reading.describe_skipped() if rec.reading is not None else ""

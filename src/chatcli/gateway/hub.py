@@ -161,6 +161,7 @@ class ConversationHub:
     def _open(self, principal: Principal, *, take_over: bool = True) -> Hosted:
         """The principal's thread, which sees no other sender's threads."""
         hosted = self._host(principal).open(principal.thread, take_over=take_over)
+        hosted.conv.memory = not self.is_guest(principal.channel, principal.sender)  # your notes are yours
         own = principal.mirrors.lower()
         hosted.conv.hidden = lambda name: name.lower().startswith(GATEWAY_PREFIX) and not name.lower().startswith(own)
         return hosted

@@ -8,6 +8,7 @@ knows the storage layout.
   sessions.listing.txt
   transcripts/<id>.jsonl   a conversation's journal (store.journal)
   ccr/<key>.json           a recall entry (store.recall)
+  memory/<id>.json         a note of the global memory (store.memory)
   index/search.sqlite      the search index (store.search); `sealed.sqlite` with a key
   logs/                    the servers' logs
   key-check                a sealed known text, to tell a wrong key at start-up (store.seal)
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from chatcli.config.settings import Settings
     from chatcli.store.hub import Hub
     from chatcli.store.journal import Journal
+    from chatcli.store.memory import MemoryStore
     from chatcli.store.recall import RecallStore
     from chatcli.store.search import SearchIndex
     from chatcli.store.sessions import SessionStore
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 _SESSIONS = "sessions"
 _TRANSCRIPTS = "transcripts"
 _RECALL = "ccr"
+_MEMORY = "memory"
 _INDEX = "index"
 _LOGS = "logs"
 _KEY_CHECK = "key-check"
@@ -168,6 +171,10 @@ class Home:
         return self.root / _RECALL
 
     @property
+    def memory_dir(self) -> Path:
+        return self.root / _MEMORY
+
+    @property
     def index_dir(self) -> Path:
         return self.root / _INDEX
 
@@ -212,6 +219,11 @@ class Home:
         from chatcli.store.recall import RecallStore
 
         return RecallStore(self.recall_dir, self.key)
+
+    def memory(self) -> MemoryStore:
+        from chatcli.store.memory import MemoryStore
+
+        return MemoryStore(self.memory_dir, self.key)
 
     def search_index(self, wait: float = 30) -> SearchIndex:
         """The search index: with a key, the sealed one (keyed hashes of words, the text sealed:

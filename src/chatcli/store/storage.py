@@ -11,6 +11,7 @@ session under its lock), so a session another surface wrote in the meantime surv
 | transcripts     | journals                                | kept while a session refers to one; else the  |
 |                 |                                         | session TTL; orphans on demand                |
 | recall store    | recall entries                          | its own TTL and size cap, on demand only      |
+| memory          | the global memory's notes               | yours: never pruned (/memory forget)          |
 | prompt history  | HISTORY_FILE                            | trimmed when written; never pruned here       |
 | search index    | the index files, the listing caches     | rebuilt when missing; never pruned            |
 | conversation hub| hub.db rows (the chat gateway)          | on demand only: unbound senders unseen for    |
@@ -40,7 +41,7 @@ from chatcli.store.home import Home
 from chatcli.store.hub import DELIVERY_KEEP, Hub, HubError, Principal
 from chatcli.store.sessions import SessionError
 
-STORES = ("sessions", "transcripts", "recall", "hub", "history", "index", "temp")
+STORES = ("sessions", "transcripts", "recall", "hub", "memory", "history", "index", "temp")
 LABELS = {
     "sessions": "sessions",
     "transcripts": "transcripts",
@@ -48,13 +49,15 @@ LABELS = {
     "history": "prompt history",
     "index": "search index",
     "hub": "conversation hub",
+    "memory": "memory",
     "temp": "temporary files",
 }
 _ALIASES = {"session": "sessions", "transcript": "transcripts", "journals": "transcripts", "ccr": "recall",
             "recall-store": "recall", "prompt-history": "history", "search": "index", "search-index": "index",
             "tmp": "temp", "temporary": "temp",
-            "hub.db": "hub", "gateway": "hub", "conversation-hub": "hub", "threads": "hub"}
-NEVER_PRUNED = ("history", "index")
+            "hub.db": "hub", "gateway": "hub", "conversation-hub": "hub", "threads": "hub",
+            "notes": "memory"}
+NEVER_PRUNED = ("memory", "history", "index")
 
 # A journal no session refers to is an orphan only once nothing has written it for this long:
 # an unsaved conversation writes its journal before any session names it.
@@ -399,6 +402,9 @@ class Storage:
         for entry in _scandir(self.ccr_dir):
             if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False) and (st := _stat(entry)):
                 yield "recall", Path(entry.path), st
+        for entry in _scandir(self.layout.memory_dir):
+            if entry.name.endswith(".json") and (st := _stat(entry)) is not None and stat.S_ISREG(st.st_mode):
+                yield "memory", Path(entry.path), st
         try:
             yield "history", self.settings.history_file, os.stat(self.settings.history_file)
         except OSError:

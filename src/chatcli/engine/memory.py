@@ -1,0 +1,88 @@
+"""What the model is told of the global memory (`/memory`, store/memory.py): the notes, newest
+first, up to PROMPT_LIMIT characters, after the bootstrap system prompt of every conversation.
+Read again only when a note was saved or forgotten (by any surface)."""
+
+from __future__ import annotations
+
+import threading
+
+from chatcli.config.settings import Settings
+from chatcli.store.home import Home
+from chatcli.store.memory import Note
+
+PROMPT_LIMIT = 8000  # characters of notes in a request
+_cache: dict[str, tuple[tuple[int, int], str]] = {}
+_lock = threading.Lock()
+
+
+def compose(notes: list[Note], limit: int = PROMPT_LIMIT) -> str:
+    """The notes as the model reads them, newest first; "" when there are none."""
+    if not notes:
+        return ""
+    lines, used = [], 0
+    for note in reversed(notes):
+        line = f"- {note.text}"
+        if used + len(line) > limit and lines:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    left = len(notes) - len(lines)
+    more = [f"({left} older note{'s' if left != 1 else ''} not shown here; the user can list them with "
+            "/memory list.)"] if left else []
+    return "\n".join(["The user asked you to remember these notes (their global memory, shared by every "
+                      "conversation; newest first):", *lines, *more])
+
+
+def prompt(settings: Settings) -> str:
+    """The memory part of the system prompt, from the notes as they are now."""
+    store = Home.of(settings).memory()
+    stamp = store.stamp()
+    if stamp is None:
+        return ""
+    key = str(store.root)
+    with _lock:
+        cached = _cache.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+    notes, _problems = store.notes()  # a note that cannot be read is not offered (/memory list says why)
+    text = compose(notes)
+    with _lock:
+        _cache[key] = (stamp, text)
+    return text
+
+
+__all__ = ["PROMPT_LIMIT", "compose", "prompt"]
+
+
+# -- /memory ---------------------------------------------------------------------------------
+def save(settings: Settings, text: str, origin: str = "") -> str:
+    note = Home.of(settings).memory().save(text, origin)
+    return f"Remembered as note {note.id}; every conversation's model is offered it (/memory forget {note.id} drops it)."
+
+
+def listing(settings: Settings) -> str:
+    notes, problems = Home.of(settings).memory().notes()
+    if not notes:
+        lines = ["No notes in memory. /memory save <text> keeps one for every conversation."]
+    else:
+        lines = [f"Memory ({len(notes)} note{'s' if len(notes) != 1 else ''}, offered to the model in every "
+                 "conversation):"]
+        for number, note in enumerate(notes, 1):
+            first = note.text.splitlines()[0] if note.text else ""
+            shown = first if len(first) <= 70 and "\n" not in note.text else first[:69] + "…"
+            lines.append(f"  {number:>3}. [{note.id}] {note.created[:10]}  {shown}")
+    return "\n".join([*lines, *(f"Note: {problem}" for problem in problems)])
+
+
+def show(settings: Settings, ref: str) -> str:
+    note = Home.of(settings).memory().find(ref)
+    origin = f", saved in session '{note.origin}'" if note.origin else ""
+    return f"Note {note.id} ({note.created}{origin}):\n{note.text}"
+
+
+def forget(settings: Settings, ref: str) -> str:
+    note = Home.of(settings).memory().forget(ref)
+    return f"Forgot note {note.id}."
+
+
+__all__ += ["forget", "listing", "save", "show"]

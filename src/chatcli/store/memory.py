@@ -1,0 +1,137 @@
+"""Global memory (`/memory`, issue 19): notes the user asked chatcli to remember, in no session,
+offered to the model in every conversation. One file per note (`memory/<id>.json`, 0600,
+written atomically, sealed with the master key when there is one), so two surfaces saving at
+once never lose each other's note, and forgetting one removes exactly that file. Never pruned:
+a note goes only when the user forgets it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from chatcli.core.errors import ChatcliError, UsageError
+from chatcli.store.atomic import atomic_write, os_cause
+from chatcli.store.seal import SealError, is_sealed, sealer_for
+
+ID_RE = re.compile(r"[0-9a-f]{8}")
+SUFFIX = ".json"
+VERSION = 1
+MAX_NOTE = 4000  # characters of one note
+
+
+class MemoryError(ChatcliError):
+    pass
+
+
+@dataclass(frozen=True)
+class Note:
+    id: str
+    text: str
+    created: str  # ISO 8601, UTC
+    origin: str = ""  # the session it was saved from, if any
+
+
+class MemoryStore:
+    def __init__(self, root: Path, key: bytes | None = None) -> None:
+        self.root = root
+        self.key = key
+
+    def path(self, note_id: str) -> Path:
+        return self.root / (note_id + SUFFIX)
+
+    def save(self, text: str, origin: str = "") -> Note:
+        text = text.strip()
+        if not text:
+            raise UsageError("usage: /memory save <what to remember>")
+        if len(text) > MAX_NOTE:
+            raise UsageError(f"a note is at most {MAX_NOTE:,} characters ({len(text):,} given)")
+        for _ in range(20):
+            note = Note(os.urandom(4).hex(), text, datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"), origin)
+            if not self.path(note.id).exists():
+                break
+        payload = json.dumps({"version": VERSION, "id": note.id, "text": note.text, "created": note.created,
+                              "origin": note.origin}, ensure_ascii=False).encode("utf-8")
+        if self.key is not None:
+            payload = sealer_for(self.key).seal(payload, "memory", note.id)
+        try:
+            atomic_write(self.path(note.id), payload)
+        except OSError as exc:
+            raise MemoryError(f"memory: cannot write {self.path(note.id)}: {os_cause(exc)}") from None
+        return note
+
+    def notes(self) -> tuple[list[Note], list[str]]:
+        """Every note, oldest first, and one line for each file that could not be read (left as
+        it is: a note sealed with another key, a damaged file)."""
+        try:
+            names = sorted(entry.name for entry in os.scandir(self.root) if entry.is_file(follow_symlinks=False))
+        except FileNotFoundError:
+            return [], []
+        except OSError as exc:
+            return [], [f"memory: cannot list {self.root}: {os_cause(exc)}"]
+        notes, problems = [], []
+        for name in names:
+            note_id = name.removesuffix(SUFFIX)
+            if not name.endswith(SUFFIX) or not ID_RE.fullmatch(note_id):
+                continue
+            try:
+                notes.append(self._read(note_id))
+            except MemoryError as exc:
+                problems.append(str(exc))
+        notes.sort(key=lambda note: (note.created, note.id))
+        return notes, problems
+
+    def _read(self, note_id: str) -> Note:
+        path = self.path(note_id)
+        try:
+            raw = path.read_bytes()
+            if is_sealed(raw):
+                if self.key is None:
+                    raise MemoryError(f"memory note {note_id} is encrypted: set CHATCLI_ENCRYPTION_KEY to read it")
+                raw = sealer_for(self.key).open(raw, "memory", note_id, f"memory note {note_id}")
+            document = json.loads(raw)
+            return Note(note_id, str(document["text"]), str(document.get("created", "")),
+                        str(document.get("origin") or ""))
+        except OSError as exc:
+            raise MemoryError(f"memory: cannot read {path}: {os_cause(exc)}") from None
+        except SealError as exc:
+            raise MemoryError(str(exc)) from None
+        except (ValueError, KeyError, TypeError):
+            raise MemoryError(f"memory note {note_id} is damaged; the file was left untouched") from None
+
+    def find(self, ref: str) -> Note:
+        """A note by its id, or by its number in the list (1 is the oldest)."""
+        ref = ref.strip().strip("[]").lower()
+        notes, _problems = self.notes()
+        if ref.isdigit() and 1 <= int(ref) <= len(notes) and not ID_RE.fullmatch(ref):
+            return notes[int(ref) - 1]
+        for note in notes:
+            if note.id == ref:
+                return note
+        raise UsageError(f"no memory note '{ref}' (/memory list shows their numbers and ids)")
+
+    def forget(self, ref: str) -> Note:
+        note = self.find(ref)
+        try:
+            os.unlink(self.path(note.id))
+        except FileNotFoundError:
+            pass  # forgotten meanwhile by another surface
+        except OSError as exc:
+            raise MemoryError(f"memory: cannot remove {self.path(note.id)}: {os_cause(exc)}") from None
+        return note
+
+    def stamp(self) -> tuple[int, int] | None:
+        """What changes whenever a note is saved or forgotten (the directory's mtime and size)."""
+        try:
+            st = os.stat(self.root)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+
+__all__ = ["MAX_NOTE", "MemoryError", "MemoryStore", "Note"]
