@@ -93,6 +93,8 @@ def rule(storage: Storage, store: str) -> str:
             text += ("; the journal is off, so each compaction summary also keeps its originals in its "
                      "session, for as long as the session lives")
         return text
+    if store == "contexts":
+        return "your /context snapshots, attached by sessions: never pruned; /context delete drops one"
     if store == "memory":
         return "your notes (/memory), offered in every conversation: never pruned; /memory forget drops one"
     if store == "history":

@@ -171,7 +171,8 @@ def load(conv: Conversation, name: str) -> Bound:
         raise SessionNotFound(f"session '{name}' does not exist")  # as for any name it may not know
     data, stamp = conv.store.load(name)  # fails before anything in memory changes
     notes = _keep_unsaved(conv, f"'{name}'")
-    return Bound("loaded", name, len(data.history), _bind_loaded(conv, name, data, stamp), notes)
+    unbound = _bind_loaded(conv, name, data, stamp)
+    return Bound("loaded", name, len(data.history), unbound, (*notes, *_reattach(conv)))
 
 
 def _bind_loaded(conv: Conversation, name: str, data: SessionData, stamp) -> str | None:
@@ -187,6 +188,15 @@ def _bind_loaded(conv: Conversation, name: str, data: SessionData, stamp) -> str
     if not protected and name.lower().startswith(AUTOSAVE_PREFIX):
         conv.binding.loaded_autosave = (name, stamp)  # kept back in it at the end, not copied
     return protected or "machine"
+
+
+def _reattach(conv: Conversation) -> list[str]:
+    """The loaded session's /context attachments, attached again (engine/contexts.py)."""
+    if not conv.session.attachments:
+        return []
+    from chatcli.engine import contexts
+
+    return contexts.reattach(conv)
 
 
 def _keep_in_loaded_autosave(conv: Conversation) -> str | None:
@@ -228,7 +238,8 @@ def attach(conv: Conversation, name: str) -> Bound:
             return Bound("created", name, len(data.history))
         data, stamp = store.load(name)
     notes = _keep_unsaved(conv, f"'{name}'")
-    return Bound("attached", name, len(data.history), _bind_loaded(conv, name, data, stamp), notes)
+    unbound = _bind_loaded(conv, name, data, stamp)
+    return Bound("attached", name, len(data.history), unbound, (*notes, *_reattach(conv)))
 
 
 def detach(conv: Conversation) -> Detached:

@@ -17,7 +17,7 @@ from chatcli.core.terminal import printable
 from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
 from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message
-from chatcli.engine import compaction, memory
+from chatcli.engine import compaction, contexts, memory
 from chatcli.engine.agent import Approve
 from chatcli.providers.base import Delta, Done, Request, ToolCall, streaming
 
@@ -194,7 +194,8 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
     done: Done | None = None
     rounds = 0
     remembered = memory.prompt(conv.settings) if conv.memory else ""
-    system = "\n\n".join(part for part in (conv.system_prompt, remembered, agent.instructions(conv)) if part)
+    system = "\n\n".join(part for part in (conv.system_prompt, remembered, contexts.block(conv),
+                                           agent.instructions(conv)) if part)
     try:
         while True:
             if agent.tagged:

@@ -9,6 +9,7 @@ knows the storage layout.
   transcripts/<id>.jsonl   a conversation's journal (store.journal)
   ccr/<key>.json           a recall entry (store.recall)
   memory/<id>.json         a note of the global memory (store.memory)
+  contexts/<name>.json     a context snapshot, its files cut into chunks (store.contexts)
   index/search.sqlite      the search index (store.search); `sealed.sqlite` with a key
   logs/                    the servers' logs
   key-check                a sealed known text, to tell a wrong key at start-up (store.seal)
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from chatcli.config.settings import Settings
+    from chatcli.store.contexts import ContextStore
     from chatcli.store.hub import Hub
     from chatcli.store.journal import Journal
     from chatcli.store.memory import MemoryStore
@@ -42,6 +44,7 @@ _SESSIONS = "sessions"
 _TRANSCRIPTS = "transcripts"
 _RECALL = "ccr"
 _MEMORY = "memory"
+_CONTEXTS = "contexts"
 _INDEX = "index"
 _LOGS = "logs"
 _KEY_CHECK = "key-check"
@@ -175,6 +178,10 @@ class Home:
         return self.root / _MEMORY
 
     @property
+    def contexts_dir(self) -> Path:
+        return self.root / _CONTEXTS
+
+    @property
     def index_dir(self) -> Path:
         return self.root / _INDEX
 
@@ -224,6 +231,11 @@ class Home:
         from chatcli.store.memory import MemoryStore
 
         return MemoryStore(self.memory_dir, self.key)
+
+    def contexts(self) -> ContextStore:
+        from chatcli.store.contexts import ContextStore
+
+        return ContextStore(self.contexts_dir, self.key)
 
     def search_index(self, wait: float = 30) -> SearchIndex:
         """The search index: with a key, the sealed one (keyed hashes of words, the text sealed:

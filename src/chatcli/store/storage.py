@@ -12,6 +12,7 @@ session under its lock), so a session another surface wrote in the meantime surv
 |                 |                                         | session TTL; orphans on demand                |
 | recall store    | recall entries                          | its own TTL and size cap, on demand only      |
 | memory          | the global memory's notes               | yours: never pruned (/memory forget)          |
+| contexts        | the /context snapshots                  | yours: never pruned (/context delete)         |
 | prompt history  | HISTORY_FILE                            | trimmed when written; never pruned here       |
 | search index    | the index files, the listing caches     | rebuilt when missing; never pruned            |
 | conversation hub| hub.db rows (the chat gateway)          | on demand only: unbound senders unseen for    |
@@ -41,7 +42,7 @@ from chatcli.store.home import Home
 from chatcli.store.hub import DELIVERY_KEEP, Hub, HubError, Principal
 from chatcli.store.sessions import SessionError
 
-STORES = ("sessions", "transcripts", "recall", "hub", "memory", "history", "index", "temp")
+STORES = ("sessions", "transcripts", "recall", "hub", "memory", "contexts", "history", "index", "temp")
 LABELS = {
     "sessions": "sessions",
     "transcripts": "transcripts",
@@ -50,6 +51,7 @@ LABELS = {
     "index": "search index",
     "hub": "conversation hub",
     "memory": "memory",
+    "contexts": "contexts",
     "temp": "temporary files",
 }
 _ALIASES = {"session": "sessions", "transcript": "transcripts", "journals": "transcripts", "ccr": "recall",
@@ -57,7 +59,7 @@ _ALIASES = {"session": "sessions", "transcript": "transcripts", "journals": "tra
             "tmp": "temp", "temporary": "temp",
             "hub.db": "hub", "gateway": "hub", "conversation-hub": "hub", "threads": "hub",
             "notes": "memory"}
-NEVER_PRUNED = ("memory", "history", "index")
+NEVER_PRUNED = ("memory", "contexts", "history", "index")
 
 # A journal no session refers to is an orphan only once nothing has written it for this long:
 # an unsaved conversation writes its journal before any session names it.
@@ -402,9 +404,10 @@ class Storage:
         for entry in _scandir(self.ccr_dir):
             if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False) and (st := _stat(entry)):
                 yield "recall", Path(entry.path), st
-        for entry in _scandir(self.layout.memory_dir):
-            if entry.name.endswith(".json") and (st := _stat(entry)) is not None and stat.S_ISREG(st.st_mode):
-                yield "memory", Path(entry.path), st
+        for store, directory in (("memory", self.layout.memory_dir), ("contexts", self.layout.contexts_dir)):
+            for entry in _scandir(directory):
+                if entry.name.endswith(".json") and (st := _stat(entry)) is not None and stat.S_ISREG(st.st_mode):
+                    yield store, Path(entry.path), st
         try:
             yield "history", self.settings.history_file, os.stat(self.settings.history_file)
         except OSError:

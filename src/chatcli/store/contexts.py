@@ -1,0 +1,256 @@
+"""Named context snapshots (`/context`, issue 19): files and directories read once, cut into
+chunks, kept as `contexts/<name>.json` (0600, written atomically, sealed with the master key
+when there is one). A snapshot has an id of its own: saving it again under its name keeps the
+id (what was attached follows the new snapshot); deleting it and saving another under the same
+name makes a new one (sessions attached to the old one skip it, with a note).
+
+What is read: regular text files (UTF-8, no NUL byte), at most MAX_FILE bytes each, MAX_FILES
+files and MAX_TOTAL bytes in all; directories are walked without following links, leaving out
+hidden entries and the usual build and dependency directories. What was left out is counted.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chatcli.core.errors import ChatcliError, UsageError
+from chatcli.core.names import NAME_RE
+from chatcli.store.atomic import atomic_write, os_cause
+from chatcli.store.seal import SealError, is_sealed, sealer_for
+
+VERSION = 1
+SUFFIX = ".json"
+CHUNK_LINES = 60  # lines of a chunk
+CHUNK_CHARS = 4000  # characters of a chunk at most (long lines are cut there)
+MAX_FILE = 512 * 1024
+MAX_FILES = 2000
+MAX_TOTAL = 8 * 1024 * 1024
+SKIPPED_DIRS = frozenset({"node_modules", "__pycache__", "venv", "build", "dist", "target"})
+
+
+class ContextError(ChatcliError):
+    pass
+
+
+@dataclass
+class Chunk:
+    n: int  # 1-based, across the snapshot
+    file: str  # as given or found, relative to where it was read
+    start: int  # first and last line (1-based)
+    end: int
+    text: str
+
+
+@dataclass
+class Context:
+    id: str
+    name: str
+    created: str
+    roots: list[str]
+    files: list[dict] = field(default_factory=list)  # {path, size, lines, sha256}
+    chunks: list[Chunk] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)  # why → how many
+
+    @property
+    def size(self) -> int:
+        return sum(int(item.get("size", 0)) for item in self.files)
+
+
+def validate(name: str) -> str:
+    if not NAME_RE.fullmatch(name) or ".." in name:
+        raise UsageError(f"invalid context name {name!r}: 1 to 128 letters, digits, '-', '_' and '.', starting "
+                         "with a letter or digit")
+    return name
+
+
+class ContextStore:
+    def __init__(self, root: Path, key: bytes | None = None) -> None:
+        self.root = root
+        self.key = key
+
+    def path(self, name: str) -> Path:
+        return self.root / (validate(name) + SUFFIX)
+
+    # -- making one -------------------------------------------------------------------------
+    def save(self, name: str, paths: list[str], cwd: Path) -> tuple[Context, bool]:
+        """Read `paths` (files or directories, relative to `cwd`) into the snapshot `name`;
+        (it, whether it replaced an older one)."""
+        validate(name)
+        if not paths:
+            raise UsageError("usage: /context save NAME PATH… (files or directories)")
+        old = self._read_if_any(name)
+        context = Context(old.id if old else os.urandom(6).hex(), name,
+                          datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), list(paths))
+        total = 0
+        for given in paths:
+            target = (cwd / os.path.expanduser(given)).resolve()
+            try:
+                st = os.stat(target)
+            except OSError as exc:
+                raise UsageError(f"{given}: {os_cause(exc)} (nothing was saved)") from None
+            for path in (_walk(target, context.skipped) if stat.S_ISDIR(st.st_mode) else [target]):
+                if len(context.files) >= MAX_FILES:
+                    _count(context.skipped, f"over {MAX_FILES} files")
+                    continue
+                text = _text(path, context.skipped)
+                if text is None:
+                    continue
+                if total + len(text) > MAX_TOTAL:
+                    _count(context.skipped, f"over {MAX_TOTAL // (1024 * 1024)} MB in all")
+                    continue
+                total += len(text)
+                shown = _shown(path, target, given, stat.S_ISDIR(st.st_mode))
+                lines = text.splitlines()
+                context.files.append({"path": shown, "size": len(text.encode("utf-8")), "lines": len(lines),
+                                      "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()})
+                for start, end, piece in _cut(lines):
+                    context.chunks.append(Chunk(len(context.chunks) + 1, shown, start, end, piece))
+        if not context.files:
+            why = ", ".join(f"{count} {reason}" for reason, count in context.skipped.items()) or "nothing found"
+            raise UsageError(f"no text file to keep in {', '.join(paths)} ({why}); nothing was saved")
+        self._write(context)
+        return context, old is not None
+
+    def _write(self, context: Context) -> None:
+        document = {"version": VERSION, "id": context.id, "name": context.name, "created": context.created,
+                    "roots": context.roots, "files": context.files, "skipped": context.skipped,
+                    "chunks": [[c.n, c.file, c.start, c.end, c.text] for c in context.chunks]}
+        payload = json.dumps(document, ensure_ascii=False).encode("utf-8")
+        if self.key is not None:
+            payload = sealer_for(self.key).seal(payload, "context", context.name)
+        try:
+            atomic_write(self.path(context.name), payload)
+        except OSError as exc:
+            raise ContextError(f"contexts: cannot write {self.path(context.name)}: {os_cause(exc)}") from None
+
+    # -- reading ----------------------------------------------------------------------------
+    def load(self, name: str) -> Context:
+        context = self._read_if_any(name)
+        if context is None:
+            raise UsageError(f"no context named '{name}' (/context list shows them)")
+        return context
+
+    def _read_if_any(self, name: str) -> Context | None:
+        path = self.path(name)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ContextError(f"contexts: cannot read {path}: {os_cause(exc)}") from None
+        try:
+            if is_sealed(raw):
+                if self.key is None:
+                    raise ContextError(f"context '{name}' is encrypted: set CHATCLI_ENCRYPTION_KEY to read it")
+                raw = sealer_for(self.key).open(raw, "context", name, f"context '{name}'")
+            document = json.loads(raw)
+            if document.get("version", 0) > VERSION:
+                raise ContextError(f"context '{name}' was written by a newer chatcli; it is left as it is")
+            return Context(str(document["id"]), name, str(document.get("created", "")), list(document.get("roots", [])),
+                           list(document.get("files", [])),
+                           [Chunk(*item) for item in document.get("chunks", [])], dict(document.get("skipped", {})))
+        except SealError as exc:
+            raise ContextError(str(exc)) from None
+        except (ValueError, KeyError, TypeError):
+            raise ContextError(f"context '{name}' is damaged; the file was left untouched") from None
+
+    def names(self) -> list[str]:
+        try:
+            entries = os.scandir(self.root)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise ContextError(f"contexts: cannot list {self.root}: {os_cause(exc)}") from None
+        with entries:
+            found = [entry.name[:-len(SUFFIX)] for entry in entries
+                     if entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False)]
+        return sorted(name for name in found if NAME_RE.fullmatch(name) and ".." not in name)
+
+    def stamp(self, name: str) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path(name))
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
+
+    def delete(self, name: str) -> None:
+        try:
+            os.unlink(self.path(name))
+        except FileNotFoundError:
+            raise UsageError(f"no context named '{name}' (/context list shows them)") from None
+        except OSError as exc:
+            raise ContextError(f"contexts: cannot remove {self.path(name)}: {os_cause(exc)}") from None
+
+
+def _count(skipped: dict[str, int], reason: str) -> None:
+    skipped[reason] = skipped.get(reason, 0) + 1
+
+
+def _walk(root: Path, skipped: dict[str, int]) -> list[Path]:
+    found: list[Path] = []
+    for directory, dirs, files in os.walk(root, followlinks=False):
+        kept = []
+        for name in sorted(dirs):
+            if name.startswith(".") or name in SKIPPED_DIRS:
+                _count(skipped, "hidden or build directories")
+            else:
+                kept.append(name)
+        dirs[:] = kept
+        for name in sorted(files):
+            if name.startswith("."):
+                _count(skipped, "hidden files")
+            else:
+                found.append(Path(directory) / name)
+    return found
+
+
+def _text(path: Path, skipped: dict[str, int]) -> str | None:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode):
+            _count(skipped, "not regular files")
+            return None
+        if st.st_size > MAX_FILE:
+            _count(skipped, f"files over {MAX_FILE // 1024} KB")
+            return None
+        data = path.read_bytes()
+    except OSError:
+        _count(skipped, "unreadable files")
+        return None
+    if b"\0" in data[:8192]:
+        _count(skipped, "binary files")
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        _count(skipped, "files not in UTF-8")
+        return None
+
+
+def _shown(path: Path, target: Path, given: str, walked: bool) -> str:
+    if not walked:
+        return given
+    return str(Path(given) / path.relative_to(target))
+
+
+def _cut(lines: list[str]) -> list[tuple[int, int, str]]:
+    """(first line, last line, text) pieces of at most CHUNK_LINES lines and CHUNK_CHARS characters."""
+    pieces = []
+    start = 0
+    while start < len(lines):
+        end, size = start, 0
+        while end < len(lines) and end - start < CHUNK_LINES and (size + len(lines[end]) <= CHUNK_CHARS or end == start):
+            size += len(lines[end]) + 1
+            end += 1
+        pieces.append((start + 1, end, "\n".join(lines[start:end])[:CHUNK_CHARS]))
+        start = end
+    return pieces or [(1, 1, "")]
+
+
+__all__ = ["Chunk", "Context", "ContextError", "ContextStore", "validate"]
