@@ -78,6 +78,11 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
             from chatcli.core.export import call_names, plain_block
 
             out.write(f"# {args.name}: {data.title or '(untitled)'} — {len(data.history)} messages\n")
+            from chatcli.engine.costs import session_cost
+
+            cost = session_cost(load_settings(check_key=False), data, args.name)
+            if cost:
+                out.write(cost + "\n")
             names = call_names(data.history)
             for position, message in enumerate(data.history, 1):
                 out.write(f"\n{plain_block(position, message, names=names)}\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from chatcli.commands import agent as agent_commands
 from chatcli.commands import context as context_commands
+from chatcli.commands import cost as cost_commands
 from chatcli.commands import memory as memory_commands
 from chatcli.commands import recall as recall_commands
 from chatcli.commands import session as session_commands
@@ -69,6 +70,7 @@ def build_registry() -> CommandRegistry:
     recall_commands.register(registry)
     memory_commands.register(registry)
     context_commands.register(registry)
+    cost_commands.register(registry)
 
     @registry.command("exit", "/exit", "leave chatcli", aliases=("quit",))
     def exit_(_conv: Conversation, _args: str) -> Result:

@@ -93,6 +93,9 @@ def rule(storage: Storage, store: str) -> str:
             text += ("; the journal is off, so each compaction summary also keeps its originals in its "
                      "session, for as long as the session lives")
         return text
+    if store == "costs":
+        return ("one per session lineage (forks share it); on demand only: test bursts "
+                f"({retention.BURST_COUNT}+ made within a minute, at most {retention.BURST_MESSAGES} requests each)")
     if store == "contexts":
         return "your /context snapshots, attached by sessions: never pruned; /context delete drops one"
     if store == "memory":
@@ -220,8 +223,8 @@ def _why(storage: Storage, reason: str) -> str:
     if reason == retention.SIZE_CAP:
         return f"oldest recall entries beyond {human_size(settings.ccr_max_size)}"
     if reason == retention.BURST:
-        return (f"{retention.BURST_COUNT}+ machine sessions of at most {retention.BURST_MESSAGES} messages "
-                "made within one minute (scripted runs)")
+        return (f"{retention.BURST_COUNT}+ machine sessions of at most {retention.BURST_MESSAGES} messages, or cost "
+                f"snapshots of at most {retention.BURST_MESSAGES} requests, made within one minute (scripted runs)")
     return "left by an interrupted atomic write whose writer is gone"
 
 

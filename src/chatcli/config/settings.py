@@ -133,6 +133,8 @@ class Settings:
     # CHATCLI_CHAT_TOOLS: chat mode offers the model the session tools (session_search, and
     # recall after a compaction); off for an endpoint that refuses requests carrying tools.
     chat_tools: bool = True
+    # CHATCLI_PRICES: "model=IN/OUT,…" US dollars per million tokens, over the built-in table (core/costs.py).
+    prices: tuple[tuple[str, float, float], ...] = ()
     # CHATCLI_AGENT_MAX_STEPS: tool rounds an agent or coder turn may take before it must answer.
     agent_max_steps: int = DEFAULT_AGENT_MAX_STEPS
     # CHATCLI_AGENT_SHELL_TIMEOUT: seconds a run_shell command may take before it is stopped.
@@ -209,6 +211,16 @@ class Settings:
                                 f"a number of tokens of at least {MIN_CONTEXT_WINDOW}", "using the provider's default",
                                 least=MIN_CONTEXT_WINDOW)
         local_threads = _whole(env, "CHATCLI_LOCAL_THREADS", warnings, "a positive number", "using every core")
+        prices: tuple = ()
+        if env.get("CHATCLI_PRICES", "").strip():
+            from chatcli.core.costs import parse_prices
+
+            try:
+                prices = tuple((model, rate_in, rate_out)
+                               for model, (rate_in, rate_out) in parse_prices(env["CHATCLI_PRICES"]).items())
+            except ValueError as exc:
+                warnings.append(f"CHATCLI_PRICES: {str(exc)!r} is not model=IN/OUT (US dollars per million tokens); "
+                                "using the built-in prices")
         auto_compact = _fraction(env, "CHATCLI_AUTO_COMPACT", DEFAULT_AUTO_COMPACT, warnings)
         steps = _whole(env, "CHATCLI_AGENT_MAX_STEPS", warnings, "a positive whole number",
                        f"using {DEFAULT_AGENT_MAX_STEPS}")
@@ -235,6 +247,7 @@ class Settings:
             local_threads=local_threads,
             auto_compact=auto_compact,
             chat_tools=_flag(env, "CHATCLI_CHAT_TOOLS", True, warnings),
+            prices=prices,
             agent_max_steps=steps or DEFAULT_AGENT_MAX_STEPS,
             agent_shell_timeout=shell_timeout,
             agent_output_limit=output_limit or DEFAULT_AGENT_OUTPUT_LIMIT,

@@ -79,6 +79,8 @@ class Conversation:
         # Whether the global memory (/memory) is offered to the model: the user's conversations
         # yes; a gateway guest's (someone else's) no.
         self.memory = True
+        # The requests of the last turn, as /cost shows them (engine/costs.py).
+        self.turn_costs: list = []
         self._store: SessionStore | None = None
         self._provider: Provider | None = None
         self._provider_lock = threading.Lock()  # warm() may create it from a background thread

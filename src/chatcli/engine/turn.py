@@ -17,7 +17,7 @@ from chatcli.core.terminal import printable
 from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
 from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message
-from chatcli.engine import compaction, contexts, memory
+from chatcli.engine import compaction, contexts, costs, memory
 from chatcli.engine.agent import Approve
 from chatcli.providers.base import Delta, Done, Request, ToolCall, streaming
 
@@ -193,6 +193,7 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
     said: list[str] = []  # the text of the steps before this one (the turn's answer is all of it)
     done: Done | None = None
     rounds = 0
+    conv.turn_costs = []
     remembered = memory.prompt(conv.settings) if conv.memory else ""
     system = "\n\n".join(part for part in (conv.system_prompt, remembered, contexts.block(conv),
                                            agent.instructions(conv)) if part)
@@ -216,7 +217,7 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
                 tools=tools,
                 tool_choice=choice,
             )
-            parts, calls = [], []
+            parts, calls, ended = [], [], None
             try:
                 with streaming(conv.provider, request) as events:
                     for event in events:
@@ -226,7 +227,8 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
                         elif isinstance(event, ToolCall):
                             calls.append(event)
                         elif isinstance(event, Done):
-                            done = event
+                            done = ended = event
+                costs.record(conv, request, ended, sum(map(len, parts)) + sum(len(c.arguments) for c in calls))
             except ProviderError as exc:
                 if parts or calls or not tools or agent.tagged or not _refuses_tools(exc):
                     raise

@@ -10,6 +10,7 @@ knows the storage layout.
   ccr/<key>.json           a recall entry (store.recall)
   memory/<id>.json         a note of the global memory (store.memory)
   contexts/<name>.json     a context snapshot, its files cut into chunks (store.contexts)
+  costs/<ref>.jsonl        a cost snapshot: one line per request of a session's lineage (store.costs)
   index/search.sqlite      the search index (store.search); `sealed.sqlite` with a key
   logs/                    the servers' logs
   key-check                a sealed known text, to tell a wrong key at start-up (store.seal)
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
     from chatcli.config.settings import Settings
     from chatcli.store.contexts import ContextStore
+    from chatcli.store.costs import CostStore
     from chatcli.store.hub import Hub
     from chatcli.store.journal import Journal
     from chatcli.store.memory import MemoryStore
@@ -45,6 +47,7 @@ _TRANSCRIPTS = "transcripts"
 _RECALL = "ccr"
 _MEMORY = "memory"
 _CONTEXTS = "contexts"
+_COSTS = "costs"
 _INDEX = "index"
 _LOGS = "logs"
 _KEY_CHECK = "key-check"
@@ -146,6 +149,15 @@ def entry_path(recall: Path, key: str) -> Path:
     return recall / (key + _ENTRY)
 
 
+def cost_path(costs: Path, ref: str) -> Path:
+    """A cost snapshot: lines, as a journal's."""
+    return costs / (ref + _JOURNAL)
+
+
+def cost_named(filename: str) -> str | None:
+    return journal_named(filename)
+
+
 class Home:
     """CHATCLI_HOME (`root`) and its master key (`key`, None without encryption): the places in
     it, and its stores opened with the key. Two attributes, so made wherever needed."""
@@ -180,6 +192,10 @@ class Home:
     @property
     def contexts_dir(self) -> Path:
         return self.root / _CONTEXTS
+
+    @property
+    def costs_dir(self) -> Path:
+        return self.root / _COSTS
 
     @property
     def index_dir(self) -> Path:
@@ -236,6 +252,11 @@ class Home:
         from chatcli.store.contexts import ContextStore
 
         return ContextStore(self.contexts_dir, self.key)
+
+    def costs(self) -> CostStore:
+        from chatcli.store.costs import CostStore
+
+        return CostStore(self.costs_dir)
 
     def search_index(self, wait: float = 30) -> SearchIndex:
         """The search index: with a key, the sealed one (keyed hashes of words, the text sealed:

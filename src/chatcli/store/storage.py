@@ -11,6 +11,8 @@ session under its lock), so a session another surface wrote in the meantime surv
 | transcripts     | journals                                | kept while a session refers to one; else the  |
 |                 |                                         | session TTL; orphans on demand                |
 | recall store    | recall entries                          | its own TTL and size cap, on demand only      |
+| cost snapshots  | the requests' tokens and costs          | on demand: test bursts (4+ in a minute of at  |
+|                 |                                         | most 2 requests each)                         |
 | memory          | the global memory's notes               | yours: never pruned (/memory forget)          |
 | contexts        | the /context snapshots                  | yours: never pruned (/context delete)         |
 | prompt history  | HISTORY_FILE                            | trimmed when written; never pruned here       |
@@ -42,7 +44,7 @@ from chatcli.store.home import Home
 from chatcli.store.hub import DELIVERY_KEEP, Hub, HubError, Principal
 from chatcli.store.sessions import SessionError
 
-STORES = ("sessions", "transcripts", "recall", "hub", "memory", "contexts", "history", "index", "temp")
+STORES = ("sessions", "transcripts", "recall", "hub", "costs", "memory", "contexts", "history", "index", "temp")
 LABELS = {
     "sessions": "sessions",
     "transcripts": "transcripts",
@@ -50,6 +52,7 @@ LABELS = {
     "history": "prompt history",
     "index": "search index",
     "hub": "conversation hub",
+    "costs": "cost snapshots",
     "memory": "memory",
     "contexts": "contexts",
     "temp": "temporary files",
@@ -58,7 +61,7 @@ _ALIASES = {"session": "sessions", "transcript": "transcripts", "journals": "tra
             "recall-store": "recall", "prompt-history": "history", "search": "index", "search-index": "index",
             "tmp": "temp", "temporary": "temp",
             "hub.db": "hub", "gateway": "hub", "conversation-hub": "hub", "threads": "hub",
-            "notes": "memory"}
+            "notes": "memory", "cost": "costs", "cost-snapshots": "costs"}
 NEVER_PRUNED = ("memory", "contexts", "history", "index")
 
 # A journal no session refers to is an orphan only once nothing has written it for this long:
@@ -188,6 +191,8 @@ class Storage:
             self._plan_temp(plan)
         if "hub" in wanted and on_demand:  # never at start-up (SPEC §10: the hub is swept on demand)
             self._plan_hub(plan)
+        if "costs" in wanted and on_demand:
+            self._plan_costs(plan)
         return plan
 
     def _plan_sessions(self, plan: Plan, *, on_demand: bool, keep_in_plan: bool, record: bool) -> _Sessions | None:
@@ -346,6 +351,21 @@ class Storage:
         going = {removal.session for removal in plan.removals if removal.session}
         plan.hub.stale = [p for p in stale if p.mirror in going or not self._session_exists(p.mirror)]
 
+    def _plan_costs(self, plan: Plan) -> None:
+        """Cost snapshots made in bursts (scripted runs): BURST_COUNT or more within BURST_WINDOW,
+        each of at most BURST_MESSAGES requests, as for machine sessions."""
+        costs = self.layout.costs()
+        small = {}
+        for ref, st in costs.refs():
+            if not stat.S_ISREG(st.st_mode) or st.st_size > 4096:
+                continue
+            if len(costs.lines(ref)) <= retention.BURST_MESSAGES:
+                small[ref] = st
+        for ref in retention.bursts([(st.st_mtime, ref) for ref, st in small.items()]):
+            st = small[ref]
+            plan.removals.append(Removal("costs", costs.path(ref), st.st_size, st.st_mtime_ns, st.st_ino,
+                                         retention.BURST))
+
     def _session_exists(self, name: str) -> bool:
         return os.path.lexists(home.session_path(self.sessions.root, name))
 
@@ -404,6 +424,8 @@ class Storage:
         for entry in _scandir(self.ccr_dir):
             if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False) and (st := _stat(entry)):
                 yield "recall", Path(entry.path), st
+        for ref, st in self.layout.costs().refs():
+            yield "costs", self.layout.costs().path(ref), st
         for store, directory in (("memory", self.layout.memory_dir), ("contexts", self.layout.contexts_dir)):
             for entry in _scandir(directory):
                 if entry.name.endswith(".json") and (st := _stat(entry)) is not None and stat.S_ISREG(st.st_mode):
