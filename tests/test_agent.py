@@ -289,8 +289,11 @@ def test_rewind_and_export_work_in_an_agent_session(coder, fake_model, project, 
     assert "#3 tool result of read_file (c1) (coder)" in shown
     jsonl = tmp_path / "export.jsonl"
     registry.dispatch(f"/session export jsonl {jsonl}", coder)
-    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
-    assert any(r.get("tool_calls") for r in rows) and any(r.get("tool_call_id") == "c1" for r in rows)
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]  # one per turn, calls with their results
+    calls = [call for row in rows for step in row["steps"] for call in step["tool_calls"]]
+    assert any(call["id"] == "c1" and call["name"] == "read_file" and "The greeter says helo." in call["result"]
+               for call in calls)
+    assert all(row["mode"] == "coder" for row in rows)
 
 
 def test_edit_rules():

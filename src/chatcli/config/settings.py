@@ -31,6 +31,7 @@ DEFAULT_AUTO_COMPACT = 0.8
 DEFAULT_AGENT_MAX_STEPS = 25
 DEFAULT_AGENT_SHELL_TIMEOUT = 60.0
 DEFAULT_AGENT_OUTPUT_LIMIT = 16_000
+DEFAULT_MICROCOMPACT_TURNS = 10
 MIN_CONTEXT_WINDOW = 256  # below this no prompt and answer fit beside a system prompt
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
                "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
@@ -135,6 +136,9 @@ class Settings:
     chat_tools: bool = True
     # CHATCLI_PRICES: "model=IN/OUT,…" US dollars per million tokens, over the built-in table (core/costs.py).
     prices: tuple[tuple[str, float, float], ...] = ()
+    # CHATCLI_MICROCOMPACT_TURNS: tool results older than this many turns are replaced by a stub
+    # (their text kept in the recall store and the journal); 0 turns it off.
+    microcompact_turns: int = DEFAULT_MICROCOMPACT_TURNS
     # CHATCLI_AGENT_MAX_STEPS: tool rounds an agent or coder turn may take before it must answer.
     agent_max_steps: int = DEFAULT_AGENT_MAX_STEPS
     # CHATCLI_AGENT_SHELL_TIMEOUT: seconds a run_shell command may take before it is stopped.
@@ -227,6 +231,8 @@ class Settings:
         output_limit = _whole(env, "CHATCLI_AGENT_OUTPUT_LIMIT", warnings, "a number of characters of at least 200",
                               f"using {DEFAULT_AGENT_OUTPUT_LIMIT:,}", least=200)
         shell_timeout = _seconds(env, "CHATCLI_AGENT_SHELL_TIMEOUT", DEFAULT_AGENT_SHELL_TIMEOUT, warnings)
+        microcompact = _whole(env, "CHATCLI_MICROCOMPACT_TURNS", warnings, "a whole number of turns (0: off)",
+                              f"using {DEFAULT_MICROCOMPACT_TURNS}", least=0)
         agent_dirs = tuple(Path(os.path.expanduser(part.strip()))
                            for part in env.get("CHATCLI_AGENT_DIRS", "").split(os.pathsep) if part.strip())
         encryption_key = paths.encryption_key(env)  # a bad key stops here, before anything is read
@@ -248,6 +254,7 @@ class Settings:
             auto_compact=auto_compact,
             chat_tools=_flag(env, "CHATCLI_CHAT_TOOLS", True, warnings),
             prices=prices,
+            microcompact_turns=DEFAULT_MICROCOMPACT_TURNS if microcompact is None else microcompact,
             agent_max_steps=steps or DEFAULT_AGENT_MAX_STEPS,
             agent_shell_timeout=shell_timeout,
             agent_output_limit=output_limit or DEFAULT_AGENT_OUTPUT_LIMIT,

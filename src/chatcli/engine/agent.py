@@ -195,7 +195,8 @@ def _scan(messages: Sequence[Message]) -> tuple[bool, set[str]]:
     for message in messages:
         if message.tool_calls:
             called.update(call_function(c).get("name") for c in message.tool_calls if isinstance(c, dict))
-        elif message.is_summary and MARKER_RE.search(message.content):
+        elif (message.is_summary or (message.role == "tool" and message._meta and message.meta.get("microcompact"))) \
+                and MARKER_RE.search(message.content):
             summary = True
     return summary, called
 

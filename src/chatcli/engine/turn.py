@@ -17,7 +17,7 @@ from chatcli.core.terminal import printable
 from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
 from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message
-from chatcli.engine import compaction, contexts, costs, memory
+from chatcli.engine import compaction, contexts, costs, memory, microcompact
 from chatcli.engine.agent import Approve
 from chatcli.providers.base import Delta, Done, Request, ToolCall, streaming
 
@@ -83,6 +83,8 @@ def run(
     for note in conv.binding.adopt():
         notice(note)
     for note in _auto_compact(conv, text):
+        notice(note)
+    for note in microcompact.apply(conv):
         notice(note)
     for note in conv.checkpoint(rewind_points.label_of(text)):
         notice(note)
