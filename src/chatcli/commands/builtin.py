@@ -7,6 +7,7 @@ from chatcli.commands import context as context_commands
 from chatcli.commands import cost as cost_commands
 from chatcli.commands import memory as memory_commands
 from chatcli.commands import recall as recall_commands
+from chatcli.commands import schedule as schedule_commands
 from chatcli.commands import session as session_commands
 from chatcli.commands import storage as storage_commands
 from chatcli.commands.registry import CommandRegistry, Result
@@ -71,6 +72,7 @@ def build_registry() -> CommandRegistry:
     memory_commands.register(registry)
     context_commands.register(registry)
     cost_commands.register(registry)
+    schedule_commands.register(registry)
 
     @registry.command("exit", "/exit", "leave chatcli", aliases=("quit",))
     def exit_(_conv: Conversation, _args: str) -> Result:

@@ -93,6 +93,13 @@ def rule(storage: Storage, store: str) -> str:
             text += ("; the journal is off, so each compaction summary also keeps its originals in its "
                      "session, for as long as the session lives")
         return text
+    if store == "schedule":
+        try:
+            jobs = storage.layout.schedule().jobs()
+        except Exception as exc:  # noqa: BLE001 - the report says it and goes on
+            return f"the /schedule jobs: {exc}"
+        listed = "; ".join(f"{job.id}. '{job.cron}' {job.command}" for job in jobs) or "none"
+        return f"the /schedule jobs (never pruned; /schedule remove): {listed}"
     if store == "costs":
         return ("one per session lineage (forks share it); on demand only: test bursts "
                 f"({retention.BURST_COUNT}+ made within a minute, at most {retention.BURST_MESSAGES} requests each)")

@@ -61,8 +61,10 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
         sys.stderr.write(f"chatcli gateway: warning: CHATCLI_GATEWAY_ALLOW (or allow in {config.path}) is empty: "
                          "every sender will be refused\n")
     hub = ConversationHub(settings, settings.gateway_allow, warn=log.warning)
+    scheduler = _scheduler(settings)
     server = socket = None
     try:
+        scheduler.start()
         if address is not None:
             from chatcli.gateway.webhook import WebhookServer
 
@@ -92,6 +94,7 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
                 signal.signal(signum, lambda _signum, _frame: stop.set())
             stop.wait()
     finally:
+        scheduler.stop()
         if socket is not None:
             socket.close()
         if server is not None:
@@ -134,6 +137,21 @@ def _check(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
 
 
 CHANNELS = ("webhook", "telegram", "slack")
+
+
+def _scheduler(settings: Settings):
+    """The /schedule jobs run while the daemon runs, as in a REPL; what they say is logged."""
+    from chatcli.commands.builtin import build_registry
+    from chatcli.engine.conversation import Conversation
+    from chatcli.engine.schedule import Scheduler
+
+    registry, conversation = build_registry(), Conversation(settings)
+
+    def run(command: str) -> tuple[str, bool]:
+        result = registry.dispatch(command, conversation)
+        return result.text, result.error
+
+    return Scheduler(settings, run, lambda line: log.info("%s", line))
 
 
 def _check_allowed(config: GatewayConfig) -> None:

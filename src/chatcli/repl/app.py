@@ -20,6 +20,7 @@ from chatcli.core.errors import ChatcliError
 from chatcli.engine.agent import Approve
 from chatcli.engine import records, sessions, upkeep
 from chatcli.engine.conversation import Conversation, load_system_prompt
+from chatcli.engine.schedule import Scheduler
 from chatcli.render import wants_markdown
 from chatcli.render.turn import drop_typed_keys, stream_turn
 from chatcli.repl.parts import PromptFileHistory, SlashCompleter, key_bindings, prompt_text
@@ -82,10 +83,13 @@ def run_repl(settings: Settings, start: dict | None = None, mode: str = "chat", 
             terminal.say(note)
     markdown = wants_markdown(sys.stdout, settings)
     approve = _approver(terminal, markdown)
-    _after_first_draw(session, conversation, markdown=markdown)
+    background = Background(session, terminal)
+    scheduler = Scheduler(settings, lambda command: _scheduled(registry, conversation, command), background.say)
+    _after_first_draw(session, conversation, markdown=markdown, scheduler=scheduler)
     ended = _end_on_signals(session)
     try:
         while not ended.is_set():
+            background.flush()  # what scheduled commands said during the last answer
             try:
                 text = session.prompt(lambda: prompt_text(conversation))
             except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line (or a signal ends it)
@@ -108,6 +112,7 @@ def run_repl(settings: Settings, start: dict | None = None, mode: str = "chat", 
                     traceback.print_exc()
                 terminal.error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
     finally:
+        scheduler.stop()
         for signum in _END_SIGNALS:  # nothing interrupts the last write
             signal.signal(signum, signal.SIG_IGN)
         notes = sessions.finish(conversation)
@@ -115,6 +120,37 @@ def run_repl(settings: Settings, start: dict | None = None, mode: str = "chat", 
             for note in notes:
                 terminal.say(note)
     return 0
+
+
+class Background:
+    """Lines from background work (scheduled commands): printed above the prompt when one is on
+    screen, else before the next one (never into an answer being written)."""
+
+    def __init__(self, session: PromptSession, terminal: Terminal) -> None:
+        self.session, self.terminal = session, terminal
+        self.pending: list[str] = []
+        self.lock = threading.Lock()
+
+    def say(self, line: str) -> None:
+        with self.lock:
+            self.pending.append(line)
+        app = self.session.app
+        loop = app.loop if app.is_running else None
+        if loop is not None and not loop.is_closed():
+            from prompt_toolkit.application import run_in_terminal
+
+            loop.call_soon_threadsafe(lambda: run_in_terminal(self.flush))
+
+    def flush(self) -> None:
+        with self.lock:
+            lines, self.pending = self.pending, []
+        for line in lines:
+            self.terminal.say(line)
+
+
+def _scheduled(registry: CommandRegistry, conversation: Conversation, command: str) -> tuple[str, bool]:
+    result = registry.dispatch(command, conversation)
+    return result.text, result.error
 
 
 class EndRequested(KeyboardInterrupt):
@@ -251,7 +287,8 @@ def _show(terminal: Terminal, result: Result) -> None:
         terminal.say(result.text)
 
 
-def _after_first_draw(session: PromptSession, conversation: Conversation, *, markdown: bool) -> None:
+def _after_first_draw(session: PromptSession, conversation: Conversation, *, markdown: bool,
+                      scheduler: Scheduler | None = None) -> None:
     """Once the first prompt is on screen: sweep expired machine sessions (SPEC §10) and load
     what the first answer needs (a local model, the Markdown renderer) while the user types.
 
@@ -279,5 +316,7 @@ def _after_first_draw(session: PromptSession, conversation: Conversation, *, mar
         settings = conversation.settings
         upkeep.start_sweep(settings, on_error=_debug_report if settings.debug else None)
         threading.Thread(target=warm, name="chatcli-warm", daemon=True).start()
+        if scheduler is not None:
+            scheduler.start()
 
     session.app.after_render += start

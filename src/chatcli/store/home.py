@@ -11,6 +11,7 @@ knows the storage layout.
   memory/<id>.json         a note of the global memory (store.memory)
   contexts/<name>.json     a context snapshot, its files cut into chunks (store.contexts)
   costs/<ref>.jsonl        a cost snapshot: one line per request of a session's lineage (store.costs)
+  schedule.json            the /schedule jobs (store.schedule); `.schedule.lock` is taken to run one
   index/search.sqlite      the search index (store.search); `sealed.sqlite` with a key
   logs/                    the servers' logs
   key-check                a sealed known text, to tell a wrong key at start-up (store.seal)
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from chatcli.store.contexts import ContextStore
     from chatcli.store.costs import CostStore
     from chatcli.store.hub import Hub
+    from chatcli.store.schedule import ScheduleStore
     from chatcli.store.journal import Journal
     from chatcli.store.memory import MemoryStore
     from chatcli.store.recall import RecallStore
@@ -48,6 +50,8 @@ _RECALL = "ccr"
 _MEMORY = "memory"
 _CONTEXTS = "contexts"
 _COSTS = "costs"
+_SCHEDULE = "schedule.json"
+_SCHEDULE_LOCK = ".schedule.lock"
 _INDEX = "index"
 _LOGS = "logs"
 _KEY_CHECK = "key-check"
@@ -196,6 +200,15 @@ class Home:
     @property
     def costs_dir(self) -> Path:
         return self.root / _COSTS
+
+    @property
+    def schedule_path(self) -> Path:
+        return self.root / _SCHEDULE
+
+    def schedule(self) -> ScheduleStore:
+        from chatcli.store.schedule import ScheduleStore
+
+        return ScheduleStore(self.root / _SCHEDULE, self.root / _SCHEDULE_LOCK)
 
     @property
     def index_dir(self) -> Path:

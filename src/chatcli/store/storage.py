@@ -15,6 +15,7 @@ session under its lock), so a session another surface wrote in the meantime surv
 |                 |                                         | most 2 requests each)                         |
 | memory          | the global memory's notes               | yours: never pruned (/memory forget)          |
 | contexts        | the /context snapshots                  | yours: never pruned (/context delete)         |
+| scheduler       | the /schedule jobs (schedule.json)      | yours: never pruned (/schedule remove)        |
 | prompt history  | HISTORY_FILE                            | trimmed when written; never pruned here       |
 | search index    | the index files, the listing caches     | rebuilt when missing; never pruned            |
 | conversation hub| hub.db rows (the chat gateway)          | on demand only: unbound senders unseen for    |
@@ -44,7 +45,8 @@ from chatcli.store.home import Home
 from chatcli.store.hub import DELIVERY_KEEP, Hub, HubError, Principal
 from chatcli.store.sessions import SessionError
 
-STORES = ("sessions", "transcripts", "recall", "hub", "costs", "memory", "contexts", "history", "index", "temp")
+STORES = ("sessions", "transcripts", "recall", "hub", "costs", "memory", "contexts", "schedule", "history", "index",
+          "temp")
 LABELS = {
     "sessions": "sessions",
     "transcripts": "transcripts",
@@ -55,14 +57,16 @@ LABELS = {
     "costs": "cost snapshots",
     "memory": "memory",
     "contexts": "contexts",
+    "schedule": "scheduler",
     "temp": "temporary files",
 }
 _ALIASES = {"session": "sessions", "transcript": "transcripts", "journals": "transcripts", "ccr": "recall",
             "recall-store": "recall", "prompt-history": "history", "search": "index", "search-index": "index",
             "tmp": "temp", "temporary": "temp",
             "hub.db": "hub", "gateway": "hub", "conversation-hub": "hub", "threads": "hub",
-            "notes": "memory", "cost": "costs", "cost-snapshots": "costs"}
-NEVER_PRUNED = ("memory", "contexts", "history", "index")
+            "notes": "memory", "cost": "costs", "cost-snapshots": "costs", "scheduler": "schedule",
+            "schedules": "schedule"}
+NEVER_PRUNED = ("memory", "contexts", "schedule", "history", "index")
 
 # A journal no session refers to is an orphan only once nothing has written it for this long:
 # an unsaved conversation writes its journal before any session names it.
@@ -426,6 +430,10 @@ class Storage:
                 yield "recall", Path(entry.path), st
         for ref, st in self.layout.costs().refs():
             yield "costs", self.layout.costs().path(ref), st
+        try:
+            yield "schedule", self.layout.schedule_path, os.stat(self.layout.schedule_path)
+        except OSError:
+            pass
         for store, directory in (("memory", self.layout.memory_dir), ("contexts", self.layout.contexts_dir)):
             for entry in _scandir(directory):
                 if entry.name.endswith(".json") and (st := _stat(entry)) is not None and stat.S_ISREG(st.st_mode):

@@ -1,0 +1,31 @@
+"""/schedule: slash commands on a cron schedule (engine/schedule.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from chatcli.commands.registry import CommandRegistry, Result
+from chatcli.core.errors import UsageError
+from chatcli.engine import schedule
+
+if TYPE_CHECKING:
+    from chatcli.engine.conversation import Conversation
+
+
+def schedule_command(conv: Conversation, args: str) -> Result:
+    words = args.split()
+    if not words or words == ["list"]:
+        return Result(schedule.listing(conv.settings))
+    if words[0].lower() == "remove":
+        if len(words) != 2:
+            raise UsageError("usage: /schedule remove ID")
+        return Result(schedule.remove(conv.settings, words[1]))
+    return Result(schedule.add(conv.settings, args))
+
+
+def register(registry: CommandRegistry) -> None:
+    registry.command("schedule", "/schedule [CRON /COMMAND | list | remove ID]",
+                     "run /storage or /context save on a cron schedule while chatcli runs")(schedule_command)
+
+
+__all__ = ["register", "schedule_command"]

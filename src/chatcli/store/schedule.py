@@ -1,0 +1,113 @@
+"""The /schedule jobs (issue 19): `schedule.json` (0600, written atomically), a list of jobs, each
+a cron expression, a slash command, and when it last ran and what it said. Every running REPL
+and gateway daemon runs the due jobs, and a job runs once per time it is due whoever notices
+first: a run is claimed under `.schedule.lock` by writing its time before it starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from chatcli.core.errors import ChatcliError, UsageError
+from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, os_cause
+
+VERSION = 1
+
+
+class ScheduleError(ChatcliError):
+    pass
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    cron: str
+    command: str
+    created: float
+    last_run: float = 0.0  # when its last run was claimed (0: never)
+    last_result: str = ""  # the first line of what it said
+
+
+class ScheduleStore:
+    def __init__(self, path: Path, lock_path: Path) -> None:
+        self.path = path
+        self.lock_path = lock_path
+
+    @contextlib.contextmanager
+    def _locked(self):
+        ensure_private_dir(self.lock_path.parent)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def jobs(self) -> list[Job]:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise ScheduleError(f"schedule: cannot read {self.path}: {os_cause(exc)}") from None
+        try:
+            document = json.loads(raw)
+            if document.get("version", 0) > VERSION:
+                raise ScheduleError(f"{self.path} was written by a newer chatcli; it is left as it is")
+            return [Job(**{key: item[key] for key in Job.__dataclass_fields__ if key in item})
+                    for item in document["jobs"]]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ScheduleError(f"{self.path} cannot be read as a schedule; it is left as it is") from None
+
+    def _write(self, jobs: list[Job]) -> None:
+        try:
+            atomic_write(self.path, json.dumps({"version": VERSION, "jobs": [asdict(job) for job in jobs]},
+                                               ensure_ascii=False, indent=1).encode("utf-8"))
+        except OSError as exc:
+            raise ScheduleError(f"schedule: cannot write {self.path}: {os_cause(exc)}") from None
+
+    def add(self, cron: str, command: str) -> Job:
+        with self._locked():
+            jobs = self.jobs()
+            taken = {job.id for job in jobs}
+            number = 1
+            while str(number) in taken:
+                number += 1
+            job = Job(str(number), cron, command, time.time())
+            self._write([*jobs, job])
+        return job
+
+    def remove(self, job_id: str) -> Job:
+        with self._locked():
+            jobs = self.jobs()
+            found = [job for job in jobs if job.id == job_id]
+            if not found:
+                raise UsageError(f"no scheduled job '{job_id}' (/schedule lists them)")
+            self._write([job for job in jobs if job.id != job_id])
+        return found[0]
+
+    def claim(self, job_id: str, due: float, now: float | None = None) -> Job | None:
+        """Take the run of job `job_id` due at `due` (a time): the job, now marked as run, or None
+        when it is gone or that run was taken already (by another REPL, say)."""
+        with self._locked():
+            jobs = self.jobs()
+            for index, job in enumerate(jobs):
+                if job.id == job_id and job.last_run < due:
+                    jobs[index] = replace(job, last_run=time.time() if now is None else now)
+                    self._write(jobs)
+                    return jobs[index]
+        return None
+
+    def note_result(self, job_id: str, result: str) -> None:
+        with self._locked():
+            jobs = self.jobs()
+            self._write([replace(job, last_result=result[:200]) if job.id == job_id else job for job in jobs])
+
+
+__all__ = ["Job", "ScheduleError", "ScheduleStore"]
