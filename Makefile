@@ -40,13 +40,18 @@ LLAMA_STAMP   := $(VENV)/.llama-$(LLAMA_VERSION)-$(LLAMA_KEY)
 # Every install names the version built above, so pip never builds another one natively.
 LLAMA_PIN     := llama-cpp-python==$(LLAMA_VERSION)
 
+# The /web page is tested in a real browser, never skipped: Debian's Chromium, driven by
+# Playwright's client (which never downloads a browser of its own). Installed once per machine.
+CHROMIUM ?= /usr/bin/chromium
+export CHROMIUM
+
 .PHONY: run test bench faults clean
 
 run: $(VENV)/.run-installed
 	@$(PY) -m compileall -q src
 	@$(BIN)/chatcli
 
-test: $(VENV)/.test-installed
+test: $(VENV)/.test-installed $(CHROMIUM)
 	@$(PY) -m compileall -q src
 	$(PY) -m pytest
 
@@ -105,6 +110,14 @@ $(VENV)/.test-installed: pyproject.toml Makefile $(LLAMA_STAMP) | $(PY)
 $(VENV)/.bench-installed: $(VENV)/.test-installed
 	$(PIP) install --quiet -e '.[local,test,bench]' '$(LLAMA_PIN)'
 	@touch $@
+
+$(CHROMIUM):
+	@echo "Installing Debian's chromium for the /web browser test (once per machine)…"
+	@if [ "$$(id -u)" != 0 ]; then \
+		echo "make test needs Debian's chromium package: sudo apt-get install chromium (or CHROMIUM=path)" >&2; exit 1; fi
+	@DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+		|| { apt-get update -qq >/dev/null && \
+		     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 clean:
 	rm -rf $(VENV) .bench-venv

@@ -10,6 +10,7 @@ from chatcli.commands import recall as recall_commands
 from chatcli.commands import schedule as schedule_commands
 from chatcli.commands import session as session_commands
 from chatcli.commands import storage as storage_commands
+from chatcli.commands import web as web_commands
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.config.providers import DEFAULT_MODELS, PROVIDERS
 from chatcli.core.errors import UsageError
@@ -73,6 +74,7 @@ def build_registry() -> CommandRegistry:
     context_commands.register(registry)
     cost_commands.register(registry)
     schedule_commands.register(registry)
+    web_commands.register(registry)
 
     @registry.command("exit", "/exit", "leave chatcli", aliases=("quit",))
     def exit_(_conv: Conversation, _args: str) -> Result:
