@@ -142,3 +142,20 @@ def run_chatcli(*args: str, env: dict[str, str], input: str | None = None, cwd: 
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def exported_contents(path: Path) -> list[str]:
+    """The texts of a JSONL export (one turn per line), in order: what came before the prompt,
+    the prompt, then each step's text and its calls' results."""
+    import json
+
+    contents = []
+    for line in path.read_text().splitlines():
+        turn = json.loads(line)
+        contents += [*turn.get("system", []), *(s["content"] for s in turn.get("summaries", []))]
+        if turn["user"] is not None:
+            contents.append(turn["user"])
+        for step in turn["steps"]:
+            contents.append(step["text"])
+            contents += [call["result"] for call in step["tool_calls"] if call["result"] is not None]
+    return contents

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from conftest import CHATCLI, run_chatcli
+from conftest import CHATCLI, exported_contents, run_chatcli
 from repl_driver import plain
 
 from chatcli.commands.builtin import build_registry
@@ -185,7 +185,7 @@ def test_a_journal_line_with_a_field_of_the_wrong_type_is_skipped_not_fatal(env,
         handle.write(json.dumps(odd) + "\n")
     result = run_chatcli("session", "export", "typed", "jsonl", str(workdir / "t.jsonl"), env=env, cwd=workdir)
     assert result.returncode == 0, result.stderr
-    assert "Exported 2 messages" in result.stdout and "Skipped 1 foreign line(s)" in result.stdout
+    assert "Exported 1 turn (2 messages)" in result.stdout and "Skipped 1 foreign line(s)" in result.stdout
 
 
 def test_deeply_nested_unknown_fields_still_load(env, sessions_dir):
@@ -304,9 +304,9 @@ def test_lines_that_do_not_belong_in_a_plain_journal_are_skipped_and_counted(env
     out = workdir / "mine.jsonl"
     result = run_chatcli("session", "export", "mine", "jsonl", str(out), env=env, cwd=workdir)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == (f"Exported 6 messages to {out}. Skipped 3 out-of-place and 1 foreign line(s) of "
+    assert result.stdout == (f"Exported 3 turns (6 messages) to {out}. Skipped 3 out-of-place and 1 foreign line(s) of "
                              f"journal {path.stem} (damage, or lines that do not belong there).\n")
-    contents = [json.loads(line).get("content") for line in out.read_text().splitlines()]
+    contents = exported_contents(out)
     assert [c for c in contents if c] == ["mine 0", "re: mine 0", "mine 1", "re: mine 1", "mine 2", "re: mine 2"]
     hits = run_chatcli("session", "search", "foreign", env=env, cwd=workdir)
     assert "mine" not in hits.stdout.split("other", 1)[0]  # only the other session has those words

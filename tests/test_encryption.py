@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CHATCLI, run_chatcli
+from conftest import CHATCLI, exported_contents, run_chatcli
 from repl_driver import Repl, plain
 
 SECRET = "zanzibar-periwinkle"  # a word that must never reach the disk in the clear
@@ -143,7 +143,7 @@ def test_a_plaintext_store_migrates_on_the_next_write(openai_env, openai_server,
     out = Path(workdir) / "all.jsonl"
     exported = run_chatcli("session", "export", "old", "jsonl", str(out), env=sealed)
     assert exported.returncode == 0, exported.stderr
-    contents = [json.loads(line).get("content") for line in out.read_text().splitlines()]
+    contents = exported_contents(out)
     assert f"written before the key: {SECRET}" in contents and "written with the key" in contents
     shown = run_chatcli("session", "show", "old", env=sealed)
     assert shown.returncode == 0 and "written with the key" in shown.stdout
@@ -220,7 +220,7 @@ def test_a_sealed_line_torn_by_a_crash_is_cut_and_the_journal_goes_on(sealed_env
     out = workdir / "torn.jsonl"
     exported = run_chatcli("session", "export", "torn", "jsonl", str(out), env=sealed_env)
     assert exported.returncode == 0, exported.stderr
-    contents = [json.loads(line).get("content") for line in out.read_text().splitlines()]
+    contents = exported_contents(out)
     assert contents[0] == "first turn" and contents[-2:] == ["second turn", "You said: second turn"]
 
 

@@ -215,7 +215,8 @@ def exported(rec: Record, path: Path, fmt: str = "md") -> str:
     skipped and counted, never silently included)."""
     count = f"{len(messages(rec))} messages"
     if fmt.lower() == "jsonl":
-        count = f"{len(trajectory(rec.entries))} turns ({count})"
+        turns = len(trajectory(rec.entries))
+        count = f"{turns} turn{'s' if turns != 1 else ''} ({count})"
     text = f"Exported {count} to {path}."
     skipped = rec.reading.describe_skipped() if rec.reading is not None else ""
     if skipped:
