@@ -81,8 +81,6 @@ class Conversation:
         self.memory = True
         # The requests of the last turn, as /cost shows them (engine/costs.py).
         self.turn_costs: list = []
-        # How far microcompact examined the history: (the list, its version, index) (engine/microcompact.py).
-        self.microcompact_mark: tuple | None = None
         self._store: SessionStore | None = None
         self._provider: Provider | None = None
         self._provider_lock = threading.Lock()  # warm() may create it from a background thread

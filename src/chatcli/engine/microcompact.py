@@ -6,8 +6,10 @@ it: the journal records a rewrite event (reason "microcompact") and keeps the or
 bound session is written whole. A stub is never stubbed again; the call and its id stay, so the
 history still pairs every call with its result.
 
-It costs a look at what was added since the last turn: how far the history was examined is
-remembered while only appends change it.
+Only the results this turn's request carries are looked at (a history larger than the context
+window sends its latest part), newest first. As every rewrite, a microcompact writes a bound
+session whole: on a long history (SMALL messages or more) it waits until BATCH results or
+BATCH_CHARS characters are due, so that cost is paid once for many.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
 
 MIN_CHARS = 1000
+PER_TURN = 200  # stubs made before one turn at most (each first keeps its text in the recall store)
+SMALL = 2000  # messages: below this a rewrite is cheap, and a result is stubbed as soon as it is old
+BATCH, BATCH_CHARS = 8, 32_000  # above it, stubs wait until this many results, or characters, are due
 REASON = "microcompact"
 
 
@@ -42,41 +47,53 @@ def apply(conv: Conversation) -> list[str]:
     if not turns or conv.read_only:
         return []
     cutoff = _cutoff(history, turns)
-    mark = conv.microcompact_mark
-    start = mark[2] if mark is not None and mark[0] is history and mark[1] == history.version else 0
-    if cutoff <= start:
+    # Only what this turn's request carries (a history larger than the window sends its latest
+    # part: conv.pacing.window_from, set by the window check just before).
+    floor = min(conv.pacing.window_from, cutoff)
+    due = [index for index in range(cutoff - 1, floor - 1, -1) if _stubbable(history[index])]
+    if not due:
         return []
-    names: dict[str, str] = {}
+    # A rewrite writes a bound session whole: on a long history it waits until it frees enough.
+    pending = sum(len(history[index].content) for index in due)
+    if len(history) >= SMALL and len(due) < BATCH and pending < BATCH_CHARS:
+        return []
     stubs: dict[int, Message] = {}
     recall = Home.of(conv.settings).recall()
-    for index in range(start, cutoff):
+    for index in due[:PER_TURN]:  # newest first
         message = history[index]
-        for call in message.tool_calls or ():
-            if isinstance(call, dict):
-                names[str(call.get("id"))] = str(call_function(call).get("name"))
-        if message.role != "tool" or len(message.content) < MIN_CHARS or (message._meta and message.meta.get(REASON)):
-            continue
         try:
             key = recall.put([message], {"session": conv.session_name or "", "reason": REASON})
         except RecallError:
             continue  # kept as it is: nothing is stubbed that could not be kept
-        name = names.get(str(message.tool_call_id), "a tool")
+        name = _called(history, index, str(message.tool_call_id))
         stub = (f"[{name} result cleared by microcompact after {turns} turns: {len(message.content):,} characters. "
                 f"/recall {key} (or the recall tool) brings it back {marker(key)}]")
         stubs[index] = Message("tool", stub, {**(message._meta or {}), REASON: True,
                                               "original_chars": len(message.content)},
                                tool_call_id=message.tool_call_id, extra=message._extra)
     if not stubs:
-        conv.microcompact_mark = (history, history.version, cutoff)
         return []
     rewritten = list(history)
     for index, stub in stubs.items():
         rewritten[index] = stub
     freed = sum(len(history[index].content) - len(stub.content) for index, stub in stubs.items())
     notes = conv.binding.replace_history(rewritten, REASON)
-    conv.microcompact_mark = (conv.history, conv.history.version, cutoff)
     return [f"Microcompact: {len(stubs)} tool result{'s' if len(stubs) != 1 else ''} older than {turns} turns "
             f"replaced by stubs ({freed:,} characters freed; /recall brings one back).", *notes]
+
+
+def _stubbable(message: Message) -> bool:
+    return message.role == "tool" and len(message.content) >= MIN_CHARS and not (message._meta and
+                                                                                  message.meta.get(REASON))
+
+
+def _called(history: list, index: int, call_id: str) -> str:
+    """The name of the tool whose call `call_id` the result at `index` answers (its batch is just before)."""
+    for position in range(index - 1, max(-1, index - 200), -1):
+        for call in history[position].tool_calls or ():
+            if isinstance(call, dict) and str(call.get("id")) == call_id:
+                return str(call_function(call).get("name"))
+    return "a tool"
 
 
 __all__ = ["MIN_CHARS", "REASON", "apply"]
