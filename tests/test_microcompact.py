@@ -62,3 +62,44 @@ def test_zero_turns_turns_it_off(make_conversation, fake_model):
     for n in range(5):
         conv.send(f"turn {n}")
     assert [len(m.content) for m in conv.history if m.role == "tool"] == [5000]
+
+
+def old_result_history():
+    from chatcli.core.messages import Message
+
+    return [Message("user", "list it"), Message("assistant", "", tool_calls=[
+        {"id": "c1", "type": "function", "name": "list_dir", "arguments": "{}"}]),
+        Message("tool", LISTING, tool_call_id="c1"), Message("assistant", "Listed.")]
+
+
+def test_with_the_journal_off_the_stub_keeps_the_original(make_conversation, fake_model, home):
+    import shutil
+
+    conv = make_conversation(CHATCLI_MICROCOMPACT_TURNS="1", CHATCLI_SESSION_TRANSCRIPT="false")
+    conv.history += old_result_history()
+    conv.send("next")
+    conv.send("and next")
+    [stub] = [m for m in conv.history if m.role == "tool"]
+    key = MARKER_RE.search(stub.content).group(1)
+    shutil.rmtree(home / ".chatcli" / "ccr")  # the recall store pruned: the stub still has it
+    assert "file-0299.txt" in recall_text(conv.settings, key, conv.history)
+
+
+def test_a_session_loaded_without_a_journal_gets_its_originals_journaled_first(make_conversation, fake_model,
+                                                                              sessions_dir):
+    import json as _json
+
+    sessions_dir.mkdir(parents=True)
+    from chatcli.core.messages import Message
+
+    history = [*old_result_history(), Message("user", "thanks"), Message("assistant", "welcome")]
+    (sessions_dir / "imported.json").write_text(_json.dumps({"version": 2, "chat_history": [
+        m.to_dict() for m in history]}))  # a file from elsewhere: no journal yet
+    conv = make_conversation(CHATCLI_MICROCOMPACT_TURNS="1")
+    sessions.load(conv, "imported")
+    conv.send("next")  # its result is old already: stubbed before this first turn
+    assert [m.meta.get("microcompact") for m in conv.history if m.role == "tool"] == [True]
+    lines = (sessions_dir.parent / "transcripts" / f"{conv.transcript.id}.jsonl").read_text().splitlines()
+    recorded = [_json.loads(line).get("message") or {} for line in lines]
+    # The original reached the journal as the message it was, before the stub replaced it.
+    assert any(m.get("role") == "tool" and m.get("content") == LISTING for m in recorded)

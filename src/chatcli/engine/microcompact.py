@@ -2,8 +2,9 @@
 CHATCLI_MICROCOMPACT_TURNS turns ago that are at least MIN_CHARS long are replaced by a stub
 naming their recall entry (`<<ccr:KEY>>`: /recall, or the model's recall tool, brings the text
 back), as the seed's microcompact does. The history is rewritten the way a compaction rewrites
-it: the journal records a rewrite event (reason "microcompact") and keeps the originals, and a
-bound session is written whole. A stub is never stubbed again; the call and its id stay, so the
+it: the journal is brought up to date first (so it holds the originals), then records a rewrite
+event (reason "microcompact"), and a bound session is written whole. With no journal, the stub
+keeps its original in its meta (never sent to the model), as a summary keeps its originals. A stub is never stubbed again; the call and its id stay, so the
 history still pairs every call with its result.
 
 Only the results this turn's request carries are looked at (a history larger than the context
@@ -14,6 +15,7 @@ BATCH_CHARS characters are due, so that cost is paid once for many.
 
 from __future__ import annotations
 
+from chatcli.core.compaction import keep_originals
 from chatcli.core.messages import Message, call_function
 from chatcli.store.home import Home
 from chatcli.store.recall import RecallError, marker
@@ -57,6 +59,9 @@ def apply(conv: Conversation) -> list[str]:
     pending = sum(len(history[index].content) for index in due)
     if len(history) >= SMALL and len(due) < BATCH and pending < BATCH_CHARS:
         return []
+    notes = conv.sync_transcript()  # the originals are in the journal before anything replaces them
+    journaled = bool(conv.transcript is not None and conv.transcript.enabled and conv.transcript.id
+                     and conv.transcript.problem is None)
     stubs: dict[int, Message] = {}
     recall = Home.of(conv.settings).recall()
     for index in due[:PER_TURN]:  # newest first
@@ -71,13 +76,15 @@ def apply(conv: Conversation) -> list[str]:
         stubs[index] = Message("tool", stub, {**(message._meta or {}), REASON: True,
                                               "original_chars": len(message.content)},
                                tool_call_id=message.tool_call_id, extra=message._extra)
+        if not journaled:  # no journal to keep it: the stub does (not sent to the model), as a summary does
+            keep_originals(stubs[index], key, [message])
     if not stubs:
-        return []
+        return notes
     rewritten = list(history)
     for index, stub in stubs.items():
         rewritten[index] = stub
     freed = sum(len(history[index].content) - len(stub.content) for index, stub in stubs.items())
-    notes = conv.binding.replace_history(rewritten, REASON)
+    notes += conv.binding.replace_history(rewritten, REASON)
     return [f"Microcompact: {len(stubs)} tool result{'s' if len(stubs) != 1 else ''} older than {turns} turns "
             f"replaced by stubs ({freed:,} characters freed; /recall brings one back).", *notes]
 
