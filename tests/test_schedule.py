@@ -82,3 +82,20 @@ def test_cron_expressions():
                      ("a * * * *", "not a number")):
         with pytest.raises(UsageError, match=why):
             parse(bad)
+
+
+def test_a_scheduled_context_save_keeps_the_directory_it_was_scheduled_in(settings, tmp_path):
+    project = tmp_path / "proj-a"
+    project.mkdir()
+    (project / "design.md").write_text("the design\n")
+    said = schedule.add(settings, "@hourly /context save proj .", cwd=project)
+    assert f"/context save proj {project}" in said
+    with pytest.raises(UsageError, match="absolute paths"):
+        schedule.check_command("/context save proj .")  # as a run reads schedule.json: relative is refused
+    elsewhere = tmp_path / "other-b"
+    elsewhere.mkdir()
+    (elsewhere / "private.txt").write_text("not for the model\n")
+    ran = []
+    runner = Scheduler(settings, lambda command: (ran.append(command) or "saved", False), lambda _line: None)
+    runner.tick(time.time() + 3 * 3600)
+    assert ran == [f"/context save proj {project}"]

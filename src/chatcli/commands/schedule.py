@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chatcli.commands.registry import CommandRegistry, Result
@@ -20,7 +21,7 @@ def schedule_command(conv: Conversation, args: str) -> Result:
         if len(words) != 2:
             raise UsageError("usage: /schedule remove ID")
         return Result(schedule.remove(conv.settings, words[1]))
-    return Result(schedule.add(conv.settings, args))
+    return Result(schedule.add(conv.settings, args, conv.agent.root or Path.cwd()))
 
 
 def register(registry: CommandRegistry) -> None:

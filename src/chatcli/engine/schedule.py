@@ -10,9 +10,11 @@ Only commands that stand apart from the conversation they are typed in may be sc
 from __future__ import annotations
 
 import datetime
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from chatcli.config.settings import Settings
 from chatcli.core import cron as crontab
@@ -25,16 +27,30 @@ TICK = 20.0
 SCHEDULABLE: dict[str, tuple[str, ...] | None] = {"storage": None, "context": ("save",)}
 
 
-def check_command(command: str) -> str:
+def check_command(command: str, cwd: Path | None = None) -> str:
+    """The command as it will run: refused unless SCHEDULABLE; the paths of a /context save made
+    absolute against `cwd` (where it was scheduled), since whichever chatcli runs it may have
+    started somewhere else (without `cwd`, as when a run checks schedule.json again, a relative
+    path is refused)."""
     command = command.strip()
     name, _, args = command.partition(" ")
     name = name.lower().removeprefix("/")
     if not command.startswith("/") or name not in SCHEDULABLE:
         raise UsageError(f"'{command}' cannot be scheduled; what can: /storage …, /context save NAME PATH…")
     allowed = SCHEDULABLE[name]
-    first = args.split()[0].lower() if args.split() else ""
-    if allowed is not None and first not in allowed:
+    words = args.split()
+    if allowed is not None and (words[0].lower() if words else "") not in allowed:
         raise UsageError(f"only /{name} {' | '.join(allowed)} … can be scheduled")
+    if name == "context":
+        if len(words) < 3:
+            raise UsageError("usage: /schedule CRON /context save NAME PATH…")
+        if cwd is None and not all(os.path.isabs(os.path.expanduser(path)) for path in words[2:]):
+            raise UsageError(f"'{command}': a scheduled /context save names absolute paths")
+        base = cwd or Path("/")
+        paths = [str((base / os.path.expanduser(path)).resolve()) for path in words[2:]]
+        if any(" " in path for path in paths):
+            raise UsageError("a scheduled /context save takes paths without spaces")
+        return " ".join([f"/{name}", words[0].lower(), words[1], *paths])
     return command
 
 
@@ -67,10 +83,10 @@ def upcoming(job: Job) -> str:
 
 
 # -- /schedule --------------------------------------------------------------------------------
-def add(settings: Settings, args: str) -> str:
+def add(settings: Settings, args: str, cwd: Path | None = None) -> str:
     cron_text, command = split(args)
     parsed = crontab.parse(cron_text)
-    job = Home.of(settings).schedule().add(parsed.text, check_command(command))
+    job = Home.of(settings).schedule().add(parsed.text, check_command(command, cwd))
     return (f"Scheduled job {job.id}: {job.command} at '{job.cron}' (next {upcoming(job)}), while a chatcli REPL or "
             f"gateway runs. /schedule remove {job.id} stops it.")
 
@@ -129,6 +145,7 @@ class Scheduler:
             if when is None or self.store.claim(job.id, when, now) is None:
                 continue
             try:
+                check_command(job.command)  # schedule.json is a file: what it says is checked again
                 text, error = self.run(job.command)
             except Exception as exc:  # noqa: BLE001 - a failed run is said, the schedule goes on
                 text, error = f"{type(exc).__name__}: {exc}", True
