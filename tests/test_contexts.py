@@ -95,3 +95,22 @@ def test_with_a_key_a_snapshot_is_sealed(tmp_path):
     assert store.load("notes").chunks[0].text == "the launch code is 0000" and not replaced
     again, replaced = store.save("notes", ["notes.txt"], tmp_path)
     assert replaced and again.id == context.id  # saved again under its name: the same snapshot, refreshed
+
+
+def test_memory_and_contexts_count_in_the_window_a_request_must_fit(make_conversation, fake_model, tmp_path):
+    from chatcli.core.messages import Message
+    from chatcli.engine import contexts, memory
+
+    conv = make_conversation(CHATCLI_CONTEXT_WINDOW="4000")
+    for n in range(6):
+        memory.save(conv.settings, f"note {n}: " + "remember this detail " * 40)
+    (tmp_path / "big.md").write_text("".join(f"line {i}: some words of the guide\n" for i in range(3000)))
+    contexts.store(conv).save("guide", ["big.md"], tmp_path)
+    contexts.attach(conv, ["guide"])
+    conv.history += [Message("user" if i % 2 == 0 else "assistant", f"message {i}: " + "filler " * 20)
+                     for i in range(70)]  # about 75% of the window on its own
+    conv.send("and now?")
+    request = fake_model.requests[-1]
+    sent = len(request.system) + sum(len(m.content) for m in request.messages)
+    assert sent / 4 <= 4000, sent  # about four characters a token: it fits
+    assert "--- guide:" in request.system and "note 5" in request.system

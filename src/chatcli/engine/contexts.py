@@ -207,13 +207,14 @@ def _ranked(chunks: list[Chunk], question: str) -> list[Chunk]:
     return [chunk for score, chunk in sorted(scored, key=lambda item: (-item[0], item[1].n))]
 
 
-def block(conv: Conversation) -> str:
-    """The attached contexts as this request carries them ("" with none attached)."""
+def block(conv: Conversation, question: str = "") -> str:
+    """The attached contexts as this turn's requests carry them ("" with none attached);
+    `question`, the user's new message, ranks the chunks of a "relevant" attachment."""
     found = attachments(conv)
     if not found:
         return ""
     budget = int(conv.settings.context_tokens * CHARS_PER_TOKEN * BUDGET_SHARE)
-    question = _question(conv)
+    question = question or _question(conv)
     parts, left_out = [], 0
     for attachment in sorted(found, key=lambda a: -a.priority):
         try:

@@ -1,5 +1,6 @@
 """What the model is told of the global memory (`/memory`, store/memory.py): the notes, newest
-first, up to PROMPT_LIMIT characters, after the bootstrap system prompt of every conversation.
+first, up to PROMPT_LIMIT characters (and WINDOW_SHARE of the context window), after the
+bootstrap system prompt of every conversation.
 Read again only when a note was saved or forgotten (by any surface)."""
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from chatcli.config.settings import Settings
 from chatcli.store.home import Home
 from chatcli.store.memory import Note
 
-PROMPT_LIMIT = 8000  # characters of notes in a request
-_cache: dict[str, tuple[tuple[int, int], str]] = {}
+PROMPT_LIMIT = 8000  # characters of notes in a request at most
+WINDOW_SHARE = 0.15  # and at most this share of the context window (about four characters a token)
+_cache: dict[str, tuple[tuple[int, int], str]] = {}  # home and limit → (the notes' stamp, the text)
 _lock = threading.Lock()
 
 
@@ -39,13 +41,14 @@ def prompt(settings: Settings) -> str:
     stamp = store.stamp()
     if stamp is None:
         return ""
-    key = str(store.root)
+    limit = min(PROMPT_LIMIT, int(settings.context_tokens * 4 * WINDOW_SHARE))
+    key = f"{store.root}\0{limit}"
     with _lock:
         cached = _cache.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]
     notes, _problems = store.notes()  # a note that cannot be read is not offered (/memory list says why)
-    text = compose(notes)
+    text = compose(notes, limit)
     with _lock:
         _cache[key] = (stamp, text)
     return text

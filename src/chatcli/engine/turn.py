@@ -62,6 +62,9 @@ class Pacing:
     window_kept: tuple[int, int, list[Message]] | None = None
     full_window_said: bool = False  # the "compacting would not help" note is given once
     too_large_said: bool = False  # the "too large to summarise" note too
+    # What this turn's requests carry after the system prompt: the memory and the attached
+    # contexts, made once a turn (the window checks count them too).
+    extra_system: str = ""
 
 
 def run(
@@ -82,6 +85,8 @@ def run(
     notice = on_notice or (lambda _text: None)
     for note in conv.binding.adopt():
         notice(note)
+    remembered = memory.prompt(conv.settings) if conv.memory else ""
+    conv.pacing.extra_system = "\n\n".join(part for part in (remembered, contexts.block(conv, text)) if part)
     for note in _auto_compact(conv, text):
         notice(note)
     for note in microcompact.apply(conv):
@@ -115,7 +120,7 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
     fit, after the system messages and summaries before them (`_sent`), and says so."""
     share = conv.settings.auto_compact
     window = conv.settings.context_tokens
-    used = estimate_tokens(conv.system_prompt, conv.history, text)
+    used = estimate_tokens(_system(conv), conv.history, text)
     if not share or used < share * window:
         return []
     too_big = used > window
@@ -147,7 +152,7 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
                 return []  # said once: every turn of such a session does the same
             conv.pacing.too_large_said = True
         return [note]
-    left = estimate_tokens(conv.system_prompt, [*(conv.history[i] for i in cut.kept_system),
+    left = estimate_tokens(_system(conv), [*(conv.history[i] for i in cut.kept_system),
                                                 *conv.history[cut.index:]], text)
     if used - left < used / 4:
         if too_big:
@@ -171,10 +176,15 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
     return [f"{head}: {outcome.text[:1].lower()}{outcome.text[1:]}", *outcome.notes]
 
 
+def _system(conv: Conversation) -> str:
+    """What the system part of this turn's requests holds, for the window checks."""
+    return f"{conv.system_prompt}\n\n{conv.pacing.extra_system}" if conv.pacing.extra_system else conv.system_prompt
+
+
 def _window_view(conv: Conversation, text: str) -> int:
     """This turn sends only the latest messages that fit (see `_sent`); how many."""
     budget = int(conv.settings.auto_compact * conv.settings.context_tokens) \
-        - estimate_tokens(conv.system_prompt, (), text)
+        - estimate_tokens(_system(conv), (), text)
     conv.pacing.window_from = recent_window(conv.history, budget)
     return len(conv.history) - conv.pacing.window_from
 
@@ -196,9 +206,8 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
     done: Done | None = None
     rounds = 0
     conv.turn_costs = []
-    remembered = memory.prompt(conv.settings) if conv.memory else ""
-    system = "\n\n".join(part for part in (conv.system_prompt, remembered, contexts.block(conv),
-                                           agent.instructions(conv)) if part)
+    system = "\n\n".join(part for part in (conv.system_prompt, conv.pacing.extra_system, agent.instructions(conv))
+                         if part)
     try:
         while True:
             if agent.tagged:
