@@ -14,6 +14,7 @@ from conftest import run_chatcli
 from repl_driver import Repl, plain
 
 from chatcli.core.costs import usage
+from chatcli.engine import sessions
 from chatcli.store.storage import Storage
 
 
@@ -73,3 +74,17 @@ def test_a_one_shot_that_keeps_no_session_writes_no_cost_snapshot(openai_env, wo
     assert run_chatcli("--session", "kept", "-p", "hi", env=openai_env, cwd=workdir).returncode == 0
     [snapshot] = (home / ".chatcli" / "costs").iterdir()
     assert json.loads(snapshot.read_text())["s"] == "kept" and oct(snapshot.stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_compaction_request_is_counted_too(make_conversation, fake_model):
+    from chatcli.engine import compaction, costs
+
+    conv = make_conversation()
+    sessions.attach(conv, "long")
+    for n in range(8):
+        conv.send(f"question {n}")
+    ref = costs.reference(conv, create=False)
+    assert len(costs.store(conv).lines(ref)) == 8
+    fake_model.reply("A short summary.")
+    compaction.compact(conv, "")
+    assert len(costs.store(conv).lines(ref)) == 9  # the summary request, counted with the session's

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 from chatcli.core.compaction import compacted, keep_originals, plan_cut, summary_message
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message, call_chars, call_function
+from chatcli.engine import costs
 from chatcli.engine.sessions import Outcome
-from chatcli.providers.base import Delta, Request, streaming
+from chatcli.providers.base import Delta, Done, Request, streaming
 from chatcli.store.home import Home
 from chatcli.store.recall import marker
 
@@ -69,8 +70,15 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
     settings = conv.settings
     request = Request(model=settings.model, messages=[Message("user", prompt)], system=conv.system_prompt,
                       timeout=settings.timeout, max_tokens=settings.max_tokens)
+    pieces, ended = [], None
     with streaming(conv.provider, request) as events:
-        text = "".join(event.text for event in events if isinstance(event, Delta))
+        for event in events:
+            if isinstance(event, Delta):
+                pieces.append(event.text)
+            elif isinstance(event, Done):
+                ended = event
+    text = "".join(pieces)
+    costs.record(conv, request, ended, len(text))  # a summary request costs as much as a turn's, often more
     if not text.strip():
         raise ProviderError("the model returned an empty summary; nothing was compacted")
     replaced = sum(len(m.content) + call_chars(m) for m in older)

@@ -196,15 +196,25 @@ def _question(conv: Conversation) -> str:
     return ""
 
 
-def _ranked(chunks: list[Chunk], question: str) -> list[Chunk]:
-    """The chunks sharing the most (rarer) words with the question first; those sharing none last."""
+def _ranked(context: Context, chunks: list[Chunk], question: str) -> list[Chunk]:
+    """The chunks sharing the most (rarer) words with the question first; those sharing none last.
+    Each chunk's words are read once per snapshot (kept with it in the cache)."""
     words = {word.lower() for word in _WORD.findall(question)}
     if not words:
         return chunks
-    bags = [{word.lower() for word in _WORD.findall(chunk.text)} for chunk in chunks]
-    weight = {word: math.log(1 + len(chunks) / (1 + sum(word in bag for bag in bags))) for word in words}
-    scored = [(sum(weight[word] for word in words & bag), chunk) for bag, chunk in zip(bags, chunks)]
+    bags = _bags(context)
+    counts = {word: sum(1 for bag in bags.values() if word in bag) for word in words}
+    weight = {word: math.log(1 + len(bags) / (1 + counts[word])) for word in words}
+    scored = [(sum(weight[word] for word in words & bags[chunk.n]), chunk) for chunk in chunks]
     return [chunk for score, chunk in sorted(scored, key=lambda item: (-item[0], item[1].n))]
+
+
+def _bags(context: Context) -> dict[int, frozenset[str]]:
+    bags = getattr(context, "_bags", None)
+    if bags is None:
+        bags = {chunk.n: frozenset(word.lower() for word in _WORD.findall(chunk.text)) for chunk in context.chunks}
+        context._bags = bags  # the snapshot is cached by its file's stamp: so are its words
+    return bags
 
 
 def block(conv: Conversation, question: str = "") -> str:
@@ -225,7 +235,7 @@ def block(conv: Conversation, question: str = "") -> str:
             continue
         chunks = selected(context.chunks, attachment.chunks)
         if attachment.mode == "relevant":
-            chunks = _ranked(chunks, question)
+            chunks = _ranked(context, chunks, question)
         for chunk in chunks:
             piece = f"--- {attachment.name}: {chunk.file} lines {chunk.start}-{chunk.end} ---\n{chunk.text}"
             if len(piece) > budget:

@@ -2,8 +2,10 @@
 this user's browser, from the same store every surface uses.
 
 Access: the URL `/web` prints carries a one-time token. Its first visit trades it for a cookie
-(HttpOnly, SameSite=Strict) and the token is spent: the URL copied elsewhere, or opened again,
-is refused. Every request must name this server's own host and port (a page elsewhere cannot
+(HttpOnly, SameSite=Strict, named with the port) and the token is spent: the URL copied
+elsewhere, or opened again, is refused. (A browser sends its cookies for 127.0.0.1 to every
+port there, so a server another local user runs on this machine could see one: the page is
+for a machine you do not share with people you do not trust.) Every request must name this server's own host and port (a page elsewhere cannot
 reach it through DNS rebinding), and every answer is JSON or the page itself, whose script puts
 text on screen as text, never as markup (CSP: its own script only, by nonce).
 
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
 
 PAGE_SIZE = 200  # messages a page of a session shows (the newest first page; "older" for more)
-COOKIE = "chatcli_web"
+COOKIE = "chatcli_web_"  # + the port: two chatcli pages at once keep a cookie each
 
 
 class WebView:
@@ -104,7 +106,7 @@ class WebView:
                 return 403, "text/plain; charset=utf-8", b"This link was used already or is not chatcli's; type /web " \
                                                          b"in chatcli for a new one.", {}
             return 303, "text/plain; charset=utf-8", b"", {
-                "Location": "/", "Set-Cookie": f"{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/"}
+                "Location": "/", "Set-Cookie": f"{COOKIE}{self.port}={cookie}; HttpOnly; SameSite=Strict; Path=/"}
         if not self._allowed(headers.get("Cookie", "")):
             return 403, "text/plain; charset=utf-8", b"Open the link /web printed in chatcli (it works once).", {}
         if url.path == "/":
@@ -127,7 +129,7 @@ class WebView:
     def _allowed(self, cookie_header: str) -> bool:
         for part in cookie_header.split(";"):
             key, _, value = part.strip().partition("=")
-            if key == COOKIE and value:
+            if key == f"{COOKIE}{self.port}" and value:
                 with self.lock:
                     if value in self.cookies:
                         return True

@@ -12,6 +12,7 @@ hidden entries and the usual build and dependency directories. What was left out
 from __future__ import annotations
 
 import datetime
+import errno
 import hashlib
 import json
 import os
@@ -97,6 +98,9 @@ class ContextStore:
             for path in (_walk(target, context.skipped) if stat.S_ISDIR(st.st_mode) else [target]):
                 if len(context.files) >= MAX_FILES:
                     _count(context.skipped, f"over {MAX_FILES} files")
+                    continue
+                if total >= MAX_TOTAL:  # full: the rest is counted, not read
+                    _count(context.skipped, f"over {MAX_TOTAL // (1024 * 1024)} MB in all")
                     continue
                 text = _text(path, context.skipped)
                 if text is None:
@@ -211,17 +215,29 @@ def _walk(root: Path, skipped: dict[str, int]) -> list[Path]:
 
 
 def _text(path: Path, skipped: dict[str, int]) -> str | None:
+    """The file's text: opened without following a link or waiting on a FIFO, checked as opened
+    (a regular file, not too large) and read no further than the limit."""
     try:
-        st = os.stat(path, follow_symlinks=False)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        _count(skipped, "links" if exc.errno == errno.ELOOP else "unreadable files")
+        return None
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             _count(skipped, "not regular files")
             return None
         if st.st_size > MAX_FILE:
             _count(skipped, f"files over {MAX_FILE // 1024} KB")
             return None
-        data = path.read_bytes()
+        data = os.read(fd, MAX_FILE + 1)
     except OSError:
         _count(skipped, "unreadable files")
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE:
+        _count(skipped, f"files over {MAX_FILE // 1024} KB")
         return None
     if b"\0" in data[:8192]:
         _count(skipped, "binary files")

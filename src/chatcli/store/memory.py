@@ -52,7 +52,7 @@ class MemoryStore:
             raise UsageError(f"a note is at most {MAX_NOTE:,} characters ({len(text):,} given)")
         for _ in range(20):
             note = Note(os.urandom(4).hex(), text, datetime.datetime.now(datetime.timezone.utc).isoformat(
-                timespec="seconds"), origin)
+                timespec="microseconds"), origin)  # to the microsecond: notes of one second keep their order
             if not self.path(note.id).exists():
                 break
         payload = json.dumps({"version": VERSION, "id": note.id, "text": note.text, "created": note.created,
