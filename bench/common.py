@@ -40,3 +40,26 @@ def bare_fsynced_write(path: Path, data: bytes, *, append: bool = False) -> None
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class Noted:
+    """A model that answers "noted." at once (with token counts), for figures of what the
+    conversation around it costs."""
+
+    name = "bench"
+    supports_tools = True
+
+    def stream(self, _request):
+        from chatcli.providers.base import Delta, Done
+
+        yield Delta("noted.")
+        yield Done("stop", 10, 2)
+
+
+def noted_registry():
+    """A provider registry in which "openai" is `Noted`."""
+    from chatcli.providers.base import ProviderRegistry
+
+    registry = ProviderRegistry()
+    registry.register("openai", lambda _settings: Noted())
+    return registry

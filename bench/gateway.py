@@ -28,34 +28,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import bare_fsynced_write, median_of_runs_ms, once_ms, print_floor_table
+from common import bare_fsynced_write, median_of_runs_ms, noted_registry, once_ms, print_floor_table
 
 from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation
 from chatcli.gateway.hub import ConversationHub
-from chatcli.providers.base import Delta, Done, ProviderRegistry
 from chatcli.store.home import Home
 from chatcli.store.storage import Storage
 
 RUNS = int(os.environ.get("BENCH_RUNS", "15"))
 SIZES = (100, 10_000, 100_000)
-
-
-class Echo:
-    name = "bench"
-    supports_tools = True
-
-    def stream(self, _request):
-        yield Delta("noted.")
-        yield Done("stop")
-
-
-def registry() -> ProviderRegistry:
-    registry = ProviderRegistry()
-    registry.register("openai", lambda _settings: Echo())
-    return registry
 
 
 def settings_in(home: Path) -> Settings:
@@ -105,8 +89,8 @@ def turns_ms(settings: Settings) -> tuple[float, float, float]:
     """(a gateway turn, the same turn through the REPL's pipeline, the REPL's first turn after a
     gateway turn): medians. Each surface runs its turns in a row, as a user on one surface does;
     the third figure is a switch of surface, whose first turn adopts what the other one wrote."""
-    hub = ConversationHub(settings, ["telegram:42"], registry=registry())
-    repl = Conversation(settings, registry=registry(), journal=True)
+    hub = ConversationHub(settings, ["telegram:42"], registry=noted_registry())
+    repl = Conversation(settings, registry=noted_registry(), journal=True)
     try:
         hub.handle("telegram", "42", "/session attach big")
         hub.handle("telegram", "42", "warm up")  # the first turn after an attach reads the journal whole

@@ -21,32 +21,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import once_ms, print_floor_table
+from common import noted_registry, once_ms, print_floor_table
 
 from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
 from chatcli.engine import contexts, memory, sessions
 from chatcli.engine.conversation import Conversation
-from chatcli.providers.base import Delta, Done, ProviderRegistry
 from chatcli.store.home import Home
 
 RUNS = int(os.environ.get("BENCH_RUNS", "15"))
 SIZES = (100, 10_000, 100_000)
-
-
-class Echo:
-    name = "bench"
-    supports_tools = True
-
-    def stream(self, _request):
-        yield Delta("noted.")
-        yield Done("stop", 10, 2)
-
-
-def registry() -> ProviderRegistry:
-    registry = ProviderRegistry()
-    registry.register("openai", lambda _settings: Echo())
-    return registry
 
 
 def settings_for(home: Path, on: bool) -> Settings:
@@ -87,7 +71,7 @@ def build(scratch: Path, size: int) -> tuple[Settings, Settings]:
 
 def turns_ms(settings: Settings, attach: bool) -> tuple[float, float]:
     """(the first turn after a load, the median of the next RUNS turns)."""
-    conv = Conversation(settings, registry=registry(), journal=True)
+    conv = Conversation(settings, registry=noted_registry(), journal=True)
     sessions.load(conv, "big")
     if attach:
         contexts.attach(conv, ["docs", "9"])

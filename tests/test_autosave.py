@@ -154,13 +154,19 @@ def test_no_start_line_when_resuming(repl_env, workdir, sessions_dir):
         again.close()
 
 
-def test_continuing_an_autosave_keeps_it_there_and_makes_no_second_copy(repl_env, workdir, sessions_dir):
+def continued_autosave(repl_env, workdir, sessions_dir) -> tuple[Path, Repl]:
+    """An autosave left by one REPL, and a second REPL that continued it with a turn."""
     repl = Repl(repl_env, "m", cwd=workdir)
     repl.send("remember the blue door")
     end(repl, "/exit")
     [first] = autosaves(sessions_dir)
     repl = Repl(repl_env, "m", cwd=workdir, args=("--continue",))
     repl.send("and the red key")
+    return first, repl
+
+
+def test_continuing_an_autosave_keeps_it_there_and_makes_no_second_copy(repl_env, workdir, sessions_dir):
+    first, repl = continued_autosave(repl_env, workdir, sessions_dir)
     said = end(repl, "/exit")
     assert autosaves(sessions_dir) == [first]  # one conversation, one copy
     assert contents(first) == ["remember the blue door", "You said: remember the blue door",
@@ -177,12 +183,7 @@ def test_continuing_an_autosave_keeps_it_there_and_makes_no_second_copy(repl_env
 
 
 def test_an_autosave_changed_meanwhile_is_not_overwritten(repl_env, workdir, sessions_dir):
-    repl = Repl(repl_env, "m", cwd=workdir)
-    repl.send("remember the blue door")
-    end(repl, "/exit")
-    [first] = autosaves(sessions_dir)
-    repl = Repl(repl_env, "m", cwd=workdir, args=("--continue",))
-    repl.send("and the red key")
+    first, repl = continued_autosave(repl_env, workdir, sessions_dir)
     before = first.read_bytes()
     data = json.loads(before)
     data["chat_history"].append({"role": "user", "content": "written elsewhere"})

@@ -61,6 +61,9 @@ def test_with_a_key_no_message_text_reaches_the_disk_and_everything_still_works(
     finally:
         repl.close()
     assert plaintext_hits(home, SECRET) == []
+    opened = Home(settings.home, base64.b64decode(new))
+    assert opened.memory().notes()[0][0].text == f"remember {SECRET}"  # readable with the new key
+    assert opened.contexts().load("notes").chunks[0].text == f"the context says {SECRET}"
     assert plaintext_hits(home, "question 3") == []
     assert (home / "sessions" / "vault.json").read_bytes().startswith(b"chatcli-sealed\n")
     listing = run_chatcli("session", "list", env=sealed_env)
@@ -161,6 +164,9 @@ def test_rekey_reseals_everything_and_finishes_after_an_interruption(sealed_env,
 
     settings = Settings.load(sealed_env)
     store = Home.of(settings).sessions()
+    Home.of(settings).memory().save(f"remember {SECRET}")  # a memory note and a context: sealed too
+    (home.parent / "notes.txt").write_text(f"the context says {SECRET}\n")
+    Home.of(settings).contexts().save("notes", ["notes.txt"], home.parent)
     for i in range(3, 400):
         with store.lock(f"s{i:03d}"):
             store.write(f"s{i:03d}", SessionData(history=[Message("user", f"{SECRET} {i}" + " padding" * 200)]))
@@ -185,7 +191,8 @@ def test_rekey_reseals_everything_and_finishes_after_an_interruption(sealed_env,
     resealed, already = map(int, re.search(r"new key: (\d+) sessions.*; (\d+) file", finished.stdout).groups())
     assert resealed > 0 and already > 0, finished.stdout  # the kill did land in the middle
     again = subprocess.run([CHATCLI, "storage", "rekey"], env=rekey_env, capture_output=True, text=True)
-    assert again.returncode == 0 and "Re-sealed under the new key: 0 sessions, 0 transcripts, 0 recall" in again.stdout
+    assert again.returncode == 0 and "Re-sealed under the new key: 0 sessions, 0 transcripts, 0 recall, 0 memory, " \
+        "0 contexts" in again.stdout
 
     with_new = dict(sealed_env, CHATCLI_ENCRYPTION_KEY=new)
     shown = run_chatcli("session", "show", "s001", env=with_new)

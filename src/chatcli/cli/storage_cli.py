@@ -27,8 +27,9 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
     prune.add_argument("store", nargs="?", metavar="STORE", help=f"only this store: {', '.join(STORES)}")
     actions.add_parser(
         "rekey",
-        help="re-seal every session, journal and recall entry under CHATCLI_NEW_ENCRYPTION_KEY",
-        description="Re-seals every session file, transcript journal and recall entry under the key in "
+        help="re-seal every session, journal, recall entry, memory note and context under CHATCLI_NEW_ENCRYPTION_KEY",
+        description="Re-seals every session file, transcript journal, recall entry, memory note and context "
+        "snapshot under the key in "
         "CHATCLI_NEW_ENCRYPTION_KEY (CHATCLI_ENCRYPTION_KEY holds the current one; plaintext files are "
         "sealed too). Each file is replaced atomically; an interrupted rekey is finished by running it "
         "again. Run it while no chatcli is running, then set CHATCLI_ENCRYPTION_KEY to the new key.",

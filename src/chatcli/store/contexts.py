@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import errno
 import hashlib
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from pathlib import Path
 from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.names import NAME_RE
 from chatcli.store.atomic import atomic_write, os_cause
-from chatcli.store.seal import SealError, is_sealed, sealer_for
+from chatcli.store.seal import SealError, dump_json, load_json
 
 VERSION = 1
 SUFFIX = ".json"
@@ -125,9 +124,7 @@ class ContextStore:
         document = {"version": VERSION, "id": context.id, "name": context.name, "created": context.created,
                     "roots": context.roots, "files": context.files, "skipped": context.skipped,
                     "chunks": [[c.n, c.file, c.start, c.end, c.text] for c in context.chunks]}
-        payload = json.dumps(document, ensure_ascii=False).encode("utf-8")
-        if self.key is not None:
-            payload = sealer_for(self.key).seal(payload, "context", context.name)
+        payload = dump_json(document, self.key, "context", context.name)
         try:
             atomic_write(self.path(context.name), payload)
         except OSError as exc:
@@ -149,11 +146,7 @@ class ContextStore:
         except OSError as exc:
             raise ContextError(f"contexts: cannot read {path}: {os_cause(exc)}") from None
         try:
-            if is_sealed(raw):
-                if self.key is None:
-                    raise ContextError(f"context '{name}' is encrypted: set CHATCLI_ENCRYPTION_KEY to read it")
-                raw = sealer_for(self.key).open(raw, "context", name, f"context '{name}'")
-            document = json.loads(raw)
+            document = load_json(raw, self.key, "context", name, f"context '{name}'")
             if document.get("version", 0) > VERSION:
                 raise ContextError(f"context '{name}' was written by a newer chatcli; it is left as it is")
             return Context(str(document["id"]), name, str(document.get("created", "")), list(document.get("roots", [])),

@@ -8,7 +8,6 @@ a note goes only when the user forgets it.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.store.atomic import atomic_write, os_cause
-from chatcli.store.seal import SealError, is_sealed, sealer_for
+from chatcli.store.seal import SealError, dump_json, load_json
 
 ID_RE = re.compile(r"[0-9a-f]{8}")
 SUFFIX = ".json"
@@ -55,10 +54,8 @@ class MemoryStore:
                 timespec="microseconds"), origin)  # to the microsecond: notes of one second keep their order
             if not self.path(note.id).exists():
                 break
-        payload = json.dumps({"version": VERSION, "id": note.id, "text": note.text, "created": note.created,
-                              "origin": note.origin}, ensure_ascii=False).encode("utf-8")
-        if self.key is not None:
-            payload = sealer_for(self.key).seal(payload, "memory", note.id)
+        payload = dump_json({"version": VERSION, "id": note.id, "text": note.text, "created": note.created,
+                             "origin": note.origin}, self.key, "memory", note.id)
         try:
             atomic_write(self.path(note.id), payload)
         except OSError as exc:
@@ -89,12 +86,7 @@ class MemoryStore:
     def _read(self, note_id: str) -> Note:
         path = self.path(note_id)
         try:
-            raw = path.read_bytes()
-            if is_sealed(raw):
-                if self.key is None:
-                    raise MemoryError(f"memory note {note_id} is encrypted: set CHATCLI_ENCRYPTION_KEY to read it")
-                raw = sealer_for(self.key).open(raw, "memory", note_id, f"memory note {note_id}")
-            document = json.loads(raw)
+            document = load_json(path.read_bytes(), self.key, "memory", note_id, f"memory note {note_id}")
             return Note(note_id, str(document["text"]), str(document.get("created", "")),
                         str(document.get("origin") or ""))
         except OSError as exc:

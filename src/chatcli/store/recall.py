@@ -21,7 +21,7 @@ from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.messages import Message
 from chatcli.store import home
 from chatcli.store.atomic import atomic_write
-from chatcli.store.seal import SealError, is_sealed, sealer_for
+from chatcli.store.seal import SealError, dump_json, load_json
 
 KEY_RE = re.compile(r"[0-9a-f]{16}")
 MARKER_RE = re.compile(r"<<ccr:([0-9a-f]{16})>>")
@@ -71,10 +71,7 @@ class RecallStore:
                 os.utime(path)  # stored again: it is recent again
                 return key
             document = {"version": VERSION, "key": key, "origin": origin or {}, "messages": json.loads(body)}
-            payload = json.dumps(document, ensure_ascii=False).encode("utf-8")
-            if self.key is not None:
-                payload = sealer_for(self.key).seal(payload, "recall", key)
-            atomic_write(path, payload)
+            atomic_write(path, dump_json(document, self.key, "recall", key))
         except OSError as exc:
             raise RecallError(f"recall store: cannot write {path}: {exc.strerror or exc}") from None
         return key
@@ -82,12 +79,7 @@ class RecallStore:
     def get(self, key: str) -> tuple[list[Message], dict]:
         path = self.path(key)
         try:
-            raw = path.read_bytes()
-            if is_sealed(raw):
-                if self.key is None:
-                    raise RecallError(f"recall entry {parse_key(key)} is encrypted: set CHATCLI_ENCRYPTION_KEY to open it")
-                raw = sealer_for(self.key).open(raw, "recall", parse_key(key), f"recall entry {parse_key(key)}")
-            document = json.loads(raw)
+            document = load_json(path.read_bytes(), self.key, "recall", parse_key(key), f"recall entry {parse_key(key)}")
             messages = [Message.from_dict(item) for item in document["messages"]]
             origin = document.get("origin") if isinstance(document.get("origin"), dict) else {}
         except FileNotFoundError:

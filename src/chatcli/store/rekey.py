@@ -1,4 +1,5 @@
-"""`chatcli storage rekey` (SPEC §9): re-seal every session, journal and recall entry under a new key.
+"""`chatcli storage rekey` (SPEC §9): re-seal every session, journal, recall entry, memory note and
+context snapshot under a new key.
 
 Each file is replaced atomically (temporary file, fsync, rename) with its modification time
 kept, so retention sees the same ages. A file that already opens with the new key is left as it
@@ -30,7 +31,8 @@ from chatcli.store.search import discard_index
 
 @dataclass
 class Rekeyed:
-    resealed: dict[str, int] = field(default_factory=lambda: {"sessions": 0, "transcripts": 0, "recall": 0})
+    resealed: dict[str, int] = field(default_factory=lambda: {"sessions": 0, "transcripts": 0, "recall": 0,
+                                                              "memory": 0, "contexts": 0})
     already: int = 0  # files that opened with the new key already
     failed: list[str] = field(default_factory=list)  # one line each
     damaged: int = 0  # journal lines no key opens (while others do): kept as they are
@@ -56,7 +58,7 @@ def rekey(home: Home, new: bytes) -> Rekeyed:
                 if kind == "transcripts":
                     payload = _journal(raw, name, old, new, done)
                 else:
-                    payload = _whole(raw, "session" if kind == "sessions" else "recall", name, old, new)
+                    payload = _whole(raw, _SEALED_AS[kind], name, old, new)
                 if payload is None:
                     done.already += 1
                     continue
@@ -93,10 +95,16 @@ def _flocked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+# What each store's whole files are sealed as (the kind the sealer binds them to).
+_SEALED_AS = {"sessions": "session", "recall": "recall", "memory": "memory", "contexts": "context"}
+
+
 def _files(home: Home) -> Iterator[tuple[str, Path, str]]:
     for kind, root, named in (("sessions", home.sessions_dir, layout.session_named),
                               ("transcripts", home.transcripts_dir, layout.journal_named),
-                              ("recall", home.recall_dir, layout.entry_named)):
+                              ("recall", home.recall_dir, layout.entry_named),
+                              ("memory", home.memory_dir, layout.entry_named),
+                              ("contexts", home.contexts_dir, layout.entry_named)):
         try:
             entries = sorted(os.scandir(root), key=lambda e: e.name)
         except FileNotFoundError:

@@ -48,6 +48,26 @@ def is_sealed(data: bytes) -> bool:
     return data.startswith(MAGIC)
 
 
+def dump_json(document: object, key: bytes | None, kind: str, name: str) -> bytes:
+    """A JSON document as its file holds it: sealed with the master key when there is one."""
+    import json
+
+    payload = json.dumps(document, ensure_ascii=False).encode("utf-8")
+    return payload if key is None else sealer_for(key).seal(payload, kind, name)
+
+
+def load_json(raw: bytes, key: bytes | None, kind: str, name: str, what: str) -> object:
+    """The document a file holds, sealed or not. SealError when it is sealed and there is no
+    key (or another one); ValueError when it is not JSON."""
+    import json
+
+    if is_sealed(raw):
+        if key is None:
+            raise SealError(f"{what} is encrypted: set CHATCLI_ENCRYPTION_KEY to read it")
+        raw = sealer_for(key).open(raw, kind, name, what)
+    return json.loads(raw)
+
+
 class Sealer:
     """Seals and opens with one master key. Derived keys are cached by salt and kind."""
 
