@@ -88,3 +88,24 @@ def test_a_compaction_request_is_counted_too(make_conversation, fake_model):
     fake_model.reply("A short summary.")
     compaction.compact(conv, "")
     assert len(costs.store(conv).lines(ref)) == 9  # the summary request, counted with the session's
+
+
+def test_the_cost_of_sessions_kept_is_never_a_burst(openai_env, workdir, home):
+    for n in range(4):  # four quick runs, each kept in a session of its own
+        assert run_chatcli("--session", f"proj{n}", "-p", f"question {n}", env=openai_env, cwd=workdir).returncode == 0
+    pruned = run_chatcli("storage", "prune", "costs", env=openai_env, cwd=workdir)
+    assert "Nothing to remove" in pruned.stdout, pruned.stdout
+    shown = run_chatcli("session", "show", "proj0", env=openai_env, cwd=workdir).stdout
+    assert "cost: 1 request" in shown
+
+
+def test_requests_made_before_a_save_count_as_the_sessions(repl_env, workdir):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        repl.send("q one")
+        repl.send("q two")
+        repl.send("/session save savedcost")
+        said = plain(repl.send("/cost"))
+        assert "This session (savedcost): 2 requests, 10 tokens in, 4 out" in said, said
+    finally:
+        repl.close()

@@ -71,15 +71,22 @@ def describe(lines: list) -> str:
             f"{pricing.tokens(tokens_out)} out, ≈ {cost}{guess}")
 
 
+def own(lines: list[Line], name: str) -> list[Line]:
+    """The lines of session `name`: its own, and, for the first name the lineage took, those made
+    before it had a name (the conversation it was saved from)."""
+    first = next((line.session for line in lines if line.session), name)
+    return [line for line in lines if line.session == name or (not line.session and name and name == first)]
+
+
 def session_cost(settings, data, name: str) -> str | None:
     """`session show`'s cost line for a saved session, or None when it has no snapshot."""
     ref = data.extra.get(REF_FIELD)
     if not isinstance(ref, str) or not REF_RE.fullmatch(ref):
         return None
     lines = Home.of(settings).costs().lines(ref)
-    own = [line for line in lines if line.session == name]
-    lineage = f"; its cost reference {ref}, shared with its forks: {describe(lines)}" if len(own) != len(lines) else ""
-    return f"cost: {describe(own)}{lineage}"
+    mine = own(lines, name)
+    lineage = f"; its cost reference {ref}, shared with its forks: {describe(lines)}" if len(mine) != len(lines) else ""
+    return f"cost: {describe(mine)}{lineage}"
 
 
 def summary(conv: Conversation) -> str:
@@ -91,9 +98,9 @@ def summary(conv: Conversation) -> str:
     if ref is not None:
         every = store(conv).lines(ref)
         name = conv.session_name or ""
-        own = [line for line in every if line.session == name]
-        lines.append(f"This {'session' if name else 'conversation'}{f' ({name})' if name else ''}: {describe(own)}.")
-        if len(own) != len(every):
+        mine = own(every, name) if name else [line for line in every if not line.session]
+        lines.append(f"This {'session' if name else 'conversation'}{f' ({name})' if name else ''}: {describe(mine)}.")
+        if len(mine) != len(every):
             lines.append(f"With its forks and earlier names (cost reference {ref}): {describe(every)}.")
     lines.append(f"Prices per million tokens from chatcli's table ({pricing.PRICES_AS_OF}) or CHATCLI_PRICES; "
                  "estimates count about four characters a token.")

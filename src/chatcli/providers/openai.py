@@ -30,6 +30,8 @@ class OpenAIProvider(HostedProvider):
         messages = [{"role": "system", "content": request.system}] if request.system else []
         messages += [_wire(m) for m in request.messages]
         payload: dict = {"model": request.model, "messages": messages, "stream": True}
+        if self.official_host in self.base_url:  # OpenAI streams token counts only when asked (/cost);
+            payload["stream_options"] = {"include_usage": True}  # other servers may refuse the field
         if request.max_tokens:
             payload["max_tokens"] = request.max_tokens
         if request.tools:

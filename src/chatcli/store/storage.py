@@ -357,18 +357,45 @@ class Storage:
 
     def _plan_costs(self, plan: Plan) -> None:
         """Cost snapshots made in bursts (scripted runs): BURST_COUNT or more within BURST_WINDOW,
-        each of at most BURST_MESSAGES requests, as for machine sessions."""
+        each of at most BURST_MESSAGES requests made by no named session, and none a session
+        file refers to (an autosave kept the conversation): the cost of what is kept stays."""
         costs = self.layout.costs()
         small = {}
         for ref, st in costs.refs():
             if not stat.S_ISREG(st.st_mode) or st.st_size > 4096:
                 continue
-            if len(costs.lines(ref)) <= retention.BURST_MESSAGES:
+            lines = costs.lines(ref)
+            if len(lines) <= retention.BURST_MESSAGES and not any(line.session for line in lines):
                 small[ref] = st
-        for ref in retention.bursts([(st.st_mtime, ref) for ref, st in small.items()]):
+        burst = retention.bursts([(st.st_mtime, ref) for ref, st in small.items()])
+        kept = self._cost_refs_kept(set(burst), [small[ref].st_mtime for ref in burst])
+        for ref in burst:
+            if ref in kept:
+                continue
             st = small[ref]
             plan.removals.append(Removal("costs", costs.path(ref), st.st_size, st.st_mtime_ns, st.st_ino,
                                          retention.BURST))
+
+    def _cost_refs_kept(self, refs: set[str], times: list[float]) -> set[str]:
+        """Which of `refs` a session file names: those written around the snapshots' times are
+        read (an autosave is written when its conversation ends, just after its last request)."""
+        if not refs:
+            return set()
+        try:
+            stats, _misnamed = self._stat_sessions()
+        except OSError:
+            return set(refs)  # the sessions cannot be read: keep every snapshot
+        low, high = min(times) - 2 * retention.BURST_WINDOW, max(times) + 2 * retention.BURST_WINDOW
+        kept = set()
+        for name, st in stats.items():
+            if low <= st.st_mtime <= high:
+                try:
+                    data, _stamp = self.sessions.load(name)
+                except SessionError:
+                    return set(refs)  # one that cannot be read may name any of them
+                if data.extra.get("cost_ref") in refs:
+                    kept.add(data.extra["cost_ref"])
+        return kept
 
     def _session_exists(self, name: str) -> bool:
         return os.path.lexists(home.session_path(self.sessions.root, name))
