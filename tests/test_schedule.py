@@ -37,6 +37,7 @@ def test_a_scheduled_prune_runs_in_the_repl_and_says_so(repl_env, workdir):
         said = plain(repl.send("/schedule * * * * * /storage prune costs --apply"))
         assert re.search(r"Scheduled job 1: /storage prune costs --apply at '\* \* \* \* \*' \(next \d{4}-", said), said
         assert "cannot be scheduled" in plain(repl.send("/schedule @daily /session new"))
+        assert "unknown store 'bogus'" in plain(repl.send("/schedule @daily /storage prune bogus"))
         assert "is out of range" in plain(repl.send("/schedule 61 * * * * /storage"))
     finally:
         repl.close()
@@ -47,8 +48,10 @@ def test_a_scheduled_prune_runs_in_the_repl_and_says_so(repl_env, workdir):
     path.write_text(json.dumps(document))
     repl = Repl(repl_env, "m", cwd=workdir)
     try:
-        repl.child.expect(r"\[schedule 1: /storage prune costs --apply\] Removing 4 files", timeout=30)
-        repl.child.expect(r"Removed 4 files .*\n.*m(?:\x1b\[[0-9;]*m)*>", timeout=10)  # and the prompt is back
+        # One line above the prompt, never the whole output: /schedule keeps the result.
+        repl.child.expect(r"\[schedule 1: /storage prune costs --apply\] Removing 4 files .*\(\+\d+ more lines: "
+                          r"/schedule shows its last result\)", timeout=30)
+        repl.child.expect(r"m(?:\x1b\[[0-9;]*m)*>", timeout=10)  # and the prompt is back
         assert list(costs.iterdir()) == []
         listed = plain(repl.send("/schedule"))
         assert re.search(r"1\. '\* \* \* \* \*'  /storage prune costs --apply  \(next .*; last ran .*: Removing 4 "

@@ -50,7 +50,14 @@ def context_command(conv: Conversation, args: str) -> Result:
         context = store.load(rest[0])
         lines = [f"Context '{context.name}' (saved {context.created}, from {', '.join(context.roots)}): "
                  f"{len(context.files)} files, {len(context.chunks)} chunks"]
-        lines += [f"  {item['path']}  {item['lines']} lines, {human_size(item['size'])}" for item in context.files[:50]]
+        chunks: dict[str, list[int]] = {}
+        for chunk in context.chunks:
+            chunks.setdefault(chunk.file, []).append(chunk.n)
+        for item in context.files[:50]:
+            numbers = chunks.get(item["path"], [])
+            which = f"chunk {numbers[0]}" if len(numbers) == 1 else f"chunks {numbers[0]}-{numbers[-1]}" if numbers \
+                else "no chunk"
+            lines.append(f"  {item['path']}  {item['lines']} lines, {human_size(item['size'])}, {which}")
         if len(context.files) > 50:
             lines.append(f"  … and {len(context.files) - 50} more files")
         return Result("\n".join(lines))

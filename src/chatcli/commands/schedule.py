@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chatcli.commands import storage as storage_commands
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
 from chatcli.engine import schedule
@@ -21,6 +22,10 @@ def schedule_command(conv: Conversation, args: str) -> Result:
         if len(words) != 2:
             raise UsageError("usage: /schedule remove ID")
         return Result(schedule.remove(conv.settings, words[1]))
+    _cron, command = schedule.split(args)
+    name, _, rest = command.partition(" ")
+    if name.lower() == "/storage":
+        storage_commands.parse(rest.split())  # a bad /storage is refused now, not every time it runs
     return Result(schedule.add(conv.settings, args, conv.agent.root or Path.cwd()))
 
 

@@ -33,8 +33,18 @@ SHOWN_PER_REASON = 20
 def storage(settings: Settings, words: list[str], *, limit: int | None = SHOWN_PER_REASON) -> Result:
     """`/storage …` for these arguments (an error result when a planned file could not be
     removed); UsageError for arguments it does not take."""
-    if not words or words == ["report"]:
+    parsed = parse(words)
+    if parsed is None:
         return Result(report(Storage(settings)))
+    only, apply = parsed
+    return prune(Storage(settings), only=only, apply=apply, limit=limit)
+
+
+def parse(words: list[str]) -> tuple[str | None, bool] | None:
+    """`/storage …`'s arguments: None for the report, (the store or None, --apply) for a prune;
+    UsageError for arguments it does not take (said before anything runs, as /schedule does)."""
+    if not words or words == ["report"]:
+        return None
     if words[0].lower() != "prune":
         raise UsageError(f"usage: {USAGE}")
     rest = [word for word in words[1:] if word != "--apply"]
@@ -45,7 +55,7 @@ def storage(settings: Settings, words: list[str], *, limit: int | None = SHOWN_P
         only = store_key(rest[0])
         if only is None:
             raise UsageError(f"unknown store '{rest[0]}' (choose from: {', '.join(STORES)})")
-    return prune(Storage(settings), only=only, apply="--apply" in words, limit=limit)
+    return only, "--apply" in words
 
 
 def report(storage: Storage) -> str:

@@ -143,7 +143,18 @@ def attached(conv: Conversation) -> str:
     found = sorted(attachments(conv), key=lambda a: -a.priority)
     if not found:
         return "No context attached. /context attach NAME attaches a saved one (/context list)."
-    return "\n".join(["Attached contexts (highest priority first):", *(f"  {a.describe()}" for a in found)])
+    lines = ["Attached contexts (highest priority first):"]
+    for attachment in found:
+        try:
+            context = _context(conv, attachment.name)
+            gone = context is None or (attachment.context_id and context.id != attachment.context_id)
+        except ContextError as exc:
+            gone, context = False, None
+            lines.append(f"  {attachment.describe()}: cannot be read ({exc})")
+            continue
+        lines.append(f"  {attachment.describe()}" + ("  (no longer exists: not sent; /context detach "
+                                                    f"{attachment.name})" if gone else ""))
+    return "\n".join(lines)
 
 
 def reattach(conv: Conversation) -> list[str]:

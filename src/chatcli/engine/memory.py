@@ -68,8 +68,8 @@ def listing(settings: Settings) -> str:
     if not notes:
         lines = ["No notes in memory. /memory save <text> keeps one for every conversation."]
     else:
-        lines = [f"Memory ({len(notes)} note{'s' if len(notes) != 1 else ''}, offered to the model in every "
-                 "conversation):"]
+        lines = [f"Memory ({len(notes)} note{'s' if len(notes) != 1 else ''}, oldest first; every conversation's "
+                 f"model is offered the newest that fit in {PROMPT_LIMIT:,} characters and {WINDOW_SHARE:.0%} of its window):"]
         for number, note in enumerate(notes, 1):
             first = note.text.splitlines()[0] if note.text else ""
             shown = first if len(first) <= 70 and "\n" not in note.text else first[:69] + "…"

@@ -68,6 +68,17 @@ class WebView:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def do_POST(self) -> None:  # the page only reads: anything else is refused in one line
+                body = _json({"error": "this page only reads (GET)"})
+                self.send_response(405)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Allow", "GET")
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_PUT = do_DELETE = do_PATCH = do_POST
+
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="chatcli-web", daemon=True)

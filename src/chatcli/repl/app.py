@@ -131,7 +131,9 @@ class Background:
         self.pending: list[str] = []
         self.lock = threading.Lock()
 
-    def say(self, line: str) -> None:
+    def say(self, text: str) -> None:
+        lines = text.splitlines() or [""]
+        line = lines[0] if len(lines) == 1 else f"{lines[0]} (+{len(lines) - 1} more lines: /schedule shows its last result)"
         with self.lock:
             self.pending.append(line)
         app = self.session.app

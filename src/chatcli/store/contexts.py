@@ -88,6 +88,7 @@ class ContextStore:
         context = Context(old.id if old else os.urandom(6).hex(), name,
                           datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), list(paths))
         total = 0
+        seen: set[tuple[int, int]] = set()  # (device, inode): a file given twice is kept once
         for given in paths:
             target = (cwd / os.path.expanduser(given)).resolve()
             try:
@@ -101,8 +102,11 @@ class ContextStore:
                 if total >= MAX_TOTAL:  # full: the rest is counted, not read
                     _count(context.skipped, f"over {MAX_TOTAL // (1024 * 1024)} MB in all")
                     continue
-                text = _text(path, context.skipped)
+                text = _text(path, context.skipped, seen)
                 if text is None:
+                    continue
+                if not text.strip():
+                    _count(context.skipped, "empty files")
                     continue
                 if total + len(text) > MAX_TOTAL:
                     _count(context.skipped, f"over {MAX_TOTAL // (1024 * 1024)} MB in all")
@@ -207,7 +211,7 @@ def _walk(root: Path, skipped: dict[str, int]) -> list[Path]:
     return found
 
 
-def _text(path: Path, skipped: dict[str, int]) -> str | None:
+def _text(path: Path, skipped: dict[str, int], seen: set[tuple[int, int]]) -> str | None:
     """The file's text: opened without following a link or waiting on a FIFO, checked as opened
     (a regular file, not too large) and read no further than the limit."""
     try:
@@ -220,6 +224,10 @@ def _text(path: Path, skipped: dict[str, int]) -> str | None:
         if not stat.S_ISREG(st.st_mode):
             _count(skipped, "not regular files")
             return None
+        if (st.st_dev, st.st_ino) in seen:
+            _count(skipped, "files given twice")
+            return None
+        seen.add((st.st_dev, st.st_ino))
         if st.st_size > MAX_FILE:
             _count(skipped, f"files over {MAX_FILE // 1024} KB")
             return None

@@ -65,9 +65,17 @@ class ScheduleStore:
         except (ValueError, KeyError, TypeError, AttributeError):
             raise ScheduleError(f"{self.path} cannot be read as a schedule; it is left as it is") from None
 
-    def _write(self, jobs: list[Job]) -> None:
+    def _last_id(self) -> int:
         try:
-            atomic_write(self.path, json.dumps({"version": VERSION, "jobs": [asdict(job) for job in jobs]},
+            return int(json.loads(self.path.read_bytes()).get("last_id", 0))
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 0
+
+    def _write(self, jobs: list[Job]) -> None:
+        last = max([self._last_id(), *(int(job.id) for job in jobs if job.id.isdigit())])
+        try:
+            atomic_write(self.path, json.dumps({"version": VERSION, "last_id": last,
+                                                "jobs": [asdict(job) for job in jobs]},
                                                ensure_ascii=False, indent=1).encode("utf-8"))
         except OSError as exc:
             raise ScheduleError(f"schedule: cannot write {self.path}: {os_cause(exc)}") from None
@@ -75,10 +83,8 @@ class ScheduleStore:
     def add(self, cron: str, command: str) -> Job:
         with self._locked():
             jobs = self.jobs()
-            taken = {job.id for job in jobs}
-            number = 1
-            while str(number) in taken:
-                number += 1
+            # Never an id used before (a stale "/schedule remove 2" must not remove another job).
+            number = max([self._last_id(), *(int(job.id) for job in jobs if job.id.isdigit())]) + 1
             job = Job(str(number), cron, command, time.time())
             self._write([*jobs, job])
         return job
