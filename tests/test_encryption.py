@@ -61,9 +61,6 @@ def test_with_a_key_no_message_text_reaches_the_disk_and_everything_still_works(
     finally:
         repl.close()
     assert plaintext_hits(home, SECRET) == []
-    opened = Home(settings.home, base64.b64decode(new))
-    assert opened.memory().notes()[0][0].text == f"remember {SECRET}"  # readable with the new key
-    assert opened.contexts().load("notes").chunks[0].text == f"the context says {SECRET}"
     assert plaintext_hits(home, "question 3") == []
     assert (home / "sessions" / "vault.json").read_bytes().startswith(b"chatcli-sealed\n")
     listing = run_chatcli("session", "list", env=sealed_env)
@@ -205,6 +202,9 @@ def test_rekey_reseals_everything_and_finishes_after_an_interruption(sealed_env,
     after = {p.name: p.stat().st_mtime_ns for p in (home / "sessions").glob("*.json")}
     assert after == before  # ages kept for the retention rules
     assert plaintext_hits(home, SECRET) == []
+    opened = Home(settings.home, base64.b64decode(new))
+    assert opened.memory().notes()[0][0].text == f"remember {SECRET}"  # readable with the new key
+    assert opened.contexts().load("notes").chunks[0].text == f"the context says {SECRET}"
 
 
 def test_rekey_needs_the_new_key(sealed_env):
