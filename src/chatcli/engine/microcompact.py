@@ -59,7 +59,12 @@ def apply(conv: Conversation) -> list[str]:
     pending = sum(len(history[index].content) for index in due)
     if len(history) >= SMALL and len(due) < BATCH and pending < BATCH_CHARS:
         return []
-    notes = conv.sync_transcript()  # the originals are in the journal before anything replaces them
+    # The originals are in the journal before anything replaces them: a conversation with a
+    # journal recorded them as they came; one without (a session made elsewhere, a journal
+    # lost) gets one now.
+    transcript = conv.transcript
+    missing = transcript is not None and transcript.enabled and (not transcript.id or not transcript.journal.exists())
+    notes = conv.sync_transcript() if missing else []
     journaled = bool(conv.transcript is not None and conv.transcript.enabled and conv.transcript.id
                      and conv.transcript.problem is None)
     stubs: dict[int, Message] = {}
