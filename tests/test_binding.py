@@ -113,3 +113,23 @@ def test_fork_adopts_first_so_the_copy_is_current(make_conv):
     b.send("written by b")
     sessions.fork(a, "p2")
     assert file_contents(a, "p2") == ["written by b", "You said: written by b"]
+
+
+def test_turns_another_surface_appended_are_adopted_from_the_files_end(make_conv, monkeypatch, openai_server):
+    a, b = make_conv(), make_conv()
+    sessions.attach(a, "shared")
+    a.send("a1")
+    sessions.attach(b, "shared")
+    b.send("b1")  # appended in place by the other surface
+
+    def read_whole(*_args, **_kwargs):
+        raise AssertionError("the whole file was read to adopt an append")
+
+    monkeypatch.setattr(SessionStore, "load", read_whole)
+    said = []
+    a.send("a2", on_notice=said.append)
+    assert said == ["Session 'shared' was updated elsewhere: took its 2 new message(s)."]
+    assert [m.content for m in a.history] == ["a1", "You said: a1", "b1", "You said: b1", "a2", "You said: a2"]
+    monkeypatch.undo()
+    assert file_contents(a, "shared") == [m.content for m in a.history]
+    assert [m["content"] for m in openai_server.requests[-1].body["messages"]][-3:] == ["b1", "You said: b1", "a2"]

@@ -140,14 +140,33 @@ class Binding:
         if stamp is None:
             self.unbind()
             return [f"Session '{name}' was deleted elsewhere; unbound (the conversation stays in memory)."]
+        appended = self._appended(name, stamp)
         try:
-            data, stamp = self.conv.store.load(name)
+            data, stamp = appended if appended is not None else self.conv.store.load(name)
         except SessionError as exc:
             self.unbind()
             return [f"{exc}; unbound so that it is not overwritten."]
         note = self.merge(name, data, "was updated elsewhere", stamp)
         self.stamp = stamp
         return [note] if note else []
+
+    def _appended(self, name: str, stamp: Stamp) -> tuple[SessionData, Stamp] | None:
+        """The bound file as it is now, read from its end only, when all that changed since our
+        last read or write is turns another surface appended in place (a 100,000-message session
+        is then not parsed whole at each switch of surface); None when that cannot be known."""
+        mark = self.file
+        if mark is None or self.stamp is None or mark.stamp != self.stamp or self.rewrite_base is not None \
+                or stamp.inode != self.stamp.inode or stamp.size <= self.stamp.size \
+                or mark.history is not self.conv.history or mark.version != self.conv.history.version \
+                or mark.count != self.synced_count:
+            return None
+        added = self.conv.store.appended_since(name, self.stamp.inode, self.stamp.size)
+        if added is None or (added[1], added[2]) != (stamp.inode, stamp.size):
+            return None  # rewritten, sealed, or written again while we read: read it whole
+        data = self.conv.session.copy()
+        data.history = [*self.conv.history[:mark.count], *added[0]]
+        data.appendable = True
+        return data, stamp
 
     def mark_loaded(self) -> None:
         """The history is a session's as it is on disk (just loaded, or just kept elsewhere)."""
