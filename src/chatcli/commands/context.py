@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
 from chatcli.core.retention import human_size
-from chatcli.engine import contexts
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
@@ -20,6 +19,8 @@ ACTIONS = ("save", "list", "show", "delete", "attach", "detach", "attached")
 
 
 def context_command(conv: Conversation, args: str) -> Result:
+    from chatcli.engine import contexts  # at the command, not when the registry is built (start-up)
+
     words = args.split()
     action, rest = (words[0].lower(), words[1:]) if words else ("attached", [])
     store = contexts.store(conv)
@@ -79,6 +80,8 @@ def register(registry: CommandRegistry) -> None:
         if len(words) == 1:
             return [f"{word} " for word in ACTIONS if word.startswith(words[0].lower())]
         if len(words) == 2 and words[0].lower() in ("show", "delete", "attach", "detach"):
+            from chatcli.engine import contexts
+
             try:
                 names = contexts.store(conv).names()
             except Exception:  # noqa: BLE001 - completion never fails loudly

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
-from chatcli.engine import costs
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
@@ -15,6 +14,8 @@ if TYPE_CHECKING:
 def register(registry: CommandRegistry) -> None:
     @registry.command("cost", "/cost", "tokens and estimated cost of the last turn and of this session")
     def cost_command(conv: Conversation, args: str) -> Result:
+        from chatcli.engine import costs  # at the command, not when the registry is built (start-up)
+
         if args.strip():
             raise UsageError("usage: /cost")
         return Result(costs.summary(conv))

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
-from chatcli.engine import memory
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
@@ -17,6 +16,8 @@ ACTIONS = ("list", "save", "show", "forget")
 
 
 def memory_command(conv: Conversation, args: str) -> Result:
+    from chatcli.engine import memory  # at the command, not when the registry is built (start-up)
+
     action, _, rest = args.strip().partition(" ")
     action, rest = action.lower(), rest.strip()
     if action in ("", "list"):

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 from chatcli.commands import storage as storage_commands
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
-from chatcli.engine import schedule
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
 
 
 def schedule_command(conv: Conversation, args: str) -> Result:
+    from chatcli.engine import schedule  # at the command, not when the registry is built (start-up)
+
     words = args.split()
     if not words or words == ["list"]:
         return Result(schedule.listing(conv.settings))

@@ -24,6 +24,10 @@ REASONS = (TTL, BACKSTOP, SIZE_CAP, ORPHAN, BURST, LOST_TEMP)
 
 # A test burst: BURST_COUNT or more machine sessions of at most BURST_MESSAGES messages
 # each, all made within BURST_WINDOW seconds of each other (scripted runs, not people).
+# The chat gateway's delivery records are kept this long: past it no channel redelivers a message
+# (Telegram keeps an unread update 24 hours, Slack retries within minutes, a webhook request is
+# refused after its replay window), so `storage prune` may drop them.
+DELIVERY_KEEP = DAY
 BURST_COUNT = 4
 BURST_MESSAGES = 2
 BURST_WINDOW = 60.0
@@ -148,7 +152,7 @@ def human_size(size: float) -> str:
     return f"{shown} {unit}"
 
 
-__all__ = ["human_size", 
+__all__ = ["human_size", "DELIVERY_KEEP",
     "BACKSTOP", "BURST", "DAY", "LOST_TEMP", "ORPHAN", "REASONS", "SIZE_CAP", "TTL",
     "bursts", "describe_age", "describe_days", "expired", "machine_prefix", "machine_sessions", "over_cap",
     "parse_days",

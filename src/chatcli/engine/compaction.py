@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from chatcli.core.compaction import compacted, keep_originals, plan_cut, summary_message
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message, call_chars, call_function
-from chatcli.engine import costs
 from chatcli.engine.sessions import Outcome
 from chatcli.providers.base import Delta, Done, Request, streaming
 from chatcli.store.home import Home
@@ -78,6 +77,8 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
             elif isinstance(event, Done):
                 ended = event
     text = "".join(pieces)
+    from chatcli.engine import costs
+
     costs.record(conv, request, ended, len(text))  # a summary request costs as much as a turn's, often more
     if not text.strip():
         raise ProviderError("the model returned an empty summary; nothing was compacted")

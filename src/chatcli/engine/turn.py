@@ -17,7 +17,7 @@ from chatcli.core.terminal import printable
 from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
 from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message
-from chatcli.engine import compaction, contexts, costs, memory, microcompact
+from chatcli.engine import compaction
 from chatcli.engine.agent import Approve
 from chatcli.providers.base import Delta, Done, Request, ToolCall, streaming
 
@@ -85,6 +85,9 @@ def run(
     notice = on_notice or (lambda _text: None)
     for note in conv.binding.adopt():
         notice(note)
+    # Imported at the first turn, not with the conversation: drawing the first prompt needs none.
+    from chatcli.engine import contexts, memory, microcompact
+
     remembered = memory.prompt(conv.settings) if conv.memory else ""
     conv.pacing.extra_system = "\n\n".join(part for part in (remembered, contexts.block(conv, text)) if part)
     for note in _auto_compact(conv, text):
@@ -205,6 +208,8 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
     said: list[str] = []  # the text of the steps before this one (the turn's answer is all of it)
     done: Done | None = None
     rounds = 0
+    from chatcli.engine import costs
+
     conv.turn_costs = []
     system = "\n\n".join(part for part in (conv.system_prompt, conv.pacing.extra_system, agent.instructions(conv))
                          if part)

@@ -20,7 +20,6 @@ from chatcli.core.errors import ChatcliError
 from chatcli.engine.agent import Approve
 from chatcli.engine import records, sessions, upkeep
 from chatcli.engine.conversation import Conversation, load_system_prompt
-from chatcli.engine.schedule import Scheduler
 from chatcli.render import wants_markdown
 from chatcli.render.turn import drop_typed_keys, stream_turn
 from chatcli.repl.parts import PromptFileHistory, SlashCompleter, key_bindings, prompt_text
@@ -84,7 +83,7 @@ def run_repl(settings: Settings, start: dict | None = None, mode: str = "chat", 
     markdown = wants_markdown(sys.stdout, settings)
     approve = _approver(terminal, markdown)
     background = Background(session, terminal)
-    scheduler = Scheduler(settings, lambda command: _scheduled(registry, conversation, command), background.say)
+    scheduler = Later(lambda: _scheduler(settings, registry, conversation, background))
     _after_first_draw(session, conversation, markdown=markdown, scheduler=scheduler)
     ended = _end_on_signals(session)
     try:
@@ -150,9 +149,31 @@ class Background:
             self.terminal.say(line)
 
 
-def _scheduled(registry: CommandRegistry, conversation: Conversation, command: str) -> tuple[str, bool]:
-    result = registry.dispatch(command, conversation)
-    return result.text, result.error
+class Later:
+    """Background work made and started once the first prompt is drawn (see _after_first_draw),
+    and stopped when the REPL ends, if it was started."""
+
+    def __init__(self, make: Callable[[], object]) -> None:
+        self.make, self.made = make, None
+
+    def start(self) -> None:
+        self.made = self.make()
+        self.made.start()
+
+    def stop(self) -> None:
+        if self.made is not None:
+            self.made.stop()
+
+
+def _scheduler(settings: Settings, registry: CommandRegistry, conversation: Conversation, background: Background):
+    """The /schedule runner (engine/schedule.py): its jobs run through this REPL's commands."""
+    from chatcli.engine.schedule import Scheduler
+
+    def run(command: str) -> tuple[str, bool]:
+        result = registry.dispatch(command, conversation)
+        return result.text, result.error
+
+    return Scheduler(settings, run, background.say)
 
 
 class EndRequested(KeyboardInterrupt):
@@ -290,7 +311,7 @@ def _show(terminal: Terminal, result: Result) -> None:
 
 
 def _after_first_draw(session: PromptSession, conversation: Conversation, *, markdown: bool,
-                      scheduler: Scheduler | None = None) -> None:
+                      scheduler: Later | None = None) -> None:
     """Once the first prompt is on screen: sweep expired machine sessions (SPEC §10) and load
     what the first answer needs (a local model, the Markdown renderer) while the user types.
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
+from chatcli.core.retention import DELIVERY_KEEP
 from chatcli.core.names import GATEWAY_PREFIX
 from chatcli.store.atomic import PRIVATE_FILE, ensure_private_dir, os_cause, process_alive
 
@@ -55,10 +56,6 @@ NEW, ANSWERED, BUSY = "new", "answered", "busy"
 
 
 _COLUMNS = "channel, sender, session, generation, first_seen, last_seen, refused, display"
-# Delivery records are kept this long: past it no channel redelivers a message (Telegram keeps an
-# unread update 24 hours, Slack retries within minutes, a webhook request is refused after its
-# replay window), so `storage prune` may drop them.
-DELIVERY_KEEP = 86_400.0
 
 
 class HubError(ChatcliError):

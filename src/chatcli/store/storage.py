@@ -27,7 +27,6 @@ session under its lock), so a session another surface wrote in the meantime surv
 from __future__ import annotations
 
 import os
-import sqlite3
 import stat
 import time
 from collections import namedtuple
@@ -38,12 +37,15 @@ from pathlib import Path
 from chatcli.config.settings import Settings
 from chatcli.core import retention
 from chatcli.core.names import NAME_RE
-from chatcli.core.retention import human_size
+from chatcli.core.retention import DELIVERY_KEEP, human_size
 from chatcli.store import home
 from chatcli.store.atomic import TEMP_RE, process_alive
 from chatcli.store.home import Home
-from chatcli.store.hub import DELIVERY_KEEP, Hub, HubError, Principal
 from chatcli.store.sessions import SessionError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # hub.db (and sqlite3) is opened only by a plan that looks at it, not at start-up
+    from chatcli.store.hub import Principal
 
 STORES = ("sessions", "transcripts", "recall", "hub", "costs", "memory", "contexts", "schedule", "history", "index",
           "temp")
@@ -341,6 +343,10 @@ class Storage:
     def _plan_hub(self, plan: Plan) -> None:
         if not os.path.exists(self.layout.hub_path):
             return
+        import sqlite3
+
+        from chatcli.store.hub import Hub, HubError
+
         hub = Hub(self.layout.hub_path, readonly=True)
         try:
             cutoff = self.now - self.settings.session_ttl_days * retention.DAY
@@ -409,6 +415,8 @@ class Storage:
                 applied.hub_kept.append((principal, f"its mirror {principal.mirror} was kept"))
             else:
                 ready.append(principal)
+        from chatcli.store.hub import HubError
+
         hub = self.layout.hub()
         try:
             applied.forgotten = hub.forget(ready)
