@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 from dataclasses import dataclass
 
 from chatcli.core.errors import UsageError
+from chatcli.engine.by_stamp import ByStamp
 from chatcli.store.contexts import Chunk, Context, ContextError, ContextStore
 from chatcli.store.home import Home
 
@@ -30,8 +30,7 @@ DEFAULT_PRIORITY = 5
 BUDGET_SHARE = 0.25
 CHARS_PER_TOKEN = 4
 _WORD = re.compile(r"\w{3,}")
-_cache: dict[tuple[str, str], tuple[tuple, Context]] = {}
-_lock = threading.Lock()
+_snapshots = ByStamp()  # (home, name) → the snapshot, by its file's stamp
 
 
 @dataclass(frozen=True)
@@ -189,15 +188,7 @@ def _context(conv: Conversation, name: str) -> Context | None:
     stamp = contexts.stamp(name)
     if stamp is None:
         return None
-    key = (str(contexts.root), name)
-    with _lock:
-        cached = _cache.get(key)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-    context = contexts.load(name)
-    with _lock:
-        _cache[key] = (stamp, context)
-    return context
+    return _snapshots.get((str(contexts.root), name), stamp, lambda: contexts.load(name))
 
 
 def _question(conv: Conversation) -> str:

@@ -5,16 +5,14 @@ Read again only when a note was saved or forgotten (by any surface)."""
 
 from __future__ import annotations
 
-import threading
-
 from chatcli.config.settings import Settings
+from chatcli.engine.by_stamp import ByStamp
 from chatcli.store.home import Home
 from chatcli.store.memory import Note
 
 PROMPT_LIMIT = 8000  # characters of notes in a request at most
 WINDOW_SHARE = 0.15  # and at most this share of the context window (about four characters a token)
-_cache: dict[str, tuple[tuple[int, int], str]] = {}  # home and limit → (the notes' stamp, the text)
-_lock = threading.Lock()
+_prompts = ByStamp()  # (home, limit) → the text, by the notes' stamp
 
 
 def compose(notes: list[Note], limit: int = PROMPT_LIMIT) -> str:
@@ -42,16 +40,8 @@ def prompt(settings: Settings) -> str:
     if stamp is None:
         return ""
     limit = min(PROMPT_LIMIT, int(settings.context_tokens * 4 * WINDOW_SHARE))
-    key = f"{store.root}\0{limit}"
-    with _lock:
-        cached = _cache.get(key)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-    notes, _problems = store.notes()  # a note that cannot be read is not offered (/memory list says why)
-    text = compose(notes, limit)
-    with _lock:
-        _cache[key] = (stamp, text)
-    return text
+    # A note that cannot be read is not offered (/memory list says why).
+    return _prompts.get((str(store.root), limit), stamp, lambda: compose(store.notes()[0], limit))
 
 
 __all__ = ["PROMPT_LIMIT", "compose", "prompt"]

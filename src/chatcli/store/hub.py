@@ -74,16 +74,21 @@ class Principal:
     display: str = ""  # the name the channel gave last (shown by /storage, never used to decide)
 
     @property
-    def thread(self) -> str:
-        """The id of its live conversation: channel, a digest of the sender (any string a
-        channel uses becomes a valid session-name part), and the generation."""
+    def threads(self) -> str:
+        """What the ids of its threads start with: channel and a digest of the sender (any string
+        a channel uses becomes a valid session-name part)."""
         digest = hashlib.sha256(f"{self.channel}\0{self.sender}".encode()).hexdigest()[:12]
-        return f"{self.channel}-{digest}-{self.generation}"
+        return f"{self.channel}-{digest}-"
+
+    @property
+    def thread(self) -> str:
+        """The id of its live conversation: its threads' prefix and the generation."""
+        return f"{self.threads}{self.generation}"
 
     @property
     def mirrors(self) -> str:
         """The name prefix of its threads' mirrors, of every generation (and no one else's)."""
-        return GATEWAY_PREFIX + self.thread[:-len(str(self.generation))]
+        return GATEWAY_PREFIX + self.threads
 
     @property
     def mirror(self) -> str:
