@@ -45,13 +45,19 @@ LLAMA_PIN     := llama-cpp-python==$(LLAMA_VERSION)
 CHROMIUM ?= /usr/bin/chromium
 export CHROMIUM
 
+# The MCP server is also tested with the MCP Inspector's CLI, the protocol's own client from npm,
+# installed once into the virtual environment (Node.js and npm must be on PATH).
+INSPECTOR_VERSION := 2.12.0
+INSPECTOR         := $(VENV)/node/node_modules/.bin/mcp-inspector
+export MCP_INSPECTOR = $(abspath $(INSPECTOR))
+
 .PHONY: run test bench faults clean
 
 run: $(VENV)/.run-installed
 	@$(PY) -m compileall -q src
 	@$(BIN)/chatcli
 
-test: $(VENV)/.test-installed $(CHROMIUM)
+test: $(VENV)/.test-installed $(CHROMIUM) $(INSPECTOR)
 	@$(PY) -m compileall -q src
 	$(PY) -m pytest
 
@@ -110,6 +116,12 @@ $(VENV)/.test-installed: pyproject.toml Makefile $(LLAMA_STAMP) | $(PY)
 # The benchmarks need the test tools (the fake servers) and matplotlib for bench/scale.png.
 $(VENV)/.bench-installed: $(VENV)/.test-installed
 	$(PIP) install --quiet -e '.[local,test,bench]' '$(LLAMA_PIN)'
+	@touch $@
+
+$(INSPECTOR): Makefile | $(PY)
+	@echo "Installing the MCP Inspector $(INSPECTOR_VERSION) from npm for the MCP tests (once)…"
+	@command -v npm >/dev/null || { echo "make test needs Node.js and npm (apt-get install nodejs npm)" >&2; exit 1; }
+	@npm install --silent --no-audit --no-fund --prefix $(VENV)/node @modelcontextprotocol/inspector@$(INSPECTOR_VERSION) >/dev/null
 	@touch $@
 
 $(CHROMIUM):

@@ -92,7 +92,7 @@ def test_a_coder_turn_reads_greps_edits_with_approval_and_answers(coder, fake_mo
                                           "assistant"]
     assert all(m["meta"]["mode"] == "coder" for m in saved)
     assert saved[1]["tool_calls"] == [{"id": "c1", "type": "function", "name": "read_file",
-                                       "arguments": json.dumps({"path": "app.py"})}]
+                                       "arguments": {"path": "app.py"}}]  # Go ChatCLI's shape
     assert [m["tool_call_id"] for m in saved if m["role"] == "tool"] == ["c1", "c2", "c3"]
 
 
@@ -250,7 +250,7 @@ def test_chat_mode_offers_the_session_tools(make_conversation, fake_model, sessi
     assert [tool.name for tool in fake_model.requests[-2].tools] == ["session_search"]
     [found] = results(conv)
     assert found.startswith("birds  (") and "heron nests by the north pond" in found
-    assert "meta" not in conv.history[-1].to_dict()  # chat messages carry no mode
+    assert conv.history[-1].to_dict()["meta"] == {"mode": "chat"}  # every message carries its mode, chat's too
 
 
 def test_modes_are_commands_and_a_provider_without_tools_is_refused(make_conversation, fake_model):

@@ -301,8 +301,8 @@ def test_a_signal_mid_answer_keeps_the_question_and_the_partial_answer(repl_env,
     repl.child.expect(pexpect.EOF, timeout=20)
     document = json.loads((sessions_dir / "sig.json").read_text())
     assert document["chat_history"] == [
-        {"role": "user", "content": "a question"},
-        {"role": "assistant", "content": "half an answer", "meta": {"interrupted": True}},
+        {"role": "user", "content": "a question", "meta": {"mode": "chat"}},
+        {"role": "assistant", "content": "half an answer", "meta": {"mode": "chat", "interrupted": True}},
     ]
 
 

@@ -204,9 +204,9 @@ def test_a_jsonl_export_is_one_line_per_turn_with_its_tool_calls_and_results(env
     assert first["user"] == "tidy the build" and first["answer"] == "Left build/ alone."
     assert first["steps"] == [
         {"text": "Looking first.", "tool_calls": [
-            {"id": "c1", "name": "list_dir", "arguments": "{\"path\": \".\"}", "result": "build/\nsrc/",
+            {"id": "c1", "name": "list_dir", "arguments": {"path": "."}, "result": "build/\nsrc/",
              "is_error": False},
-            {"id": "c2", "name": "run_shell", "arguments": "{\"command\": \"rm -rf build\"}",
+            {"id": "c2", "name": "run_shell", "arguments": {"command": "rm -rf build"},
              "result": "refused: the user did not allow this", "is_error": True}]},
         {"text": "Left build/ alone.", "tool_calls": []}]
     assert (second["turn"], second["mode"], second["user"], second["answer"]) == (2, "chat", "thanks",

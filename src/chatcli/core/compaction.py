@@ -100,8 +100,8 @@ def recent_window(history: Sequence[Message], tokens: int) -> int:
     return start
 
 
-def summary_message(text: str, cut: Cut) -> Message:
-    return Message("assistant", text, meta={"is_summary": True, "summary_of": len(cut.summarised)})
+def summary_message(text: str, cut: Cut, mode: str = "chat") -> Message:
+    return Message("assistant", text, meta={"is_summary": True, "summary_of": len(cut.summarised), "mode": mode})
 
 
 # With the journal off (CHATCLI_SESSION_TRANSCRIPT=false) the recall store would hold the only

@@ -11,7 +11,7 @@ import re
 from collections import namedtuple
 from collections.abc import Sequence
 
-from chatcli.core.messages import Message, call_function
+from chatcli.core.messages import Message, call_arguments, call_arguments_text, call_name, parse_arguments
 
 Entry = namedtuple("Entry", "pos message time live reason", defaults=(None, "", None, ""))
 
@@ -93,7 +93,7 @@ def call_names(messages: Sequence[Message]) -> dict[str, str]:
     for message in messages:
         for call in message.tool_calls or ():
             if isinstance(call, dict):
-                names[str(call.get("id"))] = str(call_function(call).get("name"))
+                names[str(call.get("id"))] = call_name(call)
     return names
 
 
@@ -109,22 +109,19 @@ def plain_block(pos: int, message: Message, when: str = "", names: dict[str, str
         lines.append(message.content)
     for call in message.tool_calls or ():
         if isinstance(call, dict):
-            function = call_function(call)
-            lines.append(f"→ {function.get('name')} {function.get('arguments') or '{}'}")
+            lines.append(f"→ {call_name(call)} {call_arguments_text(call)}")
     return "\n".join(lines)
 
 
 def _call_block(call: dict) -> list[str]:
     """A tool call as its name and id, then its arguments as indented JSON (as written, when they
     are not JSON)."""
-    function = call_function(call)
-    arguments = function.get("arguments")
+    text = call_arguments_text(call)
     try:
-        shown = json.dumps(json.loads(arguments), ensure_ascii=False, indent=2) if isinstance(arguments, str) \
-            else json.dumps(arguments, ensure_ascii=False, indent=2)
+        shown = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
     except ValueError:
-        shown = str(arguments)
-    return [f"Tool call `{function.get('name')}` (id {call.get('id')}):", "", fence(shown, "json")]
+        shown = text
+    return [f"Tool call `{call_name(call)}` (id {call.get('id')}):", "", fence(shown, "json")]
 
 
 def to_trajectory(entries: Sequence[Entry]) -> str:
@@ -183,9 +180,10 @@ def trajectory(entries: Sequence[Entry]) -> list[dict]:
             for call in message.tool_calls or ():
                 if not isinstance(call, dict):
                     continue
-                function = call_function(call)
-                item = {"id": call.get("id"), "name": function.get("name"), "arguments": function.get("arguments"),
+                item = {"id": call.get("id"), "name": call_name(call), "arguments": call_arguments(call),
                         "result": None}
+                if parse_arguments(call_arguments_text(call)) is None:  # not an object: as the model wrote it
+                    item["raw"] = call_arguments_text(call)
                 calls[str(call.get("id"))] = item
                 step["tool_calls"].append(item)
             turn["steps"].append(step)

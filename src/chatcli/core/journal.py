@@ -34,7 +34,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 
-from chatcli.core.messages import Message, call_function, field_problem
+from chatcli.core.messages import Message, field_problem, stored_call, stored_calls
 
 VERSION = 1
 MESSAGE = "message"
@@ -60,14 +60,24 @@ def content_digest(message: Message) -> str:
     calls = []
     for call in message.tool_calls or ():
         if isinstance(call, dict):
-            function = call_function(call)
-            calls.append([call.get("id"), function.get("name"), function.get("arguments")])
+            calls.append(call_key(call))
         else:
             calls.append([None, None, str(call)])
     raw_content = extra.get("content", message.content)  # multi-part content, images included
     key = [message.role, raw_content, calls, message.tool_call_id, extra.get("images")]
     data = json.dumps(key, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def call_key(call: dict) -> list:
+    """What a tool call contributes to its message's hash: id, name, and the arguments as what
+    they mean (the object, keys sorted when hashed) rather than how they were written, so a call
+    read in any shape (Go's object, chatcli's earlier JSON text, Chat Completions' `function`)
+    hashes the same; text that is no JSON object counts as the text."""
+    stored = stored_call(call)
+    arguments = stored.get("arguments")
+    raw = stored.get("raw")
+    return [stored.get("id"), stored.get("name"), raw if isinstance(raw, str) and not arguments else arguments]
 
 
 def history_hashes(history: Sequence[Message], counts: dict[str, int] | None = None) -> list[str]:
@@ -138,6 +148,42 @@ def synced_line(count: int, last: str, dead: int) -> dict:
 
 def checkpoints_line(items: list, time: str) -> dict:
     return {"v": VERSION, "type": CHECKPOINTS, "items": items, "time": time}
+
+
+def rehash_reshaped_calls(events: list[dict]) -> None:
+    """Give messages recorded with tool calls in another shape (chatcli's earlier JSON-text
+    `arguments`, whose hash covered the text as written) the hashes they have now that calls are
+    hashed by what their arguments mean (`call_key`), in every event that names them, in place:
+    a journal written before keeps matching the history it recorded. Only such messages are
+    hashed again; a journal of the stored shape costs one look at each call list."""
+    aliases: dict[str, str] = {}
+    for event in events:
+        if event["type"] == MESSAGE:
+            calls = event["message"].get("tool_calls")
+            if calls and stored_calls(calls) is not calls:
+                old = event["hash"].partition(".")[0]
+                new = content_digest(Message.from_dict(event["message"]))
+                if new != old:
+                    aliases[old] = new
+    if not aliases:
+        return
+
+    def now(item: str) -> str:
+        digest, dot, count = item.partition(".")
+        return aliases[digest] + dot + count if digest in aliases else item
+
+    for event in events:
+        kind = event["type"]
+        if kind == MESSAGE:
+            event["hash"] = now(event["hash"])
+        elif kind == REWRITE:
+            event["hashes"] = [now(item) for item in event["hashes"]]
+        elif kind == SYNCED:
+            event["last"] = now(event["last"])
+        elif kind == CHECKPOINTS:
+            for item in event["items"]:
+                if isinstance(item, dict) and isinstance(item.get("hashes"), list):
+                    item["hashes"] = [now(h) if isinstance(h, str) else h for h in item["hashes"]]
 
 
 def check_event(value: object) -> dict | None:

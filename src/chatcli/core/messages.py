@@ -69,13 +69,21 @@ class Message:
         if role.__class__ is not str:
             raise ValueError("a message must be an object with a string 'role'")
         content = data.get("content", "")
-        if content.__class__ is str and len(data) == 2:  # the common case: {"role", "content"}
-            return cls(role, content)
+        if content.__class__ is str:
+            size = len(data)
+            if size == 2:  # the common cases: {"role", "content"} and {"role", "content", "meta"}
+                return cls(role, content)
+            if size == 3:
+                meta = data.get("meta")
+                if meta.__class__ is dict:
+                    return cls(role, content, meta)
         tool_calls, tool_call_id = data.get("tool_calls"), data.get("tool_call_id")
         if (tool_calls is not None or (tool_call_id is not None and tool_call_id.__class__ is not str)
                 or (content is not None and content.__class__ is not str)) \
                 and field_problem(data):  # the checks, only where a field is not the plain shape
             raise ValueError(field_problem(data))
+        if tool_calls:
+            tool_calls = stored_calls(tool_calls)  # another shape read, Go's kept (a new list if changed)
         extra = {k: v for k, v in data.items() if k not in _KNOWN}
         if content.__class__ is not str:
             # Multi-part content (a list of parts) or null: keep the original to write back,
@@ -158,6 +166,109 @@ def call_function(call: dict) -> dict:
     return function if isinstance(function, dict) else call
 
 
+# Tool calls are stored in Go ChatCLI's shape (its models.ToolCall): {"id", "type", "name",
+# "arguments": an object, "raw": text}, so a session chatcli writes stays readable by the seed's
+# program, whose decoder refuses the whole file when `arguments` is a string. What the model
+# wrote that is not a JSON object (broken JSON, a bare list) is kept verbatim in `raw`, with
+# `arguments` an empty object. Files may also hold chatcli's earlier shape (`arguments` as JSON
+# text) or the Chat Completions shape ({"function": {"name", "arguments"}}); every reader below
+# accepts all three, and `stored_call` turns any of them into Go's. Providers convert on the wire.
+
+
+def parse_arguments(text: str) -> dict | None:
+    """The object a tool call's argument text holds, or None when it holds no JSON object."""
+    if not text.strip():
+        return {}
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if value.__class__ is dict else None
+
+
+def new_call(call_id: str, name: str, arguments: str) -> dict:
+    """A tool call as the model made it (its argument text), in the stored shape."""
+    parsed = parse_arguments(arguments)
+    call = {"id": call_id, "type": "function", "name": name, "arguments": parsed if parsed is not None else {}}
+    if parsed is None:
+        call["raw"] = arguments
+    return call
+
+
+def stored_call(call: dict) -> dict:
+    """Any readable shape of a tool call in the stored (Go) shape; the call itself when it is
+    already so, other fields it carries (a `result`, say) kept."""
+    function = call.get("function")
+    arguments = call.get("arguments")
+    if not isinstance(function, dict) and (arguments.__class__ is dict or (arguments is None and "raw" in call)):
+        return call
+    source = function if isinstance(function, dict) else call
+    out = {key: value for key, value in call.items() if key != "function"}
+    out["type"] = call.get("type") or "function"
+    out["name"] = source.get("name") if source.get("name") is not None else ""
+    out.setdefault("id", "")
+    arguments = source.get("arguments")
+    if arguments.__class__ is dict:
+        out["arguments"] = arguments
+    else:
+        text = arguments if isinstance(arguments, str) else ("" if arguments is None else _json_text(arguments))
+        parsed = parse_arguments(text)
+        out["arguments"] = parsed if parsed is not None else {}
+        if parsed is None:
+            out["raw"] = text
+    return out
+
+
+def stored_calls(calls: list[dict]) -> list[dict]:
+    """`stored_call` over a message's calls: the same list when every call is in the stored shape
+    already (so a reader can tell a file that needs rewriting), a new one otherwise."""
+    out = None
+    for index, call in enumerate(calls):
+        changed = stored_call(call)
+        if changed is not call:
+            if out is None:
+                out = list(calls)
+            out[index] = changed
+    return calls if out is None else out
+
+
+def call_name(call: dict) -> str:
+    """The function a stored tool call names, whatever its shape."""
+    return str(call_function(call).get("name") or "")
+
+
+def call_arguments(call: dict) -> dict:
+    """A tool call's arguments as an object (what Anthropic's `tool_use.input` carries); {} when
+    the model wrote something that is not a JSON object."""
+    arguments = call_function(call).get("arguments")
+    if arguments.__class__ is dict:
+        return arguments
+    if isinstance(arguments, str):
+        return parse_arguments(arguments) or {}
+    return {}
+
+
+def call_arguments_text(call: dict) -> str:
+    """A tool call's arguments as JSON text (what the Chat Completions wire carries): what the
+    model wrote when it was not an object (`raw`), else the object written out."""
+    function = call_function(call)
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        return arguments or "{}"
+    raw = call.get("raw")
+    if isinstance(raw, str) and raw and not arguments:
+        return raw
+    return _json_text(arguments if arguments is not None else {})
+
+
+def _json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
 def call_chars(message: Message) -> int:
     """The characters a message sends beyond its text: its tool calls' names and arguments (a
     write_file call carries a whole file)."""
@@ -165,7 +276,7 @@ def call_chars(message: Message) -> int:
     for call in message.tool_calls or ():
         if call.__class__ is dict:
             function = call_function(call)
-            total += len(str(function.get("name") or "")) + len(str(function.get("arguments") or ""))
+            total += len(str(function.get("name") or "")) + len(call_arguments_text(call))
     return total
 
 

@@ -36,6 +36,10 @@ class SessionData:
     appendable: bool = False
     # Set by the store: the file was read between the two steps of an append (see the store).
     torn: bool = False
+    # Set when read: some tool calls were in a shape Go ChatCLI cannot read (chatcli's earlier
+    # string `arguments`, the Chat Completions `function`), so the file is rewritten whole in the
+    # stored shape at the next write instead of being appended to.
+    reshaped: bool = False
 
     def copy(self) -> "SessionData":
         return SessionData(list(self.history), self.title, self.transcript_id, list(self.attachments),
@@ -62,7 +66,7 @@ def decode_session(document: Any) -> SessionData:
     history = chat if (version == VERSION and not agent and not coder) else merge_mode_histories(chat, agent, coder)
     title = document.get("title")
     transcript = document.get("transcript_id")
-    return SessionData(
+    data = SessionData(
         history=history,
         title=title if isinstance(title, str) and title.strip() else None,
         transcript_id=transcript if isinstance(transcript, str) and transcript else None,
@@ -72,6 +76,15 @@ def decode_session(document: Any) -> SessionData:
         extra={k: v for k, v in document.items() if k not in _KNOWN},
         source="v2" if version == VERSION else "v1",
     )
+    data.reshaped = any(reshaped(messages, document.get(key) or ()) for key, messages in
+                        (("chat_history", chat), ("agent_history", agent), ("coder_history", coder)))
+    return data
+
+
+def reshaped(messages: list[Message], items: Any) -> bool:
+    """Whether reading `items` (a parsed message list) changed the shape of a tool call."""
+    return any(message.tool_calls is not None and message.tool_calls is not item.get("tool_calls")
+               for message, item in zip(messages, items))
 
 
 def encode_head(data: SessionData) -> dict[str, Any]:
@@ -112,17 +125,15 @@ def merge_mode_histories(chat: list[Message], agent: list[Message], coder: list[
     """Merge v1 per-mode histories into one, chronologically (SPEC §4).
 
     By timestamps where messages carry them (equal times keep chat, agent, coder order);
-    otherwise chat, then agent, then coder, each list keeping its order. System messages
-    repeated across the lists are kept once.
+    otherwise chat, then agent, then coder, each list keeping its order. The agent and coder
+    lists' system messages are left out, as Go ChatCLI leaves them out when it merges: they are
+    that mode's instructions, not conversation, and the mode in use gives its own.
     """
-    seen_system: set[str] = set()
     tagged: list[tuple[int, int, Message]] = []
     for rank, (mode, messages) in enumerate((("chat", chat), ("agent", agent), ("coder", coder))):
         for index, message in enumerate(messages):
-            if message.role == "system":
-                if message.content in seen_system:
-                    continue
-                seen_system.add(message.content)
+            if message.role == "system" and rank:
+                continue
             if "mode" not in message.meta:
                 message.meta["mode"] = mode
             tagged.append((rank, index, message))

@@ -72,11 +72,13 @@ class Agent:
 
     @property
     def tagged(self) -> bool:
-        """Whether this mode's messages carry `meta.mode` (chat's do not: it is the default)."""
+        """Whether this is a tool-working mode (agent or coder), not chat."""
         return self.mode != "chat"
 
-    def meta(self) -> dict | None:
-        return {"mode": self.mode} if self.tagged else None
+    def meta(self) -> dict:
+        """The meta every new message carries: the mode it was made in, chat included, as Go
+        ChatCLI's files carry it (SPEC §3)."""
+        return {"mode": self.mode}
 
     def allowed(self, conv: Conversation) -> tuple[list[str], set[str]]:
         """The tools the model may call now, and those the history called. `recall` is offered

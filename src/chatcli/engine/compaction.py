@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from chatcli.core.compaction import compacted, keep_originals, plan_cut, summary_message
 from chatcli.core.errors import ProviderError
-from chatcli.core.messages import Message, call_chars, call_function
+from chatcli.core.messages import Message, call_arguments_text, call_chars, call_name
 from chatcli.engine.sessions import Outcome
 from chatcli.providers.base import Delta, Done, Request, streaming
 from chatcli.store.home import Home
@@ -45,7 +45,7 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
     text = _summarise(conv, older, instruction)
     key = recall.put(older, origin)  # only once there is a summary to name it
     summary = summary_message(f"{text.strip()}\n\n(Summary of {len(older)} earlier messages; "
-                              f"the originals: {marker(key)})", cut)
+                              f"the originals: {marker(key)})", cut, conv.agent.mode)
     if conv.transcript is None or not conv.transcript.enabled:  # no journal: the summary keeps them
         keep_originals(summary, key, older)
     history = compacted(conv.history, cut, summary)
@@ -59,7 +59,7 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
     lines = []
     for message in older:
         label = "summary of earlier messages" if message.meta.get("is_summary") else message.role
-        calls = "".join(f" [calls {call_function(c).get('name')} {call_function(c).get('arguments') or '{}'}]"
+        calls = "".join(f" [calls {call_name(c)} {call_arguments_text(c)}]"
                         for c in message.tool_calls or () if isinstance(c, dict))
         if message.role == "tool":
             label = f"result of tool call {message.tool_call_id}"

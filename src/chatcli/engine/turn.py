@@ -16,7 +16,7 @@ from chatcli.core import checkpoints as rewind_points
 from chatcli.core.terminal import printable
 from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
 from chatcli.core.errors import ChatcliError, ProviderError
-from chatcli.core.messages import Message
+from chatcli.core.messages import Message, new_call
 from chatcli.engine import compaction
 from chatcli.engine.agent import Approve
 from chatcli.providers.base import Delta, Done, Request, ToolCall, streaming
@@ -265,11 +265,11 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
         answer = "".join(parts)
         last = conv.history[-1]
         if answer or not (last.role == "tool" and last.meta.get("interrupted")):  # a stopped batch says so
-            conv.history.append(Message("assistant", answer, meta={**(agent.meta() or {}), "interrupted": True}))
+            conv.history.append(Message("assistant", answer, meta={**agent.meta(), "interrupted": True}))
         return TurnResult("\n\n".join([*said, answer] if answer else said), interrupted=True)
     except ProviderError:
         if parts:
-            conv.history.append(Message("assistant", "".join(parts), meta={**(agent.meta() or {}), "interrupted": True}))
+            conv.history.append(Message("assistant", "".join(parts), meta={**agent.meta(), "interrupted": True}))
         raise
     answer = "".join(parts)
     conv.history.append(Message("assistant", answer, meta=agent.meta()))
@@ -299,7 +299,7 @@ def _run_tools(conv: Conversation, text: str, calls: list[ToolCall], notice: Cal
     its result, and the session would carry it forever)."""
     meta = conv.agent.meta()
     conv.history.append(Message("assistant", text, meta=meta, tool_calls=[
-        {"id": c.id, "type": "function", "name": c.name, "arguments": c.arguments} for c in calls]))
+        new_call(c.id, c.name, c.arguments) for c in calls]))
     answered = 0
     try:
         for call in calls:

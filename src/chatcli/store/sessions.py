@@ -135,7 +135,8 @@ def _read_in_pieces(fd: int, size: int) -> SessionData | None:
         return None
     if _inexact(data):
         return None  # the whole-file reader parses such numbers exactly
-    data.appendable = True
+    data.reshaped = session.reshaped(data.history, items)
+    data.appendable = not data.reshaped
     return data
 
 
@@ -313,8 +314,8 @@ class SessionStore:
             # Written by this version (history last, nothing after it): a turn can be appended in
             # place. A file with an append cut short is rewritten whole at the next write.
             data.torn = torn
-            data.appendable = (plain or sealed_appendable) and not torn and _appends_fit(document) \
-                and raw.endswith(b"]}")
+            data.appendable = (plain or sealed_appendable) and not torn and not data.reshaped \
+                and _appends_fit(document) and raw.endswith(b"]}")
             return data
         except session.SessionFormatError as exc:
             raise SessionError(f"session '{name}' ({home.session_path(self.root, name)}): {exc}; the file was left "
