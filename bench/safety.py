@@ -8,8 +8,9 @@ its floor measured in the same run:
   first turn      the first turn of a new bound session (the journal is named in the session
                   file under its lock before the first line is written), beside a later turn
 
-A tenth of the messages carry `meta` and a fifth are tool calls with their results, so the
-checks that only run beyond `{role, content}` are exercised too.
+Every message carries `meta.mode` and a fifth are tool calls (in the stored shape, Go ChatCLI's:
+object arguments) with their results, as chatcli writes them, so the checks that only run beyond
+`{role, content}` are exercised too.
 """
 
 from __future__ import annotations
@@ -41,13 +42,12 @@ def history(n: int) -> list[Message]:
     for i in range(n):
         text = f"message {i}: " + "the quick brown fox jumps over the lazy dog " * 8
         if i % 5 == 3:
-            out.append(Message("assistant", "", tool_calls=[{"id": f"c{i}", "type": "function", "function": {
-                "name": "recall", "arguments": '{"key": "0123456789abcdef"}'}}]))
+            out.append(Message("assistant", "", meta={"mode": "agent"}, tool_calls=[
+                {"id": f"c{i}", "type": "function", "name": "recall", "arguments": {"key": "0123456789abcdef"}}]))
         elif i % 5 == 4:
-            out.append(Message("tool", text, tool_call_id=f"c{i - 1}"))
+            out.append(Message("tool", text, meta={"mode": "agent"}, tool_call_id=f"c{i - 1}"))
         else:
-            out.append(Message("user" if i % 2 == 0 else "assistant", text,
-                               meta={"mode": "chat"} if i % 10 == 0 else None))
+            out.append(Message("user" if i % 2 == 0 else "assistant", text, meta={"mode": "chat"}))
     return out
 
 
