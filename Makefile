@@ -51,13 +51,19 @@ INSPECTOR_VERSION := 2.12.0
 INSPECTOR         := $(VENV)/node/node_modules/.bin/mcp-inspector
 export MCP_INSPECTOR = $(abspath $(INSPECTOR))
 
+# Go ChatCLI reads the session files chatcli writes: tests/go_reader/main.go declares its session
+# types and is built with Debian's Go (installed once per machine, like chromium) into the venv.
+GO        ?= /usr/bin/go
+GO_READER_BIN := $(VENV)/bin/go_reader
+export GO_READER := $(abspath $(GO_READER_BIN))
+
 .PHONY: run test bench faults clean
 
 run: $(VENV)/.run-installed
 	@$(PY) -m compileall -q src
 	@$(BIN)/chatcli
 
-test: $(VENV)/.test-installed $(CHROMIUM) $(INSPECTOR)
+test: $(VENV)/.test-installed $(CHROMIUM) $(INSPECTOR) $(GO_READER_BIN)
 	@$(PY) -m compileall -q src
 	$(PY) -m pytest
 
@@ -123,6 +129,17 @@ $(INSPECTOR): Makefile | $(PY)
 	@command -v npm >/dev/null || { echo "make test needs Node.js and npm (apt-get install nodejs npm)" >&2; exit 1; }
 	@npm install --silent --no-audit --no-fund --prefix $(VENV)/node @modelcontextprotocol/inspector@$(INSPECTOR_VERSION) >/dev/null
 	@touch $@
+
+$(GO_READER_BIN): tests/go_reader/main.go $(GO) | $(PY)
+	@cd tests/go_reader && GO111MODULE=off $(GO) build -o $(GO_READER) main.go
+
+$(GO):
+	@echo "Installing Debian's Go for the session-format test (once per machine)…"
+	@if [ "$$(id -u)" != 0 ]; then \
+		echo "make test needs Go: sudo apt-get install golang-go (or GO=path)" >&2; exit 1; fi
+	@DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go >/dev/null 2>&1 \
+		|| { apt-get update -qq >/dev/null && \
+		     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go >/dev/null; }
 
 $(CHROMIUM):
 	@echo "Installing Debian's chromium for the /web browser test (once per machine)…"
