@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -56,5 +59,81 @@ def test_recall_in_the_repl(openai_env, workdir, ccr):
         assert "#2 assistant\n4,200 euros, approved in May" in out
         assert "no recall entry 0000000000000000" in plain(repl.send("/recall 0000000000000000"))
         assert "usage: /recall KEY" in plain(repl.send("/recall"))
+    finally:
+        repl.close()
+
+
+# -- Go ChatCLI's entries: ccr/<key>.ccr, the raw text it compacted ------------------------------
+GO_ORIGINALS = ("user: which port does the staging proxy use?\n"
+                "assistant: 8443, since the March migration; 8080 is closed.\n")
+
+
+def go_compacted(chatcli_home: Path, name: str = "from-go", text: str = GO_ORIGINALS) -> str:
+    """What Go ChatCLI leaves after a compaction: ccr/<key>.ccr holding the raw text (key = the
+    first 16 hex of its SHA-256) and a session whose summary carries <<ccr:KEY>>. Returns the key."""
+    raw = text.encode("utf-8")
+    key = hashlib.sha256(raw).hexdigest()[:16]
+    (chatcli_home / "ccr").mkdir(parents=True, exist_ok=True)
+    (chatcli_home / "ccr" / f"{key}.ccr").write_bytes(raw)
+    history = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "assistant", "content": f"Summary: the user asked about the staging proxy. <<ccr:{key}>>",
+         "meta": {"is_summary": True, "summary_of": 2}},
+        {"role": "user", "content": "thanks"},
+        {"role": "assistant", "content": "You're welcome."},
+    ]
+    (chatcli_home / "sessions").mkdir(parents=True, exist_ok=True)
+    (chatcli_home / "sessions" / f"{name}.json").write_text(json.dumps(
+        {"version": 2, "title": "staging proxy", "chat_history": history, "agent_history": [], "coder_history": [],
+         "shared_memory": []}))
+    return key
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plaintext", "encryption-on"])
+def test_recall_prints_go_chatclis_raw_text_for_its_summary_marker(openai_env, workdir, ccr, sealed):
+    openai_env["NO_COLOR"] = "1"
+    if sealed:  # chatcli seals its own entries; Go's stays the plaintext Go wrote, and is read as such
+        openai_env["CHATCLI_ENCRYPTION_KEY"] = base64.b64encode(os.urandom(32)).decode()
+    key = go_compacted(ccr.parent)
+    repl = Repl(openai_env, "m", cwd=workdir, args=("--session", "from-go"))
+    try:
+        out = plain(repl.send(f"/recall {key}"))
+        assert f"Recall entry {key}: Go ChatCLI's text, as it stored it." in out
+        assert "8443, since the March migration; 8080 is closed." in out
+        assert "may have expired" not in out
+        assert "which port does the staging proxy use?" in plain(repl.send(f"/recall <<ccr:{key}>>"))
+    finally:
+        repl.close()
+    assert (ccr / f"{key}.ccr").read_text() == GO_ORIGINALS  # Go's file, read and never rewritten
+
+
+def test_rewind_compact_of_a_go_summary_says_its_originals_are_text_and_changes_nothing(openai_env, workdir, ccr):
+    openai_env["NO_COLOR"] = "1"
+    key = go_compacted(ccr.parent)
+    session = ccr.parent / "sessions" / "from-go.json"
+    before = json.loads(session.read_text())["chat_history"]
+    repl = Repl(openai_env, "m", cwd=workdir, args=("--session", "from-go"))
+    try:
+        out = plain(repl.send("/rewind compact"))
+        assert (f"cannot undo the compaction: recall entry {key} is Go ChatCLI's text, not messages: "
+                f"/recall {key} shows it") in out
+    finally:
+        repl.close()
+    assert json.loads(session.read_text())["chat_history"] == before  # the summary stays
+
+
+def test_a_go_entry_changed_since_go_wrote_it_is_shown_and_said_to_be_changed(openai_env, workdir, ccr):
+    openai_env["NO_COLOR"] = "1"
+    key = go_compacted(ccr.parent)
+    (ccr / f"{key}.ccr").write_text("something else entirely\n")
+    (ccr / "0123456789abcdef.ccr").symlink_to(ccr / f"{key}.ccr")
+    repl = Repl(openai_env, "m", cwd=workdir)
+    try:
+        out = plain(repl.send(f"/recall {key}"))
+        assert "(it no longer matches its key: changed since Go wrote it)" in out
+        assert "something else entirely" in out
+        linked = plain(repl.send("/recall 0123456789abcdef"))
+        assert "a symbolic link, which chatcli does not follow" in linked and "something else" not in linked
+        assert "is not a recall key" in plain(repl.send("/recall ../sessions/from-go"))
     finally:
         repl.close()

@@ -75,7 +75,7 @@ def test_the_model_fetches_the_originals_of_a_summary(env, workdir, tool_server)
     tail = document["chat_history"][-6:-2]
     assert [m["role"] for m in tail] == ["user", "assistant", "tool", "assistant"]
     assert tail[1]["tool_calls"] == [{"id": "call_1", "type": "function", "name": "recall",
-                                      "arguments": json.dumps({"key": key})}]
+                                      "arguments": {"key": key}}]  # Go ChatCLI's shape
     assert tail[2]["tool_call_id"] == "call_1" and tail[3]["content"] == "Your first question was 'turn 1 question'."
 
 
@@ -90,5 +90,24 @@ def test_a_bad_key_comes_back_to_the_model_as_an_error_and_the_turn_completes(en
         assert "I could not find it." in out
         _arguments, result = tool_exchange(tool_server.requests[-1], tool_server.kind)
         assert result.startswith("error: no recall entry 0000000000000000")
+    finally:
+        repl.close()
+
+
+def test_the_model_reads_go_chatclis_raw_text_through_the_recall_tool(env, workdir, tool_server):
+    from test_recall import GO_ORIGINALS, go_compacted
+
+    env["CHATCLI_CHAT_TOOLS"] = "false"  # recall alone, offered because the Go summary names an entry
+    key = go_compacted(Path(env["CHATCLI_HOME"]))
+    repl = Repl(env, "m", cwd=workdir, args=("--session", "from-go"))
+    try:
+        tool_server.reply("", tool_calls=[{"id": "call_go", "name": "recall", "arguments": json.dumps({"key": key})}])
+        tool_server.reply("Port 8443.")
+        out = plain(repl.send("which port was it again?"))
+        assert f"The model read entry {key}: Go ChatCLI's text, as it stored it." in out
+        assert "Port 8443." in out
+        assert offered_tools(tool_server.requests[-2]) == ["recall"]
+        _arguments, result = tool_exchange(tool_server.requests[-1], tool_server.kind)
+        assert GO_ORIGINALS in result and "error" not in result
     finally:
         repl.close()

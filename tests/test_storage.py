@@ -309,12 +309,90 @@ def test_pruning_only_transcripts_keeps_the_journals_sessions_still_refer_to(env
     assert (sessions / "autosave-20260801-101010.json").exists()
 
 
-def test_a_session_file_with_a_name_to_fix_protects_every_journal(env, chatcli_home, sessions):
+def test_a_session_file_with_a_name_to_fix_keeps_its_journal_and_is_named(env, chatcli_home, sessions):
     put(sessions, "My Notes", transcript="t-mine")  # listed as "rename the file to use it"
     put(chatcli_home / "transcripts", "t-mine", age_days=200, suffix=".jsonl")
     plan = Storage(Settings.load(env)).plan()
     assert [r for r in plan.removals if r.store == "transcripts"] == []
-    assert any("names chatcli cannot use" in note for note in plan.notes)
+    assert any("names chatcli cannot use" in note and "My Notes.json" in note for note in plan.notes)
+
+
+# Session files in Go ChatCLI's sessions directory whose names chatcli refuses (Go's rules differ).
+LONG_NAME = "go-" + "n" * 197
+
+
+def misnamed_and_expired(chatcli_home: Path, sessions: Path) -> None:
+    put(sessions, "release..notes", age_days=200, transcript="t-release")
+    put(sessions, LONG_NAME, age_days=200, transcript="t-long")
+    put(sessions, "autosave-20250101-000000", age_days=200, transcript="t-auto")  # expired machine session
+    put(sessions, "project", age_days=200, transcript="t-project")
+    transcripts = chatcli_home / "transcripts"
+    for journal in ("t-release", "t-long", "t-auto", "t-project", "t-expired-orphan"):
+        put(transcripts, journal, age_days=200, suffix=".jsonl")
+    put(transcripts, "t-orphan", age_days=3, suffix=".jsonl")
+
+
+MISNAMED_PLAN = {"sessions/autosave-20250101-000000.json", "transcripts/t-auto.jsonl",
+                 "transcripts/t-expired-orphan.jsonl", "transcripts/t-orphan.jsonl"}
+MISNAMED_KEPT = {"sessions/release..notes.json", f"sessions/{LONG_NAME}.json", "transcripts/t-release.jsonl",
+                 "transcripts/t-long.jsonl", "sessions/project.json", "transcripts/t-project.jsonl"}
+
+
+def test_session_files_with_names_chatcli_refuses_never_stop_the_prune(env, workdir, chatcli_home, sessions):
+    misnamed_and_expired(chatcli_home, sessions)
+    before = tree(chatcli_home)
+    report = run_chatcli("storage", env=env, cwd=workdir)
+    assert report.returncode == 0, report.stderr
+    assert re.search(r"^  transcripts +6 .* 3 files, ", report.stdout, re.M), report.stdout
+    assert re.search(r"^  sessions +4 ", report.stdout, re.M), report.stdout  # they are counted
+    dry = run_chatcli("storage", "prune", env=env, cwd=workdir)
+    assert dry.returncode == 0, dry.stderr
+    assert tree(chatcli_home) == before
+    assert listed(dry.stdout) == MISNAMED_PLAN
+    assert "transcripts were not pruned" not in dry.stdout
+    note = next(line for line in dry.stdout.splitlines() if "names chatcli cannot use" in line)
+    assert "release..notes.json" in note and "never" in note
+
+    applied = run_chatcli("storage", "prune", "--apply", env=env, cwd=workdir)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert listed(applied.stdout) == MISNAMED_PLAN
+    assert set(before) - set(tree(chatcli_home)) == MISNAMED_PLAN
+    assert MISNAMED_KEPT <= set(tree(chatcli_home))
+
+
+def test_the_start_up_sweep_prunes_journals_beside_session_files_chatcli_cannot_name(openai_env, workdir,
+                                                                                     chatcli_home, sessions):
+    misnamed_and_expired(chatcli_home, sessions)
+    repl = Repl(openai_env, "m", cwd=workdir)
+    try:
+        # The sweep's rules (TTL, backstop): the expired session and the unreferenced expired journal.
+        journal = chatcli_home / "transcripts" / "t-expired-orphan.jsonl"
+        assert wait_for(lambda: not journal.exists())
+        assert not (sessions / "autosave-20250101-000000.json").exists()
+    finally:
+        repl.close()
+    assert MISNAMED_KEPT <= set(tree(chatcli_home))
+    assert (chatcli_home / "transcripts" / "t-orphan.jsonl").exists()  # orphans wait for a prune
+
+
+def test_a_journal_a_file_chatcli_cannot_name_refers_to_by_apply_time_is_kept(env, chatcli_home, sessions):
+    journal = put(chatcli_home / "transcripts", "t-late", age_days=200, suffix=".jsonl")
+    storage = Storage(Settings.load(env))
+    plan = storage.plan()
+    assert [r.path for r in plan.removals] == [journal]
+    put(sessions, "release..notes", transcript="t-late")  # Go saved a session on it meanwhile
+    applied = storage.apply(plan)
+    assert journal.exists()
+    assert [(r.path, why) for r, why in applied.kept] == [(journal, "a session refers to it now")]
+
+
+def test_a_session_file_chatcli_cannot_name_nor_read_still_protects_every_journal(env, chatcli_home, sessions):
+    (sessions / "release..notes.json").write_text("{ not json")
+    put(chatcli_home / "transcripts", "t-whose", age_days=200, suffix=".jsonl")
+    plan = Storage(Settings.load(env)).plan()
+    assert not [r for r in plan.removals if r.store == "transcripts"]
+    assert any("cannot be read" in note for note in plan.notes)
+    assert (sessions / "release..notes.json").exists()
 
 
 def test_a_keep_of_zero_turns_the_backstop_off(env, sessions):
@@ -367,6 +445,22 @@ def test_the_recall_store_is_capped_by_size_and_swept_on_demand_only(env, chatcl
     assert sorted(p.name for p in (chatcli_home / "ccr").iterdir()) == every
     storage.apply(storage.plan())
     assert sorted(p.name for p in (chatcli_home / "ccr").iterdir()) == [f"{2:016x}", f"{3:016x}"]
+
+
+def test_go_chatclis_ccr_entries_are_counted_and_never_pruned(env, workdir, chatcli_home):
+    env["CHATCLI_CCR_MAX_SIZE"] = "150"
+    ccr = chatcli_home / "ccr"
+    go_old = put(ccr, "0123456789abcdef", age_days=30, suffix=".ccr")  # past CHATCLI_CCR_TTL
+    go_big = put(ccr, "fedcba9876543210", age_days=1, suffix=".ccr")
+    go_big.write_bytes(b"x" * 400)  # alone beyond the cap
+    os.utime(go_big, (time.time() - DAY,) * 2)
+    mine = put(ccr, "00000000000000aa", age_days=30, suffix=".json")
+    report = run_chatcli("storage", env=env, cwd=workdir)
+    assert re.search(r"^  recall store +3 .* 1 file, .*Go ChatCLI's \.ccr entries \(2, .*never pruned", report.stdout,
+                     re.M), report.stdout
+    applied = run_chatcli("storage", "prune", "--apply", env=env, cwd=workdir)
+    assert listed(applied.stdout) == {"ccr/00000000000000aa.json"}
+    assert go_old.exists() and go_big.exists() and not mine.exists()
 
 
 def test_journals_are_not_pruned_while_a_session_cannot_be_read(env, chatcli_home, sessions):

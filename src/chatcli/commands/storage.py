@@ -102,6 +102,10 @@ def rule(storage: Storage, store: str) -> str:
         if not settings.session_transcript:  # the recall store is then not the only copy (SPEC §8.1)
             text += ("; the journal is off, so each compaction summary also keeps its originals in its "
                      "session, for as long as the session lives")
+        go = storage.go_recall_entries()
+        if go.files:
+            text += (f"; Go ChatCLI's .ccr entries ({go.files}, {human_size(go.size)}) are counted but never "
+                     "pruned here: Go prunes them by its own rules")
         return text
     if store == "schedule":
         try:

@@ -8,6 +8,7 @@ knows the storage layout.
   sessions.listing.txt
   transcripts/<id>.jsonl   a conversation's journal (store.journal)
   ccr/<key>.json           a recall entry (store.recall)
+  ccr/<key>.ccr            a recall entry Go ChatCLI wrote: its raw text (read, never written or pruned)
   memory/<id>.json         a note of the global memory (store.memory)
   contexts/<name>.json     a context snapshot, its files cut into chunks (store.contexts)
   costs/<ref>.jsonl        a cost snapshot: one line per request of a session's lineage (store.costs)
@@ -62,6 +63,7 @@ _SESSION = ".json"
 _LOCK = ".lock"
 _JOURNAL = ".jsonl"
 _ENTRY = ".json"  # a recall entry
+_GO_ENTRY = ".ccr"  # a recall entry Go ChatCLI wrote
 # Beside the sessions directory, named after it.
 _CATALOG = ".catalog.json"
 _APPENDS = ".catalog.log"
@@ -120,6 +122,11 @@ def entry_named(filename: str) -> str | None:
     return filename[: -len(_ENTRY)] if filename.endswith(_ENTRY) else None
 
 
+def go_entry_named(filename: str) -> str | None:
+    """The key of a recall entry Go ChatCLI wrote ("<key>.ccr" → "<key>"), or None."""
+    return filename[: -len(_GO_ENTRY)] if filename.endswith(_GO_ENTRY) else None
+
+
 # -- as paths, within a store's directory (a store may live anywhere: the tests put them in tmp) --
 def session_path(sessions: Path, name: str) -> Path:
     return sessions / (name + _SESSION)
@@ -151,6 +158,10 @@ def journal_path(transcripts: Path, transcript_id: str) -> Path:
 
 def entry_path(recall: Path, key: str) -> Path:
     return recall / (key + _ENTRY)
+
+
+def go_entry_path(recall: Path, key: str) -> Path:
+    return recall / (key + _GO_ENTRY)
 
 
 def cost_path(costs: Path, ref: str) -> Path:
@@ -301,6 +312,7 @@ class Home:
         check_store_key(self.key_check_path, self.key)
 
 
-__all__ = ["Home", "appends_path", "appends_text", "catalog_path", "entry_named", "entry_path", "journal_named",
-           "journal_path", "key_check_text", "latest_path", "lock_path", "lock_text", "locked_session",
-           "rendered_path", "rendered_text", "session_named", "session_path", "session_text", "sessions_dir_text"]
+__all__ = ["Home", "appends_path", "appends_text", "catalog_path", "entry_named", "entry_path", "go_entry_named",
+           "go_entry_path", "journal_named", "journal_path", "key_check_text", "latest_path", "lock_path", "lock_text",
+           "locked_session", "rendered_path", "rendered_text", "session_named", "session_path", "session_text",
+           "sessions_dir_text"]

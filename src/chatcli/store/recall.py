@@ -5,16 +5,23 @@ always get the same key and are stored once; a summary carries `<<ccr:KEY>>` mar
 `/recall KEY` (or the model, through the same function) brings the originals back. Entries
 expire by the retention rules (`CHATCLI_CCR_TTL`, `CHATCLI_CCR_MAX_SIZE`, see /storage);
 storing an entry again refreshes its time.
+
+Go ChatCLI shares the directory: it keeps its originals as `<key>.ccr`, the raw text it compacted
+(key = the first 16 hex of the text's SHA-256), and its summaries carry the same marker. Those
+are read too, as text (they are not messages), and never written: they are Go's files.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
 import os
 import re
+import stat
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError, UsageError
@@ -44,6 +51,26 @@ def parse_key(text: str) -> str:
     if not KEY_RE.fullmatch(key):
         raise UsageError(f"'{text}' is not a recall key (16 hexadecimal digits, or <<ccr:KEY>>)")
     return key
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One recall entry: chatcli's hold `messages` (and where they came from); Go ChatCLI's hold
+    `text`, as Go stored it, and whether that text still hashes to the key it is filed under."""
+
+    key: str
+    messages: list[Message] | None = None
+    origin: dict = field(default_factory=dict)
+    text: str | None = None
+    intact: bool = True
+
+    def originals(self) -> list[Message]:
+        """The messages; RecallError for Go's text, which cannot be turned back into the messages
+        it was made from."""
+        if self.messages is None:
+            raise RecallError(f"recall entry {self.key} is Go ChatCLI's text, not messages: /recall {self.key} "
+                              "shows it")
+        return self.messages
 
 
 class RecallStore:
@@ -77,20 +104,55 @@ class RecallStore:
         return key
 
     def get(self, key: str) -> tuple[list[Message], dict]:
-        path = self.path(key)
+        """The messages of entry `key` and where they came from. Raises RecallError (unknown,
+        expired, damaged, or Go ChatCLI's text, which is not messages)."""
+        entry = self.read(key)
+        return entry.originals(), entry.origin
+
+    def read(self, key: str) -> Entry:
+        """Entry `key`: chatcli's (`<key>.json`) when there is one, else Go ChatCLI's (`<key>.ccr`).
+        Raises UsageError for a malformed key (before any path is made), RecallError otherwise."""
+        key = parse_key(key)
+        path = home.entry_path(self.root, key)
         try:
-            document = load_json(path.read_bytes(), self.key, "recall", parse_key(key), f"recall entry {parse_key(key)}")
+            document = load_json(path.read_bytes(), self.key, "recall", key, f"recall entry {key}")
             messages = [Message.from_dict(item) for item in document["messages"]]
             origin = document.get("origin") if isinstance(document.get("origin"), dict) else {}
         except FileNotFoundError:
-            raise RecallError(f"no recall entry {parse_key(key)} (it may have expired: see /storage)") from None
+            return self._read_go(key)
         except OSError as exc:
             raise RecallError(f"recall store: cannot read {path}: {exc.strerror or exc}") from None
         except SealError as exc:
             raise RecallError(str(exc)) from None
         except (ValueError, KeyError, TypeError):
-            raise RecallError(f"recall entry {parse_key(key)} is damaged; the file was left untouched") from None
-        return messages, origin
+            raise RecallError(f"recall entry {key} is damaged; the file was left untouched") from None
+        return Entry(key, messages, origin)
+
+    def _read_go(self, key: str) -> Entry:
+        """Go ChatCLI's entry, shown as it is. It is plaintext even when chatcli seals its own:
+        Go writes it in its own format, which chatcli's key has no part in. Only a regular file
+        in the directory: a symbolic link could show any file, and a FIFO would block."""
+        path = home.go_entry_path(self.root, key)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise RecallError(f"no recall entry {key} (it may have expired: see /storage)") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise RecallError(f"recall store: cannot read {path}: a symbolic link, which chatcli does not "
+                                  "follow") from None
+            raise RecallError(f"recall store: cannot read {path}: {exc.strerror or exc}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RecallError(f"recall store: cannot read {path}: not a regular file")
+            with open(fd, "rb", closefd=False) as handle:
+                raw = handle.read()
+        except OSError as exc:
+            raise RecallError(f"recall store: cannot read {path}: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
+        intact = hashlib.sha256(raw).hexdigest()[:16] == key
+        return Entry(key, text=raw.decode("utf-8", errors="replace"), intact=intact)
 
 
-__all__ = ["MARKER_RE", "RecallError", "RecallStore", "marker", "parse_key"]
+__all__ = ["MARKER_RE", "Entry", "RecallError", "RecallStore", "marker", "parse_key"]

@@ -7,10 +7,15 @@ session under its lock), so a session another surface wrote in the meantime surv
 | store           | what (store.home says where)            | rule                                          |
 |-----------------|-----------------------------------------|-----------------------------------------------|
 | sessions        | session files and their lock files      | machine sessions: TTL, count backstop; test   |
-|                 |                                         | bursts and orphan lock files on demand        |
-| transcripts     | journals                                | kept while a session refers to one; else the  |
-|                 |                                         | session TTL; orphans on demand                |
-| recall store    | recall entries                          | its own TTL and size cap, on demand only      |
+|                 |                                         | bursts and orphan lock files on demand. A     |
+|                 |                                         | file whose name chatcli cannot use (Go's      |
+|                 |                                         | rules differ) is counted, never removed       |
+| transcripts     | journals                                | kept while a session refers to one (a file    |
+|                 |                                         | chatcli cannot name too); else the session    |
+|                 |                                         | TTL; orphans on demand                        |
+| recall store    | recall entries                          | its own TTL and size cap, on demand only.     |
+|                 |                                         | Go ChatCLI's `.ccr` entries: counted, never   |
+|                 |                                         | removed (Go prunes them by its own rules)     |
 | cost snapshots  | the requests' tokens and costs          | on demand: test bursts (4+ in a minute of at  |
 |                 |                                         | most 2 requests each)                         |
 | memory          | the global memory's notes               | yours: never pruned (/memory forget)          |
@@ -38,9 +43,12 @@ from chatcli.config.settings import Settings
 from chatcli.core import retention
 from chatcli.core.names import NAME_RE
 from chatcli.core.retention import DELIVERY_KEEP, human_size
+from chatcli.core.session import SessionData
+from chatcli.core.terminal import printable
 from chatcli.store import home
 from chatcli.store.atomic import TEMP_RE, process_alive
 from chatcli.store.home import Home
+from chatcli.store.session_file import read_regular
 from chatcli.store.sessions import SessionError
 
 TYPE_CHECKING = False
@@ -138,9 +146,12 @@ class Applied:
 
 
 # What journals need to know about sessions: which go (name → reason), which journal each
-# session refers to (id → names), and how many session files could not tell us (unreadable,
-# or named so that chatcli cannot use them): while there are any, no journal is pruned.
+# session refers to (id → names; a file chatcli cannot name refers too), and how many session
+# files could not tell us (unreadable): while there are any, no journal is pruned.
 _Sessions = namedtuple("_Sessions", "removed journal_refs unknown")
+
+# A file name shown in a note is cut to this many characters (a name may be far longer).
+_SHOWN_NAME = 48
 
 
 @dataclass(frozen=True)
@@ -177,6 +188,15 @@ class Storage:
             counts[key][1] += st.st_size
         return [Usage(key, files, size) for key, (files, size) in counts.items()]
 
+    def go_recall_entries(self) -> Usage:
+        """Go ChatCLI's entries in the recall store (counted in its usage, never pruned here)."""
+        files = size = 0
+        for entry in _scandir(self.ccr_dir):
+            if home.go_entry_named(entry.name) is not None and entry.is_file(follow_symlinks=False) \
+                    and (st := _stat(entry)) is not None:
+                files, size = files + 1, size + st.st_size
+        return Usage("recall", files, size)
+
     # -- what the rules would remove -----------------------------------------------------
     def plan(self, *, on_demand: bool = True, only: str | None = None, record: bool = False) -> Plan:
         """Everything the rules remove now. At start-up (`on_demand=False`) only the sessions' and
@@ -210,7 +230,8 @@ class Storage:
             contents: dict[str, list] = {}
             # Message counts (bursts) and journal ids. With encryption on that means opening every
             # session: done on demand only (the start-up sweep leaves journals alone then).
-            if (on_demand or self._has_journals()) and (on_demand or not self.sessions.private):
+            reading = (on_demand or self._has_journals()) and (on_demand or not self.sessions.private)
+            if reading:
                 contents = self.sessions.entries(fresh=True, record=record, reveal=True)
         except (OSError, SessionError) as exc:
             reason = exc if isinstance(exc, SessionError) else (exc.strerror or exc)
@@ -227,11 +248,23 @@ class Storage:
         for name, (_st, _messages, transcript, _readable) in rows.items():
             if transcript:
                 refs.setdefault(transcript, []).append(name)
+        # A file chatcli cannot name (Go's name rules differ, or renamed by hand) is nobody's
+        # machine session: never removed. It may still refer to a journal, which then stays.
+        unreadable = 0
+        if misnamed and reading:
+            for name in misnamed:
+                data = self._read_misnamed(name)
+                if data is None:
+                    unreadable += 1
+                elif data.transcript_id:
+                    refs.setdefault(data.transcript_id, []).append(name)
+        if misnamed and on_demand:
+            plan.notes.append(_misnamed_note(self.sessions.root, misnamed))
         decided = retention.machine_sessions(
             ((name, st.st_mtime, messages) for name, (st, messages, _t, _r) in rows.items()),
             now=self.now, ttl_days=settings.session_ttl_days, keep=settings.autosave_keep, on_demand=on_demand,
         )
-        unknown = misnamed + sum(1 for row in rows.values() if not row[3])
+        unknown = unreadable + sum(1 for row in rows.values() if not row[3])
         if not keep_in_plan:
             return _Sessions({}, refs, unknown)
         root = self.sessions.root
@@ -243,26 +276,36 @@ class Storage:
             self._plan_locks(plan, rows)
         return _Sessions(decided, refs, unknown)
 
-    def _stat_sessions(self) -> tuple[dict[str, os.stat_result], int]:
-        """{name: stat} of every session file, and how many session files have names chatcli
-        cannot use. Raises OSError when the directory exists but cannot be listed."""
+    def _stat_sessions(self) -> tuple[dict[str, os.stat_result], dict[str, os.stat_result]]:
+        """{name: stat} of every session file, and the same for the session files whose names
+        chatcli cannot use. Raises OSError when the directory exists but cannot be listed."""
         try:
             entries = list(os.scandir(self.sessions.root))
         except FileNotFoundError:
-            return {}, 0
+            return {}, {}
         stats: dict[str, os.stat_result] = {}
-        misnamed = 0
+        misnamed: dict[str, os.stat_result] = {}
         for entry in entries:
             name = home.session_named(entry.name)
             if name is None:
                 continue
-            if not NAME_RE.fullmatch(name) or ".." in name:
-                misnamed += 1
-                continue
             st = _stat(entry)
-            if st is not None and stat.S_ISREG(st.st_mode):  # never a symlink, directory or FIFO
+            if st is None or not stat.S_ISREG(st.st_mode):  # never a symlink, directory or FIFO
+                continue
+            if not NAME_RE.fullmatch(name) or ".." in name:
+                misnamed[name] = st
+            else:
                 stats[name] = st
         return stats, misnamed
+
+    def _read_misnamed(self, name: str) -> SessionData | None:
+        """The session in a file whose name chatcli cannot use, or None if it cannot be read.
+        Read only, for the journal (and cost snapshot) it refers to: such a file is never written."""
+        try:
+            raw, _st = read_regular(home.session_path(self.sessions.root, name))
+            return self.sessions.decode(name, raw)
+        except (OSError, SessionError):
+            return None
 
     def _plan_locks(self, plan: Plan, rows: dict[str, list]) -> None:
         """Lock files of sessions that no longer exist (left by a crash, or by an older chatcli)."""
@@ -286,9 +329,9 @@ class Storage:
         if not journals:
             return
         if sessions.unknown:
-            # An unreadable session (a newer format, a missing key, a name to fix) may refer to any journal.
-            plan.notes.append(f"transcripts were not pruned: {sessions.unknown} session file(s) cannot be read "
-                              "or have names chatcli cannot use, so which journals they refer to is unknown")
+            # An unreadable session (a newer format, a missing key) may refer to any journal.
+            plan.notes.append(f"transcripts were not pruned: {sessions.unknown} session file(s) cannot be read, "
+                              "so which journals they refer to is unknown")
             return
         refs, removed_sessions = sessions.journal_refs, sessions.removed
         ttl = self.settings.session_ttl_days
@@ -318,6 +361,11 @@ class Storage:
         stats: dict[str, os.stat_result] = {}
         for entry in _scandir(self.ccr_dir):
             if entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
+                continue
+            # Go ChatCLI's own entries: Go prunes them by its own TTL. Removed here by chatcli's
+            # (which the user may set otherwise) or counted against chatcli's cap, a Go summary
+            # would lose its originals while Go still expects them.
+            if home.go_entry_named(entry.name) is not None:
                 continue
             st = _stat(entry)
             if st is None:
@@ -388,7 +436,7 @@ class Storage:
         if not refs:
             return set()
         try:
-            stats, _misnamed = self._stat_sessions()
+            stats, misnamed = self._stat_sessions()
         except OSError:
             return set(refs)  # the sessions cannot be read: keep every snapshot
         low, high = min(times) - 2 * retention.BURST_WINDOW, max(times) + 2 * retention.BURST_WINDOW
@@ -399,6 +447,13 @@ class Storage:
                     data, _stamp = self.sessions.load(name)
                 except SessionError:
                     return set(refs)  # one that cannot be read may name any of them
+                if data.extra.get("cost_ref") in refs:
+                    kept.add(data.extra["cost_ref"])
+        for name, st in misnamed.items():
+            if low <= st.st_mtime <= high:
+                data = self._read_misnamed(name)
+                if data is None:
+                    return set(refs)
                 if data.extra.get("cost_ref") in refs:
                     kept.add(data.extra["cost_ref"])
         return kept
@@ -449,10 +504,10 @@ class Storage:
 
     def _files(self) -> Iterator[tuple[str, Path, os.stat_result]]:
         try:
-            stats, _misnamed = self._stat_sessions()
+            stats, misnamed = self._stat_sessions()
         except OSError:  # the plan says why
-            stats = {}
-        for name, st in stats.items():
+            stats, misnamed = {}, {}
+        for name, st in (*stats.items(), *misnamed.items()):  # the latter take room too, though never pruned
             yield "sessions", home.session_path(self.sessions.root, name), st
         for entry in _scandir(self.sessions.root):  # lock files are the store's too
             if home.locked_session(entry.name) is not None and (st := _stat(entry)):
@@ -517,9 +572,19 @@ class Storage:
         removed = {removal.session for removal in applied.removed if removal.session}
         try:
             current = {row[5] for row in self.sessions.entries(fresh=True, reveal=True).values() if row[5]}
-        except SessionError as exc:
-            applied.kept += [(removal, f"sessions could not be read again ({exc})") for removal in journals]
+            _stats, misnamed = self._stat_sessions()
+        except (OSError, SessionError) as exc:
+            why = exc if isinstance(exc, SessionError) else (exc.strerror or exc)
+            applied.kept += [(removal, f"sessions could not be read again ({why})") for removal in journals]
             return
+        for name in misnamed:  # the catalog does not open them: chatcli cannot use their names
+            data = self._read_misnamed(name)
+            if data is None:
+                shown = _shown_name(home.session_path(self.sessions.root, name))
+                applied.kept += [(removal, f"session file {shown} could not be read again") for removal in journals]
+                return
+            if data.transcript_id:
+                current.add(data.transcript_id)
         for removal in journals:
             if any(owner not in removed for owner in removal.owners):
                 applied.kept.append((removal, "its session was kept"))
@@ -557,11 +622,27 @@ class Storage:
         session (the REPL names it at start-up) if the one it had was removed."""
         applied = self.apply(self.plan(on_demand=False, record=True))
         if any(removal.session for removal in applied.removed) and self.sessions.latest() is None:
-            stats, _misnamed = self._stat_sessions()
+            stats, _misnamed = self._stat_sessions()  # only a usable name can be the latest
             if stats:
                 name = max(stats, key=lambda key: stats[key].st_mtime_ns)
                 self.sessions.catalog.note_latest(name, stats[name].st_mtime_ns, None)
         return applied
+
+
+def _shown_name(path: Path) -> str:
+    """A file's name for a note: printable, and cut short when it is very long."""
+    shown = printable(path.name)
+    if len(shown) <= _SHOWN_NAME:
+        return shown
+    return f"{shown[:_SHOWN_NAME - 6]}…{shown[-5:]} ({len(path.name)} characters)"
+
+
+def _misnamed_note(root: Path, misnamed: dict[str, os.stat_result]) -> str:
+    names = sorted(misnamed)
+    shown = ", ".join(_shown_name(home.session_path(root, name)) for name in names[:3])
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return (f"{len(names)} session file(s) have names chatcli cannot use (Go ChatCLI's rules differ, or renamed by "
+            f"hand): {shown}{more}; never pruned, and the journals they refer to are kept")
 
 
 def _scandir(path: Path) -> list[os.DirEntry]:
