@@ -37,7 +37,7 @@ def test_compact_replaces_the_older_turns_with_a_summary_and_keeps_them(repl_env
     home = Path(repl_env["CHATCLI_HOME"])
     document = json.loads((home / "sessions" / "long.json").read_text())
     summary = document["chat_history"][0]
-    assert summary["meta"] == {"is_summary": True, "summary_of": 4}
+    assert summary["meta"] == {"is_summary": True, "summary_of": 4, "mode": "chat"}
     journal = [json.loads(line) for line in (home / "transcripts" / f"{document['transcript_id']}.jsonl")
                .read_text().splitlines()]
     contents = [e["message"]["content"] for e in journal if e["type"] == "message"]
