@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeModelServer, FakeProvider
+from go_format import SessionWrites, check_sessions, keys_of
+
+# pytester runs the Go-format check itself on planted tests (tests/test_go_format.py).
+pytest_plugins = ("pytester",)
 
 CHATCLI = shutil.which("chatcli", path=str(Path(sys.executable).parent)) or "chatcli"
 # Variables of the outer environment that would change what chatcli does.
@@ -23,10 +27,73 @@ _SCRUB = ("OPENAI_", "ANTHROPIC_", "OLLAMA_", "LLM_", "CHATCLI_", "HISTORY_", "N
 LOCAL_MODEL_WORKERS = 2
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "foreign_sessions(*names): the test plants session files Go ChatCLI cannot read on purpose, and "
+                   "chatcli keeps what it cannot interpret when it writes them again; the Go-format check leaves out "
+                   "the sessions named (all of the test's when none is)")
+
+
 def pytest_collection_modifyitems(items) -> None:
     local = [item for item in items if item.nodeid.startswith("tests/test_local_model.py::")]
     for index, item in enumerate(local):
         item.add_marker(pytest.mark.xdist_group(f"local-model-{index % LOCAL_MODEL_WORKERS}"))
+
+
+_session_writes: SessionWrites | None = None
+
+
+def session_writes() -> SessionWrites:
+    """The one audit hook of this process (a hook cannot be removed: it is installed once, and
+    listens only while a test runs)."""
+    global _session_writes
+    if _session_writes is None:
+        import chatcli
+
+        _session_writes = SessionWrites(Path(__file__).parent, Path(chatcli.__file__).parent)
+        sys.addaudithook(_session_writes)
+    return _session_writes
+
+
+@pytest.fixture(autouse=True)
+def go_readable_sessions(request):
+    """Every session file chatcli leaves in a test's CHATCLI_HOME is one Go ChatCLI v1.188 reads
+    (it shares ~/.chatcli/sessions with chatcli, and its decoder refuses a whole file for one field
+    of another type): checked against tests/go_session.schema.json once the test and its other
+    fixtures are done (this fixture is set up first, so torn down last).
+
+    Left out: what the test planted itself and chatcli did not write again (see
+    go_format.SessionWrites), sealed files none of the test's keys opens, files that are no JSON,
+    symbolic links, and the sessions a `foreign_sessions` mark names."""
+    marker = request.node.get_closest_marker("foreign_sessions")
+    if "home" not in request.fixturenames or (marker is not None and not marker.args):
+        yield
+        return
+    writes = session_writes()
+    writes.start()
+    try:
+        yield
+    finally:
+        writes.stop()
+    from chatcli.config.paths import chatcli_home_text
+
+    values = request.node.funcargs
+    if "home" not in values:  # a fixture's setup failed or skipped: nothing of the test ran
+        return
+    environments = [value for value in values.values() if isinstance(value, dict) and "CHATCLI_HOME" in value]
+    environments += writes.environments
+    homes = {os.path.realpath(values["home"] / ".chatcli")}
+    homes.update(os.path.realpath(chatcli_home_text(env)) for env in environments)
+    inside = os.path.realpath(values["tmp_path"]) + os.sep  # a test's own homes; never the user's
+    foreign = set(marker.args) if marker is not None else set()
+    keys = keys_of(environments)
+    lines = []
+    for chatcli_home in sorted(home for home in homes if home.startswith(inside)):
+        lines += check_sessions(Path(chatcli_home) / "sessions", keys,
+                                lambda name, path, raw: name in foreign or writes.as_planted(path, raw))
+    if lines:
+        pytest.fail("session files not in Go ChatCLI v1.188's format (tests/go_session.schema.json):\n  "
+                    + "\n  ".join(lines), pytrace=False)
 
 
 @pytest.fixture

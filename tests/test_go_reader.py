@@ -88,10 +88,9 @@ AGREEMENT = [
 
 @pytest.mark.parametrize("document,readable", AGREEMENT, ids=[str(i) for i in range(len(AGREEMENT))])
 def test_the_schema_agrees_with_go_s_decoder(document, readable, tmp_path):
-    import jsonschema
+    from go_format import validator
 
     path = tmp_path / "s.json"
     path.write_text(json.dumps(document))
     assert (go_reads(path).returncode == 0) is readable
-    schema = json.loads((ROOT / "tests" / "go_session.schema.json").read_text())
-    assert jsonschema.Draft202012Validator(schema).is_valid(document) is readable
+    assert validator().is_valid(document) is readable  # the schema with Go's integers (no 3.0)

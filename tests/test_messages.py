@@ -10,7 +10,7 @@ from chatcli.core.messages import Message
 def test_round_trip_keeps_unknown_fields_and_meta():
     data = {"role": "assistant", "content": "hi", "meta": {"mode": "agent", "x": 1},
             "images": ["a.png"], "is_error": False, "tool_calls": [{"id": "1", "type": "function",
-                                                                     "name": "f", "arguments": "{}"}]}
+                                                                     "name": "f", "arguments": {}}]}
     message = Message.from_dict(data)
     assert message.extra == {"images": ["a.png"], "is_error": False}
     assert message.to_dict() == data

@@ -31,7 +31,8 @@ class Message:
         self.role = role
         self.content = content
         self._meta = meta
-        self.tool_calls = tool_calls
+        # Held (and so written) in the stored shape, whatever shape the caller had them in.
+        self.tool_calls = stored_calls(tool_calls) if tool_calls else tool_calls
         self.tool_call_id = tool_call_id
         self._extra = extra
 
@@ -82,8 +83,6 @@ class Message:
                 or (content is not None and content.__class__ is not str)) \
                 and field_problem(data):  # the checks, only where a field is not the plain shape
             raise ValueError(field_problem(data))
-        if tool_calls:
-            tool_calls = stored_calls(tool_calls)  # another shape read, Go's kept (a new list if changed)
         extra = {k: v for k, v in data.items() if k not in _KNOWN}
         if content.__class__ is not str:
             # Multi-part content (a list of parts) or null: keep the original to write back,
