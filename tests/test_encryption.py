@@ -207,6 +207,20 @@ def test_rekey_reseals_everything_and_finishes_after_an_interruption(sealed_env,
     assert opened.contexts().load("notes").chunks[0].text == f"the context says {SECRET}"
 
 
+def test_rekey_leaves_a_session_file_chatcli_cannot_name_as_it_is(sealed_env, openai_server):
+    """Go ChatCLI's name rules differ from chatcli's: a plaintext file it wrote under a name chatcli
+    refuses is never loaded by chatcli, so sealing it would only make it unreadable to Go."""
+    chat(sealed_env, "mine", "hello")
+    sessions = Path(sealed_env["CHATCLI_HOME"]) / "sessions"
+    go_file = sessions / "release..notes.json"
+    go_file.write_text(json.dumps({"version": 2, "chat_history": [{"role": "user", "content": "from Go"}]}))
+    before = go_file.read_bytes()
+    result = run_chatcli("storage", "rekey", env=dict(sealed_env, CHATCLI_NEW_ENCRYPTION_KEY=new_key()))
+    assert result.returncode == 0, result.stderr
+    assert go_file.read_bytes() == before
+    assert (sessions / "mine.json").read_bytes().startswith(b"chatcli-sealed\n")
+
+
 def test_rekey_needs_the_new_key(sealed_env):
     result = run_chatcli("storage", "rekey", env=sealed_env)
     assert result.returncode == 2 and "set CHATCLI_NEW_ENCRYPTION_KEY" in result.stderr
