@@ -136,7 +136,7 @@ def test_cancel_mid_stream_keeps_the_partial_answer(openai_env, openai_server, w
     assert answer.stop_reason == "cancelled"
     history = session_file(openai_env, "cut")["chat_history"]
     assert history[0]["content"] == "tell me a long story"
-    assert history[1]["meta"] == {"interrupted": True} and 0 < history[1]["content"].count("word") < 60
+    assert history[1]["meta"]["interrupted"] is True and 0 < history[1]["content"].count("word") < 60
 
 
 def test_an_unbound_editor_conversation_is_kept_when_the_editor_goes_away(openai_env, openai_server, workdir):
@@ -239,3 +239,66 @@ def test_loading_a_saved_session_by_name_never_picks_an_mcp_conversation_of_that
         return editor.texts("notes", "UserMessageChunk")
 
     assert run(openai_env, work) == ["my notes"]
+
+
+def test_session_list_answers_the_live_editor_sessions_in_the_sdk_shape(openai_env, openai_server, workdir, tmp_path):
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (Path(openai_env["CHATCLI_HOME"]) / "sessions").mkdir(parents=True)
+    saved = {"version": 2, "chat_history": [{"role": "user", "content": "a saved session"}]}
+    (Path(openai_env["CHATCLI_HOME"]) / "sessions" / "notes.json").write_text(json.dumps(saved))
+
+    async def work(conn, editor):
+        first = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        await conn.prompt(session_id=first.session_id, prompt=[acp.text_block("name the rivers of Portugal")])
+        second = await conn.new_session(cwd=str(other), mcp_servers=[])
+        every = await conn.list_sessions()
+        here = await conn.list_sessions(cwd=str(workdir))
+        return first.session_id, second.session_id, every, here
+
+    async def main():
+        from acp.schema import ClientCapabilities, Implementation
+
+        editor = Editor()
+        async with acp.spawn_agent_process(editor, CHATCLI, "acp", env=openai_env, transport_kwargs={"stderr": None}) \
+                as (conn, _proc):
+            init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
+                                         client_info=Implementation(name="tests", version="1"))
+            assert init.agent_capabilities.session_capabilities.list is not None  # told to the editor
+            return await work(conn, editor)
+
+    first, second, every, here = asyncio.run(main())
+    assert isinstance(every, acp.schema.ListSessionsResponse)
+    listed = {info.session_id: info for info in every.sessions}
+    assert set(listed) == {first, second}  # the live editor sessions; saved ones are not listed
+    assert listed[first].cwd == str(workdir) and listed[second].cwd == str(other)
+    assert listed[first].title == "name the rivers of Portugal"
+    assert listed[first].updated_at and every.next_cursor is None
+    assert [info.session_id for info in here.sessions] == [first]
+
+
+def test_after_a_cancel_the_next_prompt_starts_at_once(openai_env, openai_server, workdir):
+    """A cancelled answer whose model stays silent for a minute: the cancel closes its stream,
+    so the next prompt on the same session does not wait for it."""
+    import time
+
+    openai_server.reply("too late", stall_before=60)
+
+    async def work(conn, editor):
+        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        sid = new.session_id
+        turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("are you there?")]))
+        while not openai_server.requests:
+            await asyncio.sleep(0.02)
+        await conn.cancel(session_id=sid)
+        cancelled = await turn
+        started = time.monotonic()
+        answer = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[acp.text_block("and now?")]), 90)
+        return cancelled, answer, time.monotonic() - started, editor.texts(sid)
+
+    cancelled, answer, waited, texts = run(openai_env, work)
+    assert cancelled.stop_reason == "cancelled" and answer.stop_reason == "end_turn"
+    assert waited < 5, f"the next prompt waited {waited:.1f} s for the cancelled one"
+    assert "You said: and now?" in "".join(texts)
+    sent = [m["content"] for m in openai_server.requests[-1].body["messages"]]
+    assert sent[0] == "are you there?" and sent[-1] == "and now?"

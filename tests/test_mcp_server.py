@@ -295,3 +295,114 @@ def test_with_mirrors_off_an_unsaved_conversation_is_kept_when_the_server_stops(
     sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
     [kept] = sessions.glob("*.json")  # no mirror: an autosave, as the REPL keeps it
     assert kept.name.startswith("autosave-") and "do not drop me" in kept.read_text()
+
+
+def test_a_cancelled_ask_stops_at_once_keeps_the_partial_answer_and_frees_the_session(openai_env, openai_server):
+    """The SDK client cancels a call by sending notifications/cancelled: the turn stops at once
+    (the model's stream is closed), its partial answer is kept marked interrupted, as Ctrl-C
+    keeps it in the REPL, and the next call on the same conversation answers at once."""
+    import time
+
+    openai_server.reply("The first words ", "of a long story", hang_after=True)  # then silent for 60 s
+
+    async def work(client):
+        asked = asyncio.create_task(client.call_tool("ask_chatcli", {"prompt": "tell me a long story"}))
+        while not openai_server.requests:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(2.0)  # the two pieces reach chatcli
+        asked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asked
+        started = time.monotonic()
+        after = await asyncio.wait_for(client.call_tool("ask_chatcli", {"prompt": "are you free now?"}), 30)
+        return after, time.monotonic() - started
+
+    after, waited = run(openai_env, work)
+    assert text(after) == "You said: are you free now?" and waited < 5
+    sent = [m["content"] for m in openai_server.requests[-1].body["messages"]]
+    assert sent == ["tell me a long story", "The first words of a long story", "are you free now?"]
+    mirror = json.loads((Path(openai_env["CHATCLI_HOME"]) / "sessions" / "mcp-mcp.json").read_text())
+    cut = mirror["chat_history"][1]
+    assert cut["content"] == "The first words of a long story" and cut["meta"].get("interrupted") is True
+    assert not mirror["chat_history"][3].get("meta", {}).get("interrupted")
+
+
+def test_fork_with_a_name_copies_that_saved_session_not_the_live_conversation(openai_env, openai_server):
+    async def work(client):
+        await client.call_tool("ask_chatcli", {"prompt": "the source's words", "session": "writer"})
+        await client.call_tool("manage_session", {"action": "save", "name": "a", "session": "writer"})
+        await client.call_tool("ask_chatcli", {"prompt": "the live conversation's words"})
+        forked = await client.call_tool("manage_session", {"action": "fork", "name": "a", "to": "b"})
+        status = await client.call_tool("manage_session", {"action": "status"})
+        live = await client.call_tool("manage_session", {"action": "fork", "to": "c"})  # no name: the live one
+        return forked, status, live
+
+    forked, status, live = run(openai_env, work)
+    assert not forked.is_error and text(forked) == "Session 'a' forked to 'b' (2 messages)."
+    assert "Not bound to a session" in text(status)  # forking a saved session leaves the live one alone
+    assert not live.is_error
+    sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
+    contents = {name: [m["content"] for m in json.loads((sessions / f"{name}.json").read_text())["chat_history"]]
+                for name in ("a", "b", "c")}
+    assert contents["b"] == contents["a"] == ["the source's words", "You said: the source's words"]
+    assert contents["c"] == ["the live conversation's words", "You said: the live conversation's words"]
+    b = json.loads((sessions / "b.json").read_text())
+    a = json.loads((sessions / "a.json").read_text())
+    assert b.get("transcript_id") != a.get("transcript_id")  # an independent copy: a journal of its own
+
+
+def test_fork_errors_say_what_is_wrong_in_one_line(openai_env, openai_server):
+    async def work(client):
+        await client.call_tool("ask_chatcli", {"prompt": "hello"})
+        await client.call_tool("manage_session", {"action": "save", "name": "a"})
+        await client.call_tool("manage_session", {"action": "save", "name": "b"})
+        return [await client.call_tool("manage_session", {"action": "fork", **args}) for args in (
+            {"name": "missing", "to": "x"},
+            {"name": "a", "to": "b"},
+            {"name": "a", "to": "../x"},
+            {"name": "a", "to": "mcp-x"},
+            {"name": "a"},
+        )]
+
+    results = run(openai_env, work)
+    assert all(result.is_error for result in results)
+    messages = [text(result) for result in results]
+    assert all("\n" not in message and "Traceback" not in message for message in messages)
+    assert "session 'missing' does not exist" in messages[0]
+    assert "session 'b' already exists" in messages[1]
+    assert "invalid session name '../x'" in messages[2]
+    assert "'mcp-x' uses a prefix chatcli keeps for its own sessions" in messages[3]
+    assert "manage_session fork needs to" in messages[4]
+    sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
+    assert not (sessions / "x.json").exists() and not (sessions / "mcp-x.json").exists()
+
+
+def test_argument_errors_and_an_unknown_prompt_are_one_clear_line(openai_env, openai_server):
+    async def work(client):
+        from mcp import MCPError
+
+        results = [await client.call_tool(name, args) for name, args in (
+            ("ask_chatcli", {}),
+            ("ask_chatcli", {"prompt": ["not", "text"]}),
+            ("manage_session", {"action": "list", "session": {"a": 1}}),
+            ("agent_task", {"task": None}),
+        )]
+        try:
+            await client.get_prompt("x")
+            unknown = None
+        except MCPError as exc:
+            unknown = exc
+        alive = await client.call_tool("ask_chatcli", {"prompt": "still here?"})
+        return results, unknown, alive
+
+    results, unknown, alive = run(openai_env, work)
+    messages = [text(result) for result in results]
+    assert all(result.is_error for result in results)
+    assert all("\n" not in m and "pydantic" not in m and "Traceback" not in m for m in messages), messages
+    assert messages[0].endswith("ask_chatcli: 'prompt' is required")
+    assert messages[1].endswith("ask_chatcli: 'prompt' should be a valid string")
+    assert messages[2].endswith("manage_session: 'session' should be a valid string")
+    assert messages[3].endswith("agent_task: 'task' should be a valid string")
+    assert unknown is not None and unknown.error.message == "unknown prompt 'x': this server has no prompts"
+    assert text(alive) == "You said: still here?"
+

@@ -6,9 +6,11 @@ CHATCLI_SESSION_AUTOSAVE). The prompt box sends chat turns, streamed back as
 `agent_message_chunk` updates; text starting with `/session`, `/newsession`, `/compact` or
 `/rewind` runs the very command the REPL runs, for that editor session, and the answer comes
 back in the stream. `session/load` restores an editor session from its mirror, or any saved
-session by name, and replays its user and assistant messages. `session/cancel` stops the answer
-in flight, which is kept (marked interrupted), as Ctrl-C does in the REPL. When the editor goes
-away, every conversation ends as a REPL's does: a bound one is written, an unbound one mirrored.
+session by name, and replays its user and assistant messages. `session/list` lists the editor
+sessions of this agent. `session/cancel` stops the answer in flight at once, closing the model's
+stream, and keeps it (marked interrupted), as Ctrl-C does in the REPL: the next prompt starts
+without waiting. When the editor goes away, every conversation ends as a REPL's does: a bound
+one is written, an unbound one mirrored.
 
 stdout is the protocol: logs go to `$CHATCLI_HOME/logs/acp.log`.
 """
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import functools
 import logging
 import os
 import threading
@@ -29,8 +33,10 @@ from chatcli.commands.builtin import build_registry
 from chatcli.commands.registry import Result
 from chatcli.config.settings import Settings
 from chatcli.core.errors import ChatcliError
+from chatcli.core.session import make_title
 from chatcli.engine import upkeep
 from chatcli.engine.hosted import EDITOR_PREFIX, Host, Hosted
+from chatcli.providers.base import Stop
 
 # The commands the prompt box runs (the others belong to the terminal).
 COMMANDS = ("session", "newsession", "compact", "rewind")
@@ -41,14 +47,26 @@ log = logging.getLogger("chatcli.acp")
 
 @dataclass
 class Live:
-    """An editor session: its hosted conversation (engine/hosted.py) and the turn in flight."""
+    """An editor session: its hosted conversation (engine/hosted.py), where the editor works,
+    and the turn in flight."""
 
     hosted: Hosted
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cwd: str  # absolute, as session/list reports it
+    updated: float = field(default_factory=time.time)  # the last prompt's end (or the session's start)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    worker: asyncio.Future | None = None  # the turn in flight (it may outlive a cancelled prompt)
-    stop: asyncio.Event | None = None  # set by session/cancel
+    worker: asyncio.Future | None = None  # the turn in flight (it may outlive a cancelled prompt for a moment)
+    halt: Stop | None = None  # the turn in flight's stop: session/cancel sets it (closing the model's stream)
+    answered: asyncio.Event | None = None  # set by session/cancel: the editor gets its answer at once
     thread: threading.Thread | None = None
+
+    def info(self, session_id: str):
+        """This session as session/list shows it."""
+        from acp.schema import SessionInfo
+
+        conv = self.hosted.conv
+        updated = datetime.datetime.fromtimestamp(self.updated, datetime.timezone.utc)
+        title = conv.session.title or make_title(list(conv.history))
+        return SessionInfo(session_id=session_id, cwd=self.cwd, title=title, updated_at=updated.isoformat(timespec="seconds"))
 
 
 def in_daemon_thread(fn, *args) -> tuple[asyncio.Future, threading.Thread]:
@@ -90,7 +108,8 @@ def prompt_text(blocks) -> str:
 
 def build_agent(settings: Settings):
     import acp
-    from acp.schema import AgentCapabilities, AvailableCommand, Implementation, UnstructuredCommandInput
+    from acp.schema import (AgentCapabilities, AvailableCommand, Implementation, SessionCapabilities,
+                            SessionListCapabilities, UnstructuredCommandInput)
 
     registry = build_registry()
     host = Host(settings, warn=log.warning, prefix=EDITOR_PREFIX)
@@ -108,13 +127,14 @@ def build_agent(settings: Settings):
         async def initialize(self, protocol_version, client_capabilities=None, client_info=None, **kwargs):
             return acp.InitializeResponse(
                 protocol_version=acp.PROTOCOL_VERSION,
-                agent_capabilities=AgentCapabilities(load_session=True),
+                agent_capabilities=AgentCapabilities(
+                    load_session=True, session_capabilities=SessionCapabilities(list=SessionListCapabilities())),
                 agent_info=Implementation(name="chatcli", title="chatcli", version=__version__),
             )
 
         async def new_session(self, cwd, additional_directories=None, mcp_servers=None, **kwargs):
             session_id = os.urandom(8).hex()
-            self.live[session_id] = Live(host.open(session_id, _path(cwd), take_over=False))
+            self.live[session_id] = Live(host.open(session_id, _path(cwd), take_over=False), _absolute(cwd))
             self._announce_commands(session_id)
             return acp.NewSessionResponse(session_id=session_id)
 
@@ -127,7 +147,7 @@ def build_agent(settings: Settings):
                     hosted, note = await asyncio.to_thread(host.resume, session_id, _path(cwd))
                 except ChatcliError as exc:
                     raise acp.RequestError.invalid_params({"message": str(exc)}) from None
-                live = self.live[session_id] = Live(hosted)
+                live = self.live[session_id] = Live(hosted, _absolute(cwd))
                 log.info("load %s: %s", session_id, note)
             for message in live.hosted.conv.history:  # the conversation so far, as the editor shows it
                 if message.role == "user":
@@ -138,6 +158,20 @@ def build_agent(settings: Settings):
                                                    update=acp.update_agent_message_text(message.content))
             self._announce_commands(session_id)
             return acp.LoadSessionResponse()
+
+        async def list_sessions(self, cwd=None, cursor=None, **kwargs):
+            """The editor sessions of this agent, the latest first (`cwd`: those working there);
+            one page.
+
+            Saved sessions are not listed, on purpose: they are the store every surface shares
+            (the terminal's, MCP clients', other editors'), none has a working directory to
+            report (SessionInfo requires one, and editors filter by it), and the editor's
+            history would fill with conversations that are not its own. `/session list` in
+            the prompt box lists them, and session/load opens any of them by name."""
+            wanted = _absolute(cwd) if cwd else None
+            rows = sorted(self.live.items(), key=lambda item: item[1].updated, reverse=True)
+            return acp.schema.ListSessionsResponse(sessions=[
+                live.info(session_id) for session_id, live in rows if wanted in (None, live.cwd)])
 
         def _announce_commands(self, session_id: str) -> None:
             commands = [AvailableCommand(name=c.name, description=c.summary,
@@ -159,33 +193,38 @@ def build_agent(settings: Settings):
                 raise acp.RequestError.invalid_params({"message": f"unknown session {session_id!r}"})
             text = prompt_text(prompt)
             async with live.lock:
-                if live.worker is not None:  # a cancelled turn still winding down
+                if live.worker is not None:  # a cancelled turn winding down: its stream is closed already
                     await asyncio.wait({live.worker})
-                live.cancelled.clear()
-                if not text.strip():
-                    await self._say(session_id, "error: the prompt is empty")
-                    return acp.PromptResponse(stop_reason="end_turn")
-                word = text.strip().split(maxsplit=1)[0].lstrip("/") if text.strip().startswith("/") else ""
-                if registry.is_command(text) and word.lower() in COMMANDS:
-                    result = await asyncio.to_thread(_command, registry, live.hosted, text.strip())
-                    reply = f"error: {result.text}" if result.error else result.text
-                    await self._say(session_id, reply)
-                    return acp.PromptResponse(stop_reason="end_turn")
-                if registry.is_command(text):  # a terminal command, or none at all: say so, as the REPL does
-                    here = ", ".join("/" + name for name in COMMANDS)
-                    await self._say(session_id, f"error: '/{word}' is not a command of the prompt box (here: {here}); "
-                                                "start a message with // to send it as text")
-                    return acp.PromptResponse(stop_reason="end_turn")
-                return await self._turn(session_id, live, registry.as_prompt(text))
+                try:
+                    return await self._prompt(session_id, live, text)
+                finally:
+                    live.updated = time.time()
+
+        async def _prompt(self, session_id: str, live: Live, text: str):
+            """A prompt: a prompt-box command, or a turn."""
+            if not text.strip():
+                await self._say(session_id, "error: the prompt is empty")
+                return acp.PromptResponse(stop_reason="end_turn")
+            word = text.strip().split(maxsplit=1)[0].lstrip("/") if text.strip().startswith("/") else ""
+            if registry.is_command(text) and word.lower() in COMMANDS:
+                result = await asyncio.to_thread(_command, registry, live.hosted, text.strip())
+                reply = f"error: {result.text}" if result.error else result.text
+                await self._say(session_id, reply)
+                return acp.PromptResponse(stop_reason="end_turn")
+            if registry.is_command(text):  # a terminal command, or none at all: say so, as the REPL does
+                here = ", ".join("/" + name for name in COMMANDS)
+                await self._say(session_id, f"error: '/{word}' is not a command of the prompt box (here: {here}); "
+                                            "start a message with // to send it as text")
+                return acp.PromptResponse(stop_reason="end_turn")
+            return await self._turn(session_id, live, registry.as_prompt(text))
 
         async def _turn(self, session_id: str, live: Live, text: str):
             loop = asyncio.get_running_loop()
             pending: list[asyncio.Future] = []
-            stop = asyncio.Event()  # set by cancel: the editor gets its answer at once
+            halt = live.halt = Stop()
+            answered = live.answered = asyncio.Event()
 
             def on_text(chunk: str) -> None:
-                if live.cancelled.is_set():
-                    raise KeyboardInterrupt  # the engine keeps the partial answer, marked interrupted
                 pending.append(asyncio.run_coroutine_threadsafe(
                     self.conn.session_update(session_id=session_id, update=acp.update_agent_message_text(chunk)),
                     loop))
@@ -193,9 +232,8 @@ def build_agent(settings: Settings):
             def notice(line: str) -> None:
                 pending.append(asyncio.run_coroutine_threadsafe(self._say(session_id, f"[{line}]\n"), loop))
 
-            live.worker, live.thread = in_daemon_thread(live.hosted.send, text, on_text, notice)
-            live.stop = stop
-            waiter = loop.create_task(stop.wait())
+            live.worker, live.thread = in_daemon_thread(functools.partial(live.hosted.send, stop=halt), text, on_text, notice)
+            waiter = loop.create_task(answered.wait())
             await asyncio.wait({live.worker, waiter}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
             if not live.worker.done():  # cancelled while waiting for the model: answer now
@@ -203,7 +241,7 @@ def build_agent(settings: Settings):
                 # editor's concern (retrieved, so that asyncio does not report it).
                 live.worker.add_done_callback(lambda future: future.exception())
                 return acp.PromptResponse(stop_reason="cancelled")
-            worker, live.worker = live.worker, None
+            worker, live.worker, live.halt = live.worker, None, None
             await asyncio.gather(*map(asyncio.wrap_future, pending))
             try:
                 result = worker.result()
@@ -212,17 +250,16 @@ def build_agent(settings: Settings):
                 return acp.PromptResponse(stop_reason="end_turn")
             for note in result.notes:
                 await self._say(session_id, f"\n[{note}]")
-            stop_reason = "cancelled" if live.cancelled.is_set() or result.interrupted else "end_turn"
+            stop_reason = "cancelled" if halt.is_set() or result.interrupted else "end_turn"
             if (result.truncated or result.window_full) and stop_reason == "end_turn":
                 stop_reason = "max_tokens"
             return acp.PromptResponse(stop_reason=stop_reason)
 
         async def cancel(self, session_id, **kwargs):
             live = self.live.get(session_id)
-            if live is not None:
-                live.cancelled.set()
-                if live.stop is not None:
-                    live.stop.set()
+            if live is not None and live.halt is not None:
+                live.halt.set()  # the turn ends now, its stream closed, as Ctrl-C ends it
+                live.answered.set()
 
         async def _say(self, session_id: str, text: str) -> None:
             if text:
@@ -233,9 +270,10 @@ def build_agent(settings: Settings):
             time, an unbound one kept in its mirror (with mirrors off, as an autosave). An answer
             in flight stops."""
             for live in self.live.values():
-                live.cancelled.set()
+                if live.halt is not None:
+                    live.halt.set()
             deadline = time.monotonic() + FINISH_WAIT
-            for live in self.live.values():  # an answer in flight stops at its next word: let it
+            for live in self.live.values():  # an answer in flight stops at once (one in a tool, when it ends)
                 if live.thread is not None:
                     live.thread.join(max(0.0, deadline - time.monotonic()))
             for session_id, note in host.finish():
@@ -267,6 +305,11 @@ def _command(registry, hosted: Hosted, line: str):
     result = registry.dispatch(line, hosted.conv)
     hosted.keep()
     return result
+
+
+def _absolute(cwd: str | None) -> str:
+    """Where an editor session works, as an absolute path (the protocol asks for one)."""
+    return os.path.abspath(cwd) if cwd else os.getcwd()
 
 
 def _path(cwd: str | None):

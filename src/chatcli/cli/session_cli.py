@@ -114,7 +114,5 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
         if args.action == "delete":
             out.write(sessions.delete(conv, args.name).text + "\n")
             return 0
-        sessions.load(conv, args.source)
-        sessions.fork(conv, args.target)
-        out.write(f"Session '{args.source}' forked to '{args.target}' ({len(conv.history)} messages).\n")
+        out.write(sessions.fork_saved(conv, args.source, args.target).text + "\n")
     return 0

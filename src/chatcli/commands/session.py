@@ -99,7 +99,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand("new", "", "clear the history and start a new conversation (also /newsession)",
                _no_argument("new", sessions.new), mcp="clear"),
     Subcommand("fork", "<name>", "an independent copy of the conversation under a new name; continue there",
-               _one_name("fork", sessions.fork), mcp="fork", mcp_params=("to", "name")),
+               _one_name("fork", sessions.fork), mcp="fork", mcp_params=("to",)),
     Subcommand("export", "md|jsonl [path]", "export the full transcript", _export_command),
     Subcommand("transcript", "search|show|export|stats …", "search, show, export the full transcript",
                lambda conv, args: transcript_command(conv, args)),

@@ -52,6 +52,11 @@ class Agent:
     tools_refused: bool = False
     # Where the call in hand is: "asking" (its approval question), "running", or "" (neither).
     stage: str = ""
+    # Whether the model called a tool in this conversation, and whether an agent step it answered
+    # in text alone was pointed out (once): a server that ignores `tools` (llama.cpp's with its
+    # default chat format) answers every agent turn in text, and nothing else would say so.
+    called_tools: bool = False
+    said_tools_unused: bool = False
     _workspace: tools.Workspace | None = None
     _workspace_for: tuple | None = None  # the (root, CHATCLI_AGENT_DIRS) it was made for
     # What the history has told `allowed` so far, so each agent step reads only the messages
@@ -147,6 +152,15 @@ class Agent:
         if self.mode == "chat":
             return "chat mode has no file or shell tools (the user can turn them on with /agent or /coder)"
         return "agent mode does not write files (the user can turn that on with /coder)"
+
+    def answered_without_tools(self) -> str | None:
+        """The note for an agent or coder step that could call tools and was answered in text
+        alone: once per conversation, and not once the model has called a tool in it."""
+        if not self.tagged or self.called_tools or self.said_tools_unused:
+            return None
+        self.said_tools_unused = True
+        return ("The model answered without using its tools; if it never does, its server may be ignoring them "
+                "(llama.cpp's llama-server calls tools when started with --jinja).")
 
     def call(self, conv: Conversation, call: ToolCall, approve: Approve | None) -> tools.Outcome:
         """Plan the call, ask when it asks (unless "always" was said for its kind), run it."""

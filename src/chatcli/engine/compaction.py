@@ -29,6 +29,15 @@ INSTRUCTIONS = (
     "number, file, command and open question that later turns may need; drop pleasantries. Write it "
     "as a compact briefing, in the conversation's language."
 )
+# The summary's length, bounded: a request without max_tokens lets a server write until its
+# context is full (llama.cpp's does: minutes of spinner for a small model on a CPU). A summary
+# is refused unless shorter than what it replaces, so it gets about half of that (at ~4
+# characters a token), at least SUMMARY_MIN_TOKENS (a short cut still gets a usable briefing),
+# at most a quarter of the context window (it travels beside the kept messages in every later
+# request) and SUMMARY_MAX_TOKENS (what every Claude model accepts), and never more than
+# CHATCLI_MAX_TOKENS.
+SUMMARY_MIN_TOKENS = 256
+SUMMARY_MAX_TOKENS = 4096
 
 
 def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_RECENT,
@@ -67,8 +76,10 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
     extra = f"\n\nAlso: {instruction.strip()}" if instruction.strip() else ""
     prompt = f"{INSTRUCTIONS}{extra}\n\n<conversation>\n" + "\n\n".join(lines) + "\n</conversation>"
     settings = conv.settings
+    replaced = sum(len(m.content) + call_chars(m) for m in older)
     request = Request(model=settings.model, messages=[Message("user", prompt)], system=conv.system_prompt,
-                      timeout=settings.timeout, max_tokens=settings.max_tokens)
+                      timeout=settings.timeout, max_tokens=summary_tokens(replaced, settings.context_tokens,
+                                                                          settings.max_tokens))
     pieces, ended = [], None
     with streaming(conv.provider, request) as events:
         for event in events:
@@ -82,11 +93,16 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
     costs.record(conv, request, ended, len(text))  # a summary request costs as much as a turn's, often more
     if not text.strip():
         raise ProviderError("the model returned an empty summary; nothing was compacted")
-    replaced = sum(len(m.content) + call_chars(m) for m in older)
     if len(text) >= replaced:
         raise ProviderError(f"the model's summary ({len(text):,} characters) is not shorter than the {replaced:,} "
                             "characters it would replace; nothing was compacted")
     return text
 
 
-__all__ = ["KEEP_RECENT", "compact"]
+def summary_tokens(replaced_chars: int, context_tokens: int, max_tokens: int | None) -> int:
+    """The max_tokens of a summary replacing `replaced_chars` characters (see SUMMARY_MIN_TOKENS)."""
+    bound = min(max(replaced_chars // 8, SUMMARY_MIN_TOKENS), max(context_tokens // 4, 1), SUMMARY_MAX_TOKENS)
+    return min(bound, max_tokens) if max_tokens else bound
+
+
+__all__ = ["KEEP_RECENT", "compact", "summary_tokens"]

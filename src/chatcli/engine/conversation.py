@@ -21,7 +21,7 @@ from chatcli.engine import turn
 from chatcli.engine.agent import Agent, Approve
 from chatcli.engine.binding import Binding
 from chatcli.engine.transcript import TranscriptSync, now_text
-from chatcli.providers.base import Provider, ProviderRegistry, default_registry
+from chatcli.providers.base import Provider, ProviderRegistry, Stop, default_registry
 from chatcli.store.bootstrap import read_bootstrap
 from chatcli.store.home import Home
 from chatcli.store.sessions import SessionStore, Stamp
@@ -274,9 +274,10 @@ class Conversation:
                                       key=lambda c: c.time)
 
     def send(self, text: str, on_text: Callable[[str], None] = lambda _t: None,
-             on_notice: Callable[[str], None] | None = None, approve: Approve | None = None) -> turn.TurnResult:
+             on_notice: Callable[[str], None] | None = None, approve: Approve | None = None,
+             stop: Stop | None = None) -> turn.TurnResult:
         """Run one turn: engine/turn.py's pipeline (see `turn.run`)."""
-        return turn.run(self, text, on_text, on_notice, approve)
+        return turn.run(self, text, on_text, on_notice, approve, stop)
 
     def warm(self) -> None:
         """Do the slow part of the first request now (load a local model); safe from a thread."""

@@ -31,7 +31,7 @@ from chatcli.engine import sessions
 from chatcli.engine.agent import Approve
 from chatcli.engine.conversation import Conversation, load_system_prompt
 from chatcli.engine.turn import TurnResult
-from chatcli.providers.base import ProviderRegistry
+from chatcli.providers.base import ProviderRegistry, Stop
 from chatcli.store.home import Home
 from chatcli.store.sessions import SessionError
 
@@ -147,20 +147,22 @@ class Hosted:
         return notes
 
     def send(self, text: str, on_text: Callable[[str], None] = lambda _t: None,
-             on_notice: Callable[[str], None] | None = None, approve: Approve | None = None) -> TurnResult:
+             on_notice: Callable[[str], None] | None = None, approve: Approve | None = None,
+             stop: Stop | None = None) -> TurnResult:
         """One turn (the run-turn pipeline every surface calls), then the mirror. A failed turn
-        keeps the question, and so does the mirror; the mirror's notes join the result's."""
+        keeps the question, and so does the mirror; the mirror's notes join the result's. `stop`
+        is the client's cancel: the turn ends at once, its partial answer kept as interrupted."""
         try:
-            result = self.conv.send(text, on_text, on_notice, approve)
+            result = self.conv.send(text, on_text, on_notice, approve, stop)
         finally:
             kept = self.keep()  # logged there, also when the turn failed
         return result.with_notes(kept) if kept else result
 
-    def answer(self, text: str, on_text: Callable[[str], None] = lambda _t: None) -> str:
+    def answer(self, text: str, on_text: Callable[[str], None] = lambda _t: None, stop: Stop | None = None) -> str:
         """One turn as a server replies with it: what happened to the conversation since (it was
         continued, re-attached…) and during the turn, each as a `[line]`, then the answer."""
         notes, self.notes = self.notes, []
-        result = self.send(text, on_text, on_notice=notes.append)
+        result = self.send(text, on_text, on_notice=notes.append, stop=stop)
         said = result.text + (" [interrupted]" if result.interrupted else "")
         return "\n".join([*(f"[{note}]" for note in [*notes, *result.notes]), said])
 

@@ -310,6 +310,16 @@ def fork(conv: Conversation, name: str) -> Forked:
     return Forked(parent, name, len(data.history), notes)
 
 
+def fork_saved(conv: Conversation, source: str, target: str) -> Outcome:
+    """An independent copy of the saved session `source` under `target` (`chatcli session fork`,
+    the MCP server's fork of a named session): `conv`, a conversation of the caller's own, loads
+    it and forks it, so that a live conversation is never touched."""
+    validate_user_target(target)  # said before the source is read
+    load(conv, source)
+    forked = fork(conv, target)
+    return Outcome(f"Session '{source}' forked to '{target}' ({forked.messages} messages).", forked.notes)
+
+
 def listing(conv: Conversation) -> list[SessionInfo]:
     infos = conv.store.list()
     return infos if conv.hidden is None else [info for info in infos if not conv.hidden(info.name)]

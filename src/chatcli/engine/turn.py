@@ -19,7 +19,7 @@ from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message, new_call
 from chatcli.engine import compaction
 from chatcli.engine.agent import Approve
-from chatcli.providers.base import Delta, Done, Request, ToolCall, streaming
+from chatcli.providers.base import Delta, Done, Request, Stop, ToolCall, streaming
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
@@ -73,6 +73,7 @@ def run(
     on_text: Callable[[str], None] = lambda _t: None,
     on_notice: Callable[[str], None] | None = None,
     approve: Approve | None = None,
+    stop: Stop | None = None,
 ) -> TurnResult:
     """Run one turn: adopt what other surfaces wrote, compact if due, checkpoint, send,
     record the answer, journal it, write the bound session. The user's message stays in the history whatever happens.
@@ -80,7 +81,8 @@ def run(
     Ctrl-C (KeyboardInterrupt) during the answer keeps the partial answer, marked
     `meta.interrupted`, and returns normally. A provider error keeps any partial answer
     the same way, then propagates. `approve` is asked before a tool call that asks (a shell
-    command, a file write); without it such calls are refused.
+    command, a file write); without it such calls are refused. `stop`, set from another thread
+    (a client's cancel), ends the turn as Ctrl-C does, closing the model's stream at once.
     """
     notice = on_notice or (lambda _text: None)
     for note in conv.binding.adopt():
@@ -98,7 +100,7 @@ def run(
         notice(note)
     conv.history.append(Message("user", text, meta=conv.agent.meta()))
     try:
-        result = _answer(conv, on_text, notice, approve)
+        result = _answer(conv, on_text, notice, approve, stop)
     except BaseException:
         # The user's message is recorded even when the turn failed.
         for note in conv.sync_transcript() + conv.binding.write_through():
@@ -193,7 +195,7 @@ def _window_view(conv: Conversation, text: str) -> int:
 
 
 def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable[[str], None],
-            approve: Approve | None) -> TurnResult:
+            approve: Approve | None, stop: Stop | None = None) -> TurnResult:
     """Stream the answer. When the provider can call tools the model may call those the mode
     offers (engine/agent.py): each batch of calls joins the history as an assistant message
     holding them, followed by one `tool` message per call, and the model is asked again, at
@@ -232,6 +234,7 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
                 on_retry=notice,
                 tools=tools,
                 tool_choice=choice,
+                stop=stop,
             )
             parts, calls, ended = [], [], None
             try:
@@ -252,6 +255,10 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
                 notice(f"The endpoint refused a request offering tools ({exc}); this conversation goes on "
                        "without the session tools (CHATCLI_CHAT_TOOLS=off stops offering them).")
                 continue
+            if calls:
+                agent.called_tools = True
+            elif choice == "auto" and (note := agent.answered_without_tools()):
+                notice(note)
             if not calls or choice == "none":
                 break
             rounds += 1

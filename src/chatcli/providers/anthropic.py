@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 from chatcli.core.errors import ProviderError
-from chatcli.core.messages import Message, call_function
+from chatcli.core.messages import Message, call_arguments, call_name
 from chatcli.providers.base import Delta, Done, Request, ToolCall
 from chatcli.providers.http import (
     HostedProvider,
@@ -68,12 +67,14 @@ class AnthropicProvider(HostedProvider):
             headers["x-api-key"] = self.api_key
         response = post_stream(
             self.name, f"{self.base_url}/v1/messages", headers, payload, request.timeout,
-            proxies=self.proxies, on_retry=request.on_retry,
+            proxies=self.proxies, on_retry=request.on_retry, stop=request.stop,
         )
         stop_reason = None
         input_tokens = output_tokens = None
         calls: dict[int, dict] = {}  # tool_use blocks, by index, their input arriving as JSON pieces
+        received = False
         for event, data in iter_sse(self.name, response, request.timeout):
+            received = True
             body = parse_json(self.name, data)
             kind = body.get("type", event)
             if kind == "content_block_delta":
@@ -103,7 +104,7 @@ class AnthropicProvider(HostedProvider):
             elif kind == "message_stop":
                 yield Done(stop_reason, input_tokens, output_tokens)
                 return
-        raise incomplete(self.name)
+        raise incomplete(self.name, empty=not received)
 
 
 def _wire(message: Message) -> dict | None:
@@ -122,13 +123,10 @@ def _wire(message: Message) -> dict | None:
         return {"role": message.role, "content": message.content} if message.content else None
     blocks: list[dict] = [{"type": "text", "text": message.content}] if message.content else []
     for call in calls:
-        function = call_function(call)
-        try:
-            arguments = json.loads(function.get("arguments") or "{}")
-        except (TypeError, ValueError):
-            arguments = {}
-        blocks.append({"type": "tool_use", "id": call.get("id") or "", "name": function.get("name") or "",
-                       "input": arguments if isinstance(arguments, dict) else {}})
+        # `input` is an object, whichever shape the call is stored in; what the model wrote that
+        # was no JSON object goes as {} (the API takes nothing else).
+        blocks.append({"type": "tool_use", "id": call.get("id") or "", "name": call_name(call),
+                       "input": call_arguments(call)})
     return {"role": "assistant", "content": blocks}
 
 

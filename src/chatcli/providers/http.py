@@ -11,8 +11,10 @@ bodies turned into one readable line.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import re
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -20,8 +22,14 @@ from urllib.parse import urlsplit
 
 from chatcli.config.settings import Proxies, Settings
 from chatcli.core.errors import ConfigError, ProviderError
+from chatcli.providers.base import Stop
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+# An HTTP 500 that reports a request validation failure says the same however often the request
+# is sent: servers built on FastAPI and pydantic (llama.cpp's Python server, for one) answer a
+# malformed request with a 500 whose body is `{"detail": [...]}`, "N validation errors: …" or
+# "Input should be …". Such a 500 is not retried.
+VALIDATION_ERROR = re.compile(r"\bvalidation errors?\b|\bInput should be\b|\bField required\b")
 MAX_RETRIES = 3
 MAX_RETRY_DELAY = 30.0
 
@@ -55,8 +63,11 @@ def post_stream(
     max_retries: int = MAX_RETRIES,
     sleep: Callable[[float], None] = time.sleep,
     on_retry: Callable[[str], None] | None = None,
+    stop: Stop | None = None,
 ) -> http.client.HTTPResponse:
-    """POST `payload` as JSON and return the open 200 response, retrying 429/5xx with backoff."""
+    """POST `payload` as JSON and return the open 200 response, retrying 429/5xx with backoff.
+    `stop` (from another thread) shuts the connection down: waiting for the answer, or reading
+    it, ends at once."""
     body = json.dumps(payload).encode("utf-8")
     try:
         parts = urlsplit(url)
@@ -78,6 +89,8 @@ def post_stream(
         conn, target = _connect(parts, timeout, proxies)
         try:
             conn.request("POST", target, body=body, headers=all_headers)
+            if stop is not None:
+                stop.hold(lambda sock=conn.sock: _shut(sock))
             response = conn.getresponse()
         except (TimeoutError, socket.timeout):
             conn.close()
@@ -94,13 +107,17 @@ def post_stream(
                     "(check the base URL)"
                 )
             return response
-        detail = _error_detail(response)
+        answer = _error_body(response)
+        detail = _error_detail(answer)
         conn.close()
-        if response.status in RETRY_STATUSES and attempt < max_retries:
+        if _retryable(response.status, answer) and attempt < max_retries:
             delay = _retry_delay(response, attempt)
             if on_retry:
                 on_retry(f"{provider}: HTTP {response.status}, retrying in {delay:.3g} s ({attempt + 1}/{max_retries})")
-            sleep(delay)
+            if stop is None:
+                sleep(delay)
+            elif stop.wait(delay):
+                raise ProviderError(f"{provider}: stopped")
             attempt += 1
             continue
         retried = f" after {attempt + 1} attempts" if attempt else ""
@@ -145,7 +162,16 @@ def iter_sse(provider: str, response: http.client.HTTPResponse, timeout: float) 
         response.close()
 
 
-def incomplete(provider: str) -> ProviderError:
+def incomplete(provider: str, empty: bool = False) -> ProviderError:
+    """The stream ended before the answer's end; `empty` when it sent nothing at all."""
+    if empty:
+        # llama.cpp's Python server answers a request longer than its context window so (HTTP
+        # 200, then an empty body): the likeliest cause, and what makes chatcli keep within it.
+        return ProviderError(
+            f"{provider}: the server answered with an empty stream, most likely because the request is longer "
+            "than the model's context window (set CHATCLI_CONTEXT_WINDOW to the server's context size so "
+            "chatcli compacts and trims the conversation to fit)"
+        )
     return ProviderError(f"{provider}: the stream ended before the answer was complete")
 
 
@@ -200,6 +226,14 @@ def _connect(parts, timeout: float, proxies: Proxies):
     return http.client.HTTPConnection(host, port, timeout=timeout), target
 
 
+def _shut(sock: socket.socket) -> None:
+    """Shut a connection down from another thread: a read blocked on it returns at once. The
+    plain socket's shutdown, also under TLS: the TLS socket's own would drop its state under
+    the reading thread."""
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
 def _retry_delay(response: http.client.HTTPResponse, attempt: int) -> float:
     """The server's Retry-After-Ms / Retry-After (seconds) if given, else exponential backoff."""
     for header, scale in (("Retry-After-Ms", 0.001), ("Retry-After", 1.0)):
@@ -212,18 +246,49 @@ def _retry_delay(response: http.client.HTTPResponse, attempt: int) -> float:
     return min(0.5 * 2**attempt, MAX_RETRY_DELAY)
 
 
-def _error_detail(response: http.client.HTTPResponse) -> str:
+def _error_body(response: http.client.HTTPResponse) -> str:
     try:
         raw = response.read(64 * 1024)
     except (OSError, http.client.HTTPException):
         return ""
-    text = raw.decode("utf-8", errors="replace").strip()
+    return raw.decode("utf-8", errors="replace").strip()
+
+
+def _retryable(status: int, body: str) -> bool:
+    """Whether an error status may go away if the request is sent again: rate limits, timeouts,
+    conflicts and server trouble, but no 500 that is a validation error (see VALIDATION_ERROR)."""
+    if status not in RETRY_STATUSES:
+        return False
+    return not (status == 500 and VALIDATION_ERROR.search(body))
+
+
+def _error_detail(body: str) -> str:
+    """An error body as one readable line of at most about 300 characters."""
+    text = body
     try:
-        text = error_text(json.loads(text))
+        value = json.loads(body)
     except ValueError:
         pass
+    else:
+        text = _validation_text(value) or error_text(value)
     text = " ".join(text.split())
     return text[:300] + ("…" if len(text) > 300 else "")
+
+
+def _validation_text(value: object) -> str:
+    """FastAPI's error bodies: {"detail": text}, or validation errors ({"detail": [{"loc": [...],
+    "msg": …}]}) as "where: what"."""
+    details = value.get("detail") if isinstance(value, dict) and "error" not in value else None
+    if isinstance(details, str):
+        return details
+    if not isinstance(details, list) or not details:
+        return ""
+    parts = []
+    for item in details:
+        if isinstance(item, dict):
+            where = ".".join(str(part) for part in item.get("loc") or ())
+            parts.append(f"{where}: {item.get('msg')}" if where else str(item.get("msg")))
+    return "; ".join(parts)
 
 
 def _status_hint(status: int) -> str:

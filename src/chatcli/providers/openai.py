@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
 from chatcli.core.errors import ProviderError
-from chatcli.core.messages import Message
+from chatcli.core.messages import Message, call_arguments_text, call_name, parse_arguments
 from chatcli.providers.base import Delta, Done, Request, ToolCall
 from chatcli.providers.http import (
     HostedProvider,
@@ -42,13 +43,15 @@ class OpenAIProvider(HostedProvider):
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         response = post_stream(
             self.name, f"{self.base_url}/chat/completions", headers, payload, request.timeout,
-            proxies=self.proxies, on_retry=request.on_retry,
+            proxies=self.proxies, on_retry=request.on_retry, stop=request.stop,
         )
         stop_reason = None
         finished = False
+        received = False
         usage: dict = {}
         calls: dict[int, dict] = {}  # tool calls arrive in pieces, by index
         for _event, data in iter_sse(self.name, response, request.timeout):
+            received = True
             if data.strip() == "[DONE]":
                 finished = True
                 break
@@ -70,7 +73,7 @@ class OpenAIProvider(HostedProvider):
                 usage = chunk["usage"]
         # Some compatible servers end with finish_reason and no [DONE]; neither means a cut stream.
         if not finished and stop_reason is None:
-            raise incomplete(self.name)
+            raise incomplete(self.name, empty=not received)
         for index in sorted(calls):
             call = calls[index]
             # A server that sends no id gets one unique across the turn's steps (its results answer by id).
@@ -89,26 +92,76 @@ class OllamaProvider(OpenAIProvider):
 
 
 def _gather(calls: dict[int, dict], piece: object, name: str, data: str) -> None:
-    if not isinstance(piece, dict) or not isinstance(piece.get("function", {}), dict):
+    if not isinstance(piece, dict) or not isinstance(piece.get("function") or {}, dict):
         raise malformed(name, data)
     index = piece.get("index")
     if not isinstance(index, int):  # a server that does not number its calls: a new id starts a new one
         last = max(calls, default=None)
         index = last if last is not None and not (piece.get("id") and piece["id"] != calls[last]["id"]) \
             else len(calls)
-    call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+    call = calls.setdefault(index, {"id": "", "name": "", "arguments": "", "cumulative": False})
     function = piece.get("function") or {}
     call["id"] = piece.get("id") or call["id"]
-    call["name"] += function.get("name") or ""
-    call["arguments"] += function.get("arguments") or ""
+    call["name"] = _joined_name(call["name"], _text(function.get("name")))
+    _join_arguments(call, _text(function.get("arguments")))
+
+
+# Servers stream a tool call in different ways, and each way has to come out as the one call:
+# - the name: once, in the first chunk (OpenAI); whole again in every chunk (llama.cpp's Python
+#   server with chatml-function-calling); or in pieces. A piece that begins with the whole name
+#   so far is that name again (repeated, or grown); any other piece continues it. (A name whose
+#   next piece would begin with all of the name before it, "get" + "get_x" for "getget_x", is
+#   read as a repeat; no tool is named so.)
+# - the arguments: in pieces (OpenAI, llama.cpp); whole in one chunk; the whole text so far
+#   again in every chunk (some providers do, and a concatenation would be "{…}{…}"); or pieces
+#   followed by one closing chunk repeating all of them. A piece that begins with all the text so
+#   far and is longer replaces it (and marks the call as sent whole each time); a piece that
+#   says the same as a complete JSON object gathered already is a repeat; anything else is
+#   appended. An appended piece cannot begin with all the text before it in JSON: after "{" or
+#   '{"' comes no second "{".
+def _joined_name(so_far: str, piece: str) -> str:
+    return piece if piece.startswith(so_far) else so_far + piece
+
+
+def _join_arguments(call: dict, piece: str) -> None:
+    so_far = call["arguments"]
+    if not piece:
+        return
+    if not so_far or (piece.startswith(so_far) and len(piece) > len(so_far)):
+        call["cumulative"] = call["cumulative"] or bool(so_far)
+        call["arguments"] = piece
+    elif piece == so_far and call["cumulative"]:
+        return
+    elif _same_object(so_far, piece):
+        return
+    else:
+        call["arguments"] = so_far + piece
+
+
+def _same_object(so_far: str, piece: str) -> bool:
+    """Whether `piece` holds the same JSON object as the complete arguments gathered so far."""
+    if not so_far.lstrip().startswith("{") or not piece.lstrip().startswith("{"):
+        return False
+    gathered = parse_arguments(so_far)
+    return gathered is not None and gathered == parse_arguments(piece)
+
+
+def _text(value: object) -> str:
+    """A streamed name or arguments piece as text: absent or null is none; an object (sent whole
+    by a server that decodes the arguments for us) is written back as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 def wire_call(call: dict) -> dict:
-    """A stored tool call ({id, type, name, arguments}, SPEC §3) in the Chat Completions shape."""
-    if isinstance(call.get("function"), dict):
-        return call
-    return {"id": call.get("id"), "type": "function",
-            "function": {"name": call.get("name"), "arguments": call.get("arguments") or "{}"}}
+    """A stored tool call, in any shape a session file holds (core/messages.py), in the Chat
+    Completions shape. There `arguments` is JSON text: the stored shape keeps an object, which
+    OpenAI refuses with HTTP 400 and llama.cpp's server with a 500 (a validation error)."""
+    return {"id": call.get("id") or "", "type": "function",
+            "function": {"name": call_name(call), "arguments": call_arguments_text(call)}}
 
 
 def _wire(message: Message) -> dict:
