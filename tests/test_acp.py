@@ -28,7 +28,9 @@ class Editor(acp.Client):
         return [u.content.text for sid, u in self.updates if sid == session_id and type(u).__name__ == kind]
 
 
-def run(env, work):
+def run(env, work, initialized=lambda init: None):
+    """`work(conn, editor)` against a `chatcli acp` after the handshake; `initialized` checks what
+    the agent answered to it."""
     async def main():
         from acp.schema import ClientCapabilities, Implementation
 
@@ -38,6 +40,7 @@ def run(env, work):
             init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
                                          client_info=Implementation(name="tests", version="1"))
             assert init.agent_capabilities.load_session is True
+            initialized(init)
             return await work(conn, editor)
 
     return asyncio.run(main())
@@ -256,18 +259,10 @@ def test_session_list_answers_the_live_editor_sessions_in_the_sdk_shape(openai_e
         here = await conn.list_sessions(cwd=str(workdir))
         return first.session_id, second.session_id, every, here
 
-    async def main():
-        from acp.schema import ClientCapabilities, Implementation
+    def told_to_the_editor(init) -> None:
+        assert init.agent_capabilities.session_capabilities.list is not None
 
-        editor = Editor()
-        async with acp.spawn_agent_process(editor, CHATCLI, "acp", env=openai_env, transport_kwargs={"stderr": None}) \
-                as (conn, _proc):
-            init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
-                                         client_info=Implementation(name="tests", version="1"))
-            assert init.agent_capabilities.session_capabilities.list is not None  # told to the editor
-            return await work(conn, editor)
-
-    first, second, every, here = asyncio.run(main())
+    first, second, every, here = run(openai_env, work, told_to_the_editor)
     assert isinstance(every, acp.schema.ListSessionsResponse)
     listed = {info.session_id: info for info in every.sessions}
     assert set(listed) == {first, second}  # the live editor sessions; saved ones are not listed

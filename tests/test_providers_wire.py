@@ -275,27 +275,26 @@ def test_an_answer_cut_after_some_text_says_only_that_it_ended_early(kind, env):
 
 
 # -- the requests the engine makes ----------------------------------------------------------------
-def test_the_compact_summary_request_bounds_its_answer(make_conversation, fake_model):
+def compacted(make_conversation, fake_model, **variables: str) -> None:
+    """Twelve long messages compacted by a conversation with these settings."""
     from chatcli.engine import compaction
 
-    conv = make_conversation(CHATCLI_CONTEXT_WINDOW="2048")
+    conv = make_conversation(**variables)
     for n in range(12):
         conv.history.append(Message("user" if n % 2 == 0 else "assistant", f"message {n} " + "words " * 60))
     fake_model.reply("A short summary.")
     compaction.compact(conv)
+
+
+def test_the_compact_summary_request_bounds_its_answer(make_conversation, fake_model):
+    compacted(make_conversation, fake_model, CHATCLI_CONTEXT_WINDOW="2048")
     [request] = fake_model.requests
     # No bound lets a server write until its context is full (minutes on a CPU).
     assert request.max_tokens is not None and 0 < request.max_tokens <= 2048 // 4
 
 
 def test_the_compact_summary_request_keeps_a_lower_chatcli_max_tokens(make_conversation, fake_model):
-    from chatcli.engine import compaction
-
-    conv = make_conversation(CHATCLI_MAX_TOKENS="100")
-    for n in range(12):
-        conv.history.append(Message("user" if n % 2 == 0 else "assistant", f"message {n} " + "words " * 60))
-    fake_model.reply("A short summary.")
-    compaction.compact(conv)
+    compacted(make_conversation, fake_model, CHATCLI_MAX_TOKENS="100")
     assert fake_model.requests[0].max_tokens == 100
 
 

@@ -386,13 +386,14 @@ def test_a_journal_a_file_chatcli_cannot_name_refers_to_by_apply_time_is_kept(en
     assert [(r.path, why) for r, why in applied.kept] == [(journal, "a session refers to it now")]
 
 
-def test_a_session_file_chatcli_cannot_name_nor_read_still_protects_every_journal(env, chatcli_home, sessions):
-    (sessions / "release..notes.json").write_text("{ not json")
+@pytest.mark.parametrize("unreadable", ["broken.json", "release..notes.json"])  # a name chatcli refuses, too
+def test_journals_are_not_pruned_while_a_session_cannot_be_read(env, chatcli_home, sessions, unreadable):
+    (sessions / unreadable).write_text("{ not json")
     put(chatcli_home / "transcripts", "t-whose", age_days=200, suffix=".jsonl")
     plan = Storage(Settings.load(env)).plan()
     assert not [r for r in plan.removals if r.store == "transcripts"]
     assert any("cannot be read" in note for note in plan.notes)
-    assert (sessions / "release..notes.json").exists()
+    assert (sessions / unreadable).exists()
 
 
 def test_a_keep_of_zero_turns_the_backstop_off(env, sessions):
@@ -461,14 +462,6 @@ def test_go_chatclis_ccr_entries_are_counted_and_never_pruned(env, workdir, chat
     applied = run_chatcli("storage", "prune", "--apply", env=env, cwd=workdir)
     assert listed(applied.stdout) == {"ccr/00000000000000aa.json"}
     assert go_old.exists() and go_big.exists() and not mine.exists()
-
-
-def test_journals_are_not_pruned_while_a_session_cannot_be_read(env, chatcli_home, sessions):
-    (sessions / "broken.json").write_text("{ not json")
-    put(chatcli_home / "transcripts", "t-whose", age_days=200, suffix=".jsonl")
-    plan = Storage(Settings.load(env)).plan()
-    assert not [r for r in plan.removals if r.store == "transcripts"]
-    assert any("cannot be read" in note for note in plan.notes)
 
 
 # -- /storage in the REPL ---------------------------------------------------------------------
