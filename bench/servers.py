@@ -1,10 +1,12 @@
-"""Server benchmarks (issue 8): the MCP server's start to its first answer, and the ACP agent's
-initialize to its first streamed chunk, against a fake model server on 127.0.0.1.
+"""Server benchmarks: the MCP server's start to its first answer, the ACP agent's initialize to
+its first streamed chunk, and how soon a conversation answers again after a client cancelled a
+turn whose model had gone silent, against a fake model server on 127.0.0.1.
 
 Floors, measured in the same run:
   bare start       `.venv/bin/python -c pass`
   SDK import       a bare start plus the SDK's import timed inside the interpreter: what the
                    server cannot avoid loading before it can answer
+  a later ask      an ask_chatcli on the same conversation when nothing was cancelled
 """
 
 from __future__ import annotations
@@ -63,6 +65,34 @@ async def mcp_first_answer(env: dict[str, str]) -> float:
     return elapsed
 
 
+async def mcp_after_cancel(env: dict[str, str], server: FakeModelServer) -> tuple[float, float]:
+    """(a later ask, the ask after a cancel) on one conversation, in ms: the cancelled turn's model
+    sent two pieces and then said nothing, so only the cancel can end that turn."""
+    from mcp import Client, StdioServerParameters
+
+    async with Client(StdioServerParameters(command=CHATCLI, args=["mcp-server"], env=env)) as client:
+        await client.call_tool("ask_chatcli", {"prompt": "hello"})
+        start = time.perf_counter()
+        await client.call_tool("ask_chatcli", {"prompt": "again"})
+        later = (time.perf_counter() - start) * 1000
+        seen = len(server.requests)
+        server.reply("The first words ", "of a long story", hang_after=True)
+        asked = asyncio.create_task(client.call_tool("ask_chatcli", {"prompt": "tell me a long story"}))
+        while len(server.requests) == seen:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # the pieces reach chatcli
+        start = time.perf_counter()
+        asked.cancel()
+        try:
+            await asked
+        except asyncio.CancelledError:
+            pass
+        result = await asyncio.wait_for(client.call_tool("ask_chatcli", {"prompt": "are you free?"}), 60)
+        after = (time.perf_counter() - start) * 1000
+        assert not result.is_error
+    return later, after
+
+
 async def acp_first_chunk(env: dict[str, str]) -> tuple[float, float]:
     import acp
     from acp.schema import ClientCapabilities, Implementation
@@ -97,7 +127,7 @@ def main() -> int:
         bare = process_ms("-c", "pass")
         mcp_import = bare + import_ms("mcp.server")
         acp_import = bare + import_ms("acp")
-        mcp_times, acp_times, acp_spawn_times = [], [], []
+        mcp_times, acp_times, acp_spawn_times, later_times, cancel_times = [], [], [], [], []
         with FakeModelServer("openai") as server:
             for run in range(RUNS):
                 home = scratch / f"run{run}"
@@ -107,6 +137,12 @@ def main() -> int:
                 from_initialize, from_spawn = asyncio.run(acp_first_chunk(env))
                 acp_times.append(from_initialize)
                 acp_spawn_times.append(from_spawn)
+            for run in range(min(RUNS, 5)):  # each leaves a stream hanging until the server stops
+                home = scratch / f"cancel{run}"
+                home.mkdir()
+                later, after = asyncio.run(mcp_after_cancel(environment(server, home), server))
+                later_times.append(later)
+                cancel_times.append(after)
         mcp_ms, acp_ms, acp_spawn_ms = map(statistics.median, (mcp_times, acp_times, acp_spawn_times))
         rows = [
             ("MCP server: spawn to first ask_chatcli answer", mcp_ms, "bare start", bare, "measured"),
@@ -114,6 +150,8 @@ def main() -> int:
              "measured"),
             ("ACP agent: initialize to first chunk", acp_ms, "bare start", bare, "measured"),
             ("ACP agent: spawn to first chunk", acp_spawn_ms, "start + SDK import (acp)", acp_import, "measured"),
+            ("MCP server: cancel of a turn whose model went silent, to the next answer", statistics.median(cancel_times),
+             "a later ask, nothing cancelled", statistics.median(later_times), "≤ 3× (was: until the model ended)"),
         ]
         print_floor_table(f"servers — median of {RUNS} runs, {os.cpu_count()} cores, Python {sys.version.split()[0]}",
                           rows)
