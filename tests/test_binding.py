@@ -95,7 +95,7 @@ def test_interrupted_and_failed_turns_are_written_too(make_conv, openai_server):
     result = conv.send("again", on_text=interrupt)
     assert result.interrupted
     document = json.loads(conv.store.path("k").read_text())
-    assert document["chat_history"][-1] == {"role": "assistant", "content": "partial ", "meta": {"interrupted": True}}
+    assert document["chat_history"][-1] == {"role": "assistant", "content": "partial ", "meta": {"mode": "chat", "interrupted": True}}
 
 
 def test_create_refuses_a_name_taken_in_the_meantime(tmp_path):

@@ -34,7 +34,7 @@ def test_system_messages_and_the_recent_turns_stay_verbatim():
     summary = summary_message("q1..a2 in short", cut)
     after = compacted(history, cut, summary)
     assert [m.content for m in after] == ["rules", "q1..a2 in short", "q3", "a3"]
-    assert summary.meta == {"is_summary": True, "summary_of": 4}
+    assert summary.meta == {"is_summary": True, "summary_of": 4, "mode": "chat"}
 
 
 def test_too_short_to_compact():

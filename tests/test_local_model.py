@@ -210,7 +210,7 @@ def test_a_crash_mid_answer_is_one_error_and_the_history_keeps_the_question(sett
 
     with pytest.raises(ProviderError, match=r"^local model crashed \(signal 11\); the conversation is kept$"):
         conv.send(LONG_ANSWER, on_text=crash_on_first_text)
-    assert conv.history[0] == Message("user", LONG_ANSWER)
+    assert conv.history[0] == Message("user", LONG_ANSWER, meta={"mode": "chat"})
     assert all(m.meta.get("interrupted") for m in conv.history[1:])  # nothing is recorded as answered
     result = conv.send("Say hello.")  # a fresh worker
     assert result.text.strip() and not result.interrupted
