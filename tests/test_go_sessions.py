@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+
+import pytest
 
 from fakes import tool_call as call
 
 from chatcli.core.journal import content_digest
-from chatcli.core.messages import Message, call_arguments, call_arguments_text
-from chatcli.engine import sessions
+from chatcli.core.messages import Message, call_arguments, call_arguments_text, new_call
+from chatcli.engine import rewind, sessions
 from chatcli.store.home import Home
+from chatcli.core.session import SessionData
 from chatcli.store.sessions import SessionStore
 
 
@@ -48,6 +52,26 @@ def test_argument_text_that_is_no_json_object_is_kept_in_raw(make_conversation, 
     assert asking["tool_calls"][0]["arguments"] == {} and asking["tool_calls"][0]["raw"] == '{"path": ".'
     # The model is shown its own call as it wrote it.
     assert call_arguments_text(asking["tool_calls"][0]) == '{"path": ".'
+
+
+@pytest.mark.parametrize("text", ['{"n": NaN}', '{"n": Infinity}', '{"n": 1e400}'])
+def test_argument_text_json_cannot_hold_is_kept_as_written(text):
+    # Parsed, it would be written back as {"n": null}: not what the model wrote.
+    call = new_call("c1", "f", text)
+    assert call["arguments"] == {} and call["raw"] == text and call_arguments_text(call) == text
+
+
+def test_turns_another_version_appended_in_an_earlier_shape_are_not_adopted_in_place(tmp_path):
+    store = SessionStore(tmp_path / "sessions")
+    store.write("s", SessionData(history=[Message("user", "hi")]))
+    path = store.path("s")
+    before = os.stat(path)
+    earlier = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "name": "f", "arguments": '{"a": 1}'}]}
+    path.write_bytes(path.read_bytes()[:-2] + b", " + json.dumps(earlier).encode() + b"]}")  # appended in place
+    # Read whole instead (and so written whole, in Go's shape, at the next write).
+    assert store.appended_since("s", before.st_ino, before.st_size) is None
+    assert store.load("s")[0].reshaped
 
 
 def test_every_new_message_carries_the_mode_it_was_made_in(make_conversation, fake_model, sessions_dir):
@@ -116,6 +140,51 @@ def test_a_journal_written_before_keeps_matching_its_history_after_the_reshape(m
     assert [e["type"] for e in events if e["type"] in ("message", "rewrite")] == ["message"] * 7
     assert [e["message"]["content"] for e in events if e["type"] == "message"][-2:] == ["and then?",
                                                                                          "You said: and then?"]
+
+
+def plant_earlier_journal(sessions_dir, settings, name: str, history: list[dict], **document) -> list[str]:
+    """Session `name` holding `history` with a journal as an earlier chatcli wrote it (its hashes);
+    those hashes, in order."""
+    sessions_dir.mkdir(parents=True, exist_ok=True)
+    hashes = [earlier_digest(m) for m in history]
+    journal = Home.of(settings).journal(f"{name}-journal")
+    journal.path.parent.mkdir(parents=True, exist_ok=True)
+    journal.path.write_text("".join(json.dumps({"v": 1, "type": "message", "hash": h, "message": m,
+                                                "time": "2026-01-01T00:00:00+00:00"}) + "\n"
+                                    for h, m in zip(hashes, history)))
+    (sessions_dir / f"{name}.json").write_text(json.dumps({"version": 2, "chat_history": history,
+                                                           "transcript_id": f"{name}-journal", **document}))
+    return hashes
+
+
+def test_a_go_raw_call_recorded_before_keeps_matching_its_journal(make_conversation, sessions_dir, settings):
+    # An earlier chatcli read Go's files too, and hashed this call's arguments ({}) as written.
+    plant_earlier_journal(sessions_dir, settings, "go-raw", [
+        {"role": "user", "content": "look", "meta": {"mode": "agent"}},
+        {"role": "assistant", "content": "", "meta": {"mode": "agent"}, "tool_calls": [
+            {"id": "c1", "type": "function", "name": "list_dir", "arguments": {}, "raw": '{"path": '}]},
+        {"role": "tool", "content": "bad arguments", "tool_call_id": "c1", "meta": {"mode": "agent"}},
+        {"role": "assistant", "content": "done", "meta": {"mode": "agent"}}])
+    conv = make_conversation()
+    sessions.load(conv, "go-raw")
+    conv.send("and then?")
+    events = Home.of(settings).journal("go-raw-journal").read().events
+    assert [e["type"] for e in events if e["type"] in ("message", "rewrite")] == ["message"] * 6
+
+
+def test_checkpoints_an_earlier_version_kept_in_the_session_file_survive_the_rekeying(make_conversation, sessions_dir,
+                                                                                       settings):
+    plant_earlier_shapes(sessions_dir)
+    history = json.loads((sessions_dir / "earlier.json").read_text())["chat_history"]
+    hashes = plant_earlier_journal(sessions_dir, settings, "earlier", history, checkpoints=[
+        {"time": "2026-01-01T00:00:00+00:00", "label": "before done", "keep": 0, "hashes": []}])
+    document = json.loads((sessions_dir / "earlier.json").read_text())
+    document["checkpoints"][0]["hashes"] = hashes[:4]  # the history before the last answer, tool calls included
+    (sessions_dir / "earlier.json").write_text(json.dumps(document))
+    conv = make_conversation()
+    sessions.load(conv, "earlier")
+    listed = rewind.listing(conv)
+    assert "before done" in listed.text and "Dropped" not in listed.text, listed.text
 
 
 def test_v1_agent_and_coder_system_prompts_are_left_out_of_the_merge(tmp_path):

@@ -34,7 +34,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 
-from chatcli.core.messages import Message, field_problem, stored_call, stored_calls
+from chatcli.core.messages import Message, field_problem, stored_call
 
 VERSION = 1
 MESSAGE = "message"
@@ -43,6 +43,7 @@ FORK = "fork"
 CHECKPOINT = "checkpoint"
 CHECKPOINTS = "checkpoints"
 SYNCED = "synced"
+CALLS_KEYED = "k"  # on a message line with tool calls: 2 when hashed by what their arguments mean
 
 
 _quote = json.encoder.encode_basestring  # a str as a JSON string, non-ASCII kept (ensure_ascii=False)
@@ -56,17 +57,30 @@ def content_digest(message: Message) -> str:
         # The common case, the same bytes json.dumps writes below, without building an encoder.
         data = f"[{_quote(message.role)},{_quote(message.content)},[],null,null]"
         return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    extra = extra or {}
-    calls = []
-    for call in message.tool_calls or ():
-        if isinstance(call, dict):
-            calls.append(call_key(call))
-        else:
-            calls.append([None, None, str(call)])
+    calls = [call_key(call) if isinstance(call, dict) else [None, None, str(call)] for call in message.tool_calls or ()]
+    return _digest(message, calls)
+
+
+def _digest(message: Message, calls: list) -> str:
+    extra = message._extra or {}
     raw_content = extra.get("content", message.content)  # multi-part content, images included
     key = [message.role, raw_content, calls, message.tool_call_id, extra.get("images")]
     data = json.dumps(key, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _earlier_digest(recorded: dict, message: Message) -> str:
+    """The hash an earlier chatcli gave a message recorded as `recorded` (`message` read from it):
+    its tool calls' arguments counted as they were written, whatever their shape."""
+    calls = []
+    for call in recorded.get("tool_calls") or ():
+        if isinstance(call, dict):
+            function = call.get("function")
+            function = function if isinstance(function, dict) else call
+            calls.append([call.get("id"), function.get("name"), function.get("arguments")])
+        else:
+            calls.append([None, None, str(call)])
+    return _digest(message, calls)
 
 
 def call_key(call: dict) -> list:
@@ -121,7 +135,10 @@ def plan_sync(recorded: Sequence[str], known: set[str], live: Sequence[str]) -> 
 
 
 def message_line(digest: str, message: Message, time: str) -> dict:
-    return {"v": VERSION, "type": MESSAGE, "hash": digest, "message": message.to_dict(), "time": time}
+    line = {"v": VERSION, "type": MESSAGE, "hash": digest, "message": message.to_dict(), "time": time}
+    if message.tool_calls:
+        line[CALLS_KEYED] = 2  # hashed by what its calls' arguments mean (see rekey_earlier_hashes)
+    return line
 
 
 def rewrite_line(hashes: Sequence[str], time: str, reason: str | None = None) -> dict:
@@ -150,40 +167,63 @@ def checkpoints_line(items: list, time: str) -> dict:
     return {"v": VERSION, "type": CHECKPOINTS, "items": items, "time": time}
 
 
-def rehash_reshaped_calls(events: list[dict]) -> None:
-    """Give messages recorded with tool calls in another shape (chatcli's earlier JSON-text
-    `arguments`, whose hash covered the text as written) the hashes they have now that calls are
-    hashed by what their arguments mean (`call_key`), in every event that names them, in place:
-    a journal written before keeps matching the history it recorded. Only such messages are
-    hashed again; a journal of the stored shape costs one look at each call list."""
+def rekey_earlier_hashes(events: list[dict]) -> None:
+    """Give the messages with tool calls that an earlier chatcli recorded (no `k` on the line; it
+    hashed a call's arguments as they were written, `_earlier_digest`) the hashes they have now
+    (by what the arguments mean, `call_key`), in every event that names them, in place, so a
+    journal written before keeps matching the history it recorded. Each such message event keeps
+    its recorded hash as `was` (for hash lists kept elsewhere: `earlier_aliases`). Lines this
+    version wrote cost one key lookup."""
     aliases: dict[str, str] = {}
+    renamed: list[dict] = []
     for event in events:
-        if event["type"] == MESSAGE:
-            calls = event["message"].get("tool_calls")
-            if calls and stored_calls(calls) is not calls:
-                old = event["hash"].partition(".")[0]
-                new = content_digest(Message.from_dict(event["message"]))
-                if new != old:
-                    aliases[old] = new
+        if event["type"] == MESSAGE and CALLS_KEYED not in event:
+            recorded = event["message"]
+            if recorded.get("tool_calls"):
+                digest = event["hash"].partition(".")[0]
+                message = Message.from_dict(recorded)
+                now = content_digest(message)
+                if now != digest and digest == _earlier_digest(recorded, message):
+                    aliases[digest] = now
+                    renamed.append(event)
     if not aliases:
         return
-
-    def now(item: str) -> str:
-        digest, dot, count = item.partition(".")
-        return aliases[digest] + dot + count if digest in aliases else item
-
+    for event in renamed:
+        event["was"], event[CALLS_KEYED] = event["hash"], 2  # a fork's copy of the line needs no second look
     for event in events:
         kind = event["type"]
         if kind == MESSAGE:
-            event["hash"] = now(event["hash"])
+            event["hash"] = rekeyed(event["hash"], aliases)
         elif kind == REWRITE:
-            event["hashes"] = [now(item) for item in event["hashes"]]
+            event["hashes"] = [rekeyed(item, aliases) for item in event["hashes"]]
         elif kind == SYNCED:
-            event["last"] = now(event["last"])
+            event["last"] = rekeyed(event["last"], aliases)
         elif kind == CHECKPOINTS:
-            for item in event["items"]:
-                if isinstance(item, dict) and isinstance(item.get("hashes"), list):
-                    item["hashes"] = [now(h) if isinstance(h, str) else h for h in item["hashes"]]
+            event["items"] = rekeyed_items(event["items"], aliases)
+
+
+def earlier_aliases(events: list[dict]) -> dict[str, str]:
+    """digest an earlier chatcli recorded → digest now, from events `rekey_earlier_hashes` renamed."""
+    return {event["was"].partition(".")[0]: event["hash"].partition(".")[0]
+            for event in events if event["type"] == MESSAGE and "was" in event}
+
+
+def rekeyed(item: str, aliases: dict[str, str]) -> str:
+    """A hash (`<digest>` or `<digest>.<n>`) under its digest now."""
+    digest, dot, count = item.partition(".")
+    return aliases[digest] + dot + count if digest in aliases else item
+
+
+def rekeyed_items(items: list, aliases: dict[str, str]) -> list:
+    """Checkpoint items (a session file's, a `checkpoints` event's) with their hashes rekeyed."""
+    if not aliases:
+        return items
+    out = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("hashes"), list):
+            item = {**item, "hashes": [rekeyed(h, aliases) if isinstance(h, str) else h for h in item["hashes"]]}
+        out.append(item)
+    return out
 
 
 def check_event(value: object) -> dict | None:

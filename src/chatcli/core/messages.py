@@ -69,15 +69,19 @@ class Message:
         role = data.get("role")
         if role.__class__ is not str:
             raise ValueError("a message must be an object with a string 'role'")
-        content = data.get("content", "")
+        content = data.get("content")
         if content.__class__ is str:
+            # The common cases, {"role", "content"} and {"role", "content", "meta"}: the size says
+            # no other key is there, because these are.
             size = len(data)
-            if size == 2:  # the common cases: {"role", "content"} and {"role", "content", "meta"}
+            if size == 2:
                 return cls(role, content)
             if size == 3:
                 meta = data.get("meta")
                 if meta.__class__ is dict:
                     return cls(role, content, meta)
+        elif "content" not in data:
+            content = ""
         tool_calls, tool_call_id = data.get("tool_calls"), data.get("tool_call_id")
         if (tool_calls is not None or (tool_call_id is not None and tool_call_id.__class__ is not str)
                 or (content is not None and content.__class__ is not str)) \
@@ -175,16 +179,40 @@ def call_function(call: dict) -> dict:
 
 
 def parse_arguments(text: str) -> dict | None:
-    """The object a tool call's argument text holds, or None when it holds no JSON object."""
+    """The object a tool call's argument text holds, or None when it holds no JSON object (text
+    with NaN or Infinity holds none: JSON has no such numbers, and they would be written back as
+    null, changing what the model wrote)."""
     if not text.strip():
         return {}
     import json
 
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
     except ValueError:
         return None
-    return value if value.__class__ is dict else None
+    return value if value.__class__ is dict and not holds_infinite_number(value) else None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def holds_infinite_number(value: Any) -> bool:
+    """Whether a parsed value holds a float too large for a double (1e400 parses as infinity)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = item.__class__
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float and (item == _INFINITY or item == -_INFINITY):
+            return True
+    return False
+
+
+_INFINITY = float("inf")
 
 
 def new_call(call_id: str, name: str, arguments: str) -> dict:

@@ -144,7 +144,6 @@ class Conversation:
         """The /rewind checkpoints, oldest first: the session file's, then those its journal
         records, then any this process took that no journal holds."""
         if self._checkpoints is None:
-            stored, _foreign, self.unreadable_checkpoints = rewind_points.decode(self._file_checkpoints)
             events = []
             if self.transcript is not None:
                 from chatcli.store.journal import JournalError
@@ -153,6 +152,9 @@ class Conversation:
                     events = self.transcript.recorded()
                 except JournalError:
                     events = []  # rewind says why the journal cannot be read, and keeps what it can
+            # An earlier version's checkpoints name messages with tool calls by their hashes then.
+            items = journal_rules.rekeyed_items(self._file_checkpoints, journal_rules.earlier_aliases(events))
+            stored, _foreign, self.unreadable_checkpoints = rewind_points.decode(items)
             self._checkpoints = rewind_points.from_journal(events, stored)
         return self._checkpoints
 

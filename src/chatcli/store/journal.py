@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
-from chatcli.core.journal import FORK, MESSAGE, check_event, fork_line, rehash_reshaped_calls
+from chatcli.core.journal import FORK, MESSAGE, check_event, fork_line, rekey_earlier_hashes
 from chatcli.core.messages import dict_holds_inexact_number
 from chatcli.store import home
 from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir, os_cause
@@ -181,7 +181,7 @@ def _parse(data: bytes, offset: int, journal: Journal | None, careful: bool) -> 
         for _stamped, event, line in kept:
             _add(reading, seen, event, line)
     reading.end = offset + cut
-    rehash_reshaped_calls(reading.events)
+    rekey_earlier_hashes(reading.events)
     return reading
 
 

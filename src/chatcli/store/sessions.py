@@ -492,9 +492,12 @@ class SessionStore:
             return None
         try:
             items = _json().loads(b"[" + data[2:-2] + b"]")
-            return list(map(_document().Message.from_dict, items)), st.st_ino, st.st_size
+            messages = list(map(_document().Message.from_dict, items))
         except (ValueError, TypeError):
             return None
+        if _document().reshaped(messages, items):
+            return None  # tool calls another version appended in a shape Go refuses: read whole, write whole
+        return messages, st.st_ino, st.st_size
 
     def protected(self, name: str) -> str | None:
         """Why session `name` must not be replaced, or None: its owner made it read-only (chmod
