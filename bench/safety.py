@@ -51,6 +51,23 @@ def history(n: int) -> list[Message]:
     return out
 
 
+def earlier_lines(messages: list[Message], time_text: str) -> list[dict]:
+    """The journal an earlier chatcli wrote of `messages`: tool calls with their arguments as
+    JSON text, hashed as written, and no "k" mark, so a read re-keys every one of them."""
+    import json
+
+    lines = []
+    for digest, message in zip(rules.history_hashes(messages), messages):
+        line = rules.message_line(digest, message, time_text)
+        if message.tool_calls:
+            line["message"]["tool_calls"] = [{**call, "arguments": json.dumps(call["arguments"])}
+                                             for call in message.tool_calls]
+            line["hash"] = rules._earlier_digest(line["message"], message)
+            del line[rules.CALLS_KEYED]
+        lines.append(line)
+    return lines
+
+
 def floor(parse):
     """The parser alone, with the cyclic collector paused as chatcli's readers pause it."""
     with gc_paused():
@@ -77,9 +94,14 @@ def main() -> None:
             journal.path.write_bytes(encode_lines([rules.message_line(h, m, time_text)
                                                    for h, m in zip(hashes, messages)], journal))
             lines = journal.path.read_bytes().splitlines()
-            rows.append((f"journal read, {n:,} messages", median_ms(journal.read), "orjson over the lines",
+            read_now = median_ms(journal.read)
+            rows.append((f"journal read, {n:,} messages", read_now, "orjson over the lines",
                          median_ms(lambda lines=lines: floor(lambda: [orjson.loads(line) for line in lines])),
                          "measured"))
+            earlier = Journal(root / "transcripts", f"e{n}")
+            earlier.path.write_bytes(encode_lines(earlier_lines(messages, time_text), earlier))
+            rows.append((f"journal read, {n:,} messages, written by an earlier version (re-keyed)",
+                         median_ms(earlier.read), "same, written now", read_now, "measured"))
             store = SessionStore(root / "sessions")
             with store.lock(f"s{n}"):
                 store.write(f"s{n}", SessionData(history=messages))
