@@ -297,3 +297,34 @@ def test_after_a_cancel_the_next_prompt_starts_at_once(openai_env, openai_server
     assert "You said: and now?" in "".join(texts)
     sent = [m["content"] for m in openai_server.requests[-1].body["messages"]]
     assert sent[0] == "are you there?" and sent[-1] == "and now?"
+
+
+def test_a_cancel_stops_the_prompt_waiting_behind_the_turn_in_flight_too(openai_env, openai_server, workdir):
+    """Prompt 2 arrives while prompt 1's model is silent; one cancel ends both at once, prompt 2
+    never reaching the model, and prompt 3 is answered as usual."""
+    import time
+
+    openai_server.reply("too late", stall_before=60)
+
+    async def work(conn, editor):
+        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        sid = new.session_id
+        first = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("are you there?")]))
+        while not openai_server.requests:
+            await asyncio.sleep(0.02)
+        second = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("hello again")]))
+        await asyncio.sleep(0.3)  # the second prompt waits behind the first
+        started = time.monotonic()
+        await conn.cancel(session_id=sid)
+        answers = await asyncio.wait_for(asyncio.gather(first, second), 10)
+        waited = time.monotonic() - started
+        third = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[acp.text_block("and now?")]), 30)
+        return answers, waited, third, editor.texts(sid)
+
+    (first, second), waited, third, texts = run(openai_env, work)
+    assert (first.stop_reason, second.stop_reason) == ("cancelled", "cancelled")
+    assert waited < 5, f"the cancelled prompts took {waited:.1f} s to answer"
+    assert third.stop_reason == "end_turn" and "You said: and now?" in "".join(texts)
+    sent = [m["content"] for m in openai_server.requests[-1].body["messages"]]
+    assert "hello again" not in sent and sent[0] == "are you there?" and sent[-1] == "and now?"
+    assert len(openai_server.requests) == 2  # the cancelled second prompt never reached the model

@@ -163,3 +163,38 @@ def test_a_failed_automatic_compaction_waits_four_turns_before_trying_again(repl
         assert len(summaries) == 2
     finally:
         repl.close()
+
+
+def test_a_summary_cut_at_its_token_bound_is_refused_and_names_the_bound(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        for i in range(5):
+            repl.send(f"q{i}")
+        openai_server.reply("Briefing: q0 and", finish_reason="length")
+        out = plain(repl.send("/compact"))
+        bound = openai_server.requests[-1].body["max_tokens"]
+        assert f"the summary was cut at its {bound:,}-token bound; the history is unchanged" in out, out
+        assert "/compact with an instruction asking for a shorter summary" in out
+        assert "Compacted" not in out
+        repl.send("after")
+        assert sent(openai_server)[0] == "q0"  # the history is whole
+    finally:
+        repl.close()
+
+
+def test_an_automatic_compaction_cut_at_its_token_bound_fails_and_waits(repl_env, workdir, openai_server):
+    # A 540-token window bounds the summary at a quarter of it: 135 tokens.
+    repl_env.update(CHATCLI_CONTEXT_WINDOW="540", CHATCLI_AUTO_COMPACT="50%")
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        openai_server.reply(LONG_ANSWER)
+        for i in range(1, 5):
+            repl.send(f"turn {i} question")
+        openai_server.reply("Short briefing that stops", finish_reason="length")
+        out = plain(repl.send("turn 5 question"))
+        assert "Automatic compaction (about" in out and "failed: the summary was cut at its 135-token bound" in out
+        assert "a larger CHATCLI_CONTEXT_WINDOW" in out and "the next try in four turns" in out
+        assert sent(openai_server)[0] == "turn 1 question"  # the history is whole
+        assert "Automatic compaction" not in plain(repl.send("turn 6 question"))
+    finally:
+        repl.close()

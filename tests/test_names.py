@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chatcli.core.errors import UsageError
-from chatcli.core.names import NAME_RE, validate_name, validate_user_target
+from chatcli.core.names import NAME_RE, is_valid_name, validate_name, validate_user_target
 from chatcli.store.sessions import SessionStore
 
 
@@ -69,3 +69,13 @@ def test_autosave_names_in_the_same_second_get_a_suffix():
         taken.add(name)
         made.append(name)
     assert made == ["autosave-20261202-140509", "autosave-20261202-140509-2", "autosave-20261202-140509-3"]
+
+
+@given(names)
+def test_is_valid_name_accepts_exactly_what_validate_name_accepts(name):
+    try:
+        validate_name(name)
+    except UsageError:
+        assert not is_valid_name(name)
+    else:
+        assert is_valid_name(name)

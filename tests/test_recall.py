@@ -137,3 +137,22 @@ def test_a_go_entry_changed_since_go_wrote_it_is_shown_and_said_to_be_changed(op
         assert "is not a recall key" in plain(repl.send("/recall ../sessions/from-go"))
     finally:
         repl.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_go_entry_that_is_not_a_regular_file_is_refused_without_blocking(ccr):
+    ccr.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(ccr / "0123456789abcdef.ccr")  # opened for reading, a FIFO would wait for a writer forever
+    with pytest.raises(RecallError) as caught:
+        RecallStore(ccr).get("0123456789abcdef")
+    assert str(caught.value).endswith("0123456789abcdef.ccr: not a regular file")
+
+
+def test_a_go_entry_that_is_a_symbolic_link_is_refused_with_a_recall_message(ccr, tmp_path):
+    ccr.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "elsewhere").write_text("not yours")
+    (ccr / "0123456789abcdef.ccr").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(RecallError) as caught:
+        RecallStore(ccr).get("0123456789abcdef")
+    error = str(caught.value)
+    assert error.endswith("a symbolic link, which chatcli does not follow") and "sessions directory" not in error

@@ -8,8 +8,8 @@ CHATCLI_SESSION_AUTOSAVE). The prompt box sends chat turns, streamed back as
 back in the stream. `session/load` restores an editor session from its mirror, or any saved
 session by name, and replays its user and assistant messages. `session/list` lists the editor
 sessions of this agent. `session/cancel` stops the answer in flight at once, closing the model's
-stream, and keeps it (marked interrupted), as Ctrl-C does in the REPL: the next prompt starts
-without waiting. When the editor goes away, every conversation ends as a REPL's does: a bound
+stream, and keeps it (marked interrupted), as Ctrl-C does in the REPL, and ends any prompt
+waiting behind it before it starts: the next prompt starts without waiting. When the editor goes away, every conversation ends as a REPL's does: a bound
 one is written, an unbound one mirrored.
 
 stdout is the protocol: logs go to `$CHATCLI_HOME/logs/acp.log`.
@@ -55,9 +55,11 @@ class Live:
     updated: float = field(default_factory=time.time)  # the last prompt's end (or the session's start)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     worker: asyncio.Future | None = None  # the turn in flight (it may outlive a cancelled prompt for a moment)
-    halt: Stop | None = None  # the turn in flight's stop: session/cancel sets it (closing the model's stream)
-    answered: asyncio.Event | None = None  # set by session/cancel: the editor gets its answer at once
+    halt: Stop | None = None  # the stop of the turn in `thread`: leaving sets it
     thread: threading.Thread | None = None
+    # The prompts not yet answered (the one running, those waiting behind it): each one's stop,
+    # and the event that answers it at once. session/cancel sets both, for every one of them.
+    prompts: dict[Stop, asyncio.Event] = field(default_factory=dict)
 
     def info(self, session_id: str):
         """This session as session/list shows it."""
@@ -90,6 +92,31 @@ def in_daemon_thread(fn, *args) -> tuple[asyncio.Future, threading.Thread]:
     thread = threading.Thread(target=run, name="chatcli-acp-turn", daemon=True)
     thread.start()
     return future, thread
+
+
+async def _settled(future: asyncio.Future, answered: asyncio.Event) -> bool:
+    """Wait for `future` unless the prompt is answered (cancelled) first: whether it settled.
+    `future` is left running either way."""
+    waiter = asyncio.ensure_future(answered.wait())
+    try:
+        await asyncio.wait({future, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    return future.done()
+
+
+async def _acquire(lock: asyncio.Lock, answered: asyncio.Event) -> bool:
+    """Take `lock` unless the prompt is answered (cancelled) first: whether it was taken."""
+    acquire = asyncio.ensure_future(lock.acquire())
+    taken = False
+    try:
+        taken = await _settled(acquire, answered)
+        return taken
+    finally:
+        if not acquire.done():
+            acquire.cancel()  # Lock.acquire passes the lock on if it was about to be this prompt's
+        elif not taken and not acquire.cancelled():
+            lock.release()  # taken just as this prompt was itself cancelled
 
 
 def prompt_text(blocks) -> str:
@@ -192,15 +219,27 @@ def build_agent(settings: Settings):
             if live is None:
                 raise acp.RequestError.invalid_params({"message": f"unknown session {session_id!r}"})
             text = prompt_text(prompt)
-            async with live.lock:
-                if live.worker is not None:  # a cancelled turn winding down: its stream is closed already
-                    await asyncio.wait({live.worker})
+            # Made before this prompt waits for the one before it, so that a cancel sent meanwhile
+            # stops this one too; each prompt has its own, never one a cancel has set already.
+            halt, answered = Stop(), asyncio.Event()
+            live.prompts[halt] = answered
+            try:
+                if not await _acquire(live.lock, answered):
+                    return acp.PromptResponse(stop_reason="cancelled")
                 try:
-                    return await self._prompt(session_id, live, text)
+                    # A cancelled turn winding down (its stream is closed already, but a tool may run on).
+                    if live.worker is not None and not await _settled(live.worker, answered):
+                        return acp.PromptResponse(stop_reason="cancelled")
+                    if halt.is_set():
+                        return acp.PromptResponse(stop_reason="cancelled")
+                    return await self._prompt(session_id, live, text, halt, answered)
                 finally:
-                    live.updated = time.time()
+                    live.lock.release()
+            finally:
+                del live.prompts[halt]
+                live.updated = time.time()
 
-        async def _prompt(self, session_id: str, live: Live, text: str):
+        async def _prompt(self, session_id: str, live: Live, text: str, halt: Stop, answered: asyncio.Event):
             """A prompt: a prompt-box command, or a turn."""
             if not text.strip():
                 await self._say(session_id, "error: the prompt is empty")
@@ -216,13 +255,12 @@ def build_agent(settings: Settings):
                 await self._say(session_id, f"error: '/{word}' is not a command of the prompt box (here: {here}); "
                                             "start a message with // to send it as text")
                 return acp.PromptResponse(stop_reason="end_turn")
-            return await self._turn(session_id, live, registry.as_prompt(text))
+            return await self._turn(session_id, live, registry.as_prompt(text), halt, answered)
 
-        async def _turn(self, session_id: str, live: Live, text: str):
+        async def _turn(self, session_id: str, live: Live, text: str, halt: Stop, answered: asyncio.Event):
             loop = asyncio.get_running_loop()
             pending: list[asyncio.Future] = []
-            halt = live.halt = Stop()
-            answered = live.answered = asyncio.Event()
+            live.halt = halt
 
             def on_text(chunk: str) -> None:
                 pending.append(asyncio.run_coroutine_threadsafe(
@@ -233,10 +271,7 @@ def build_agent(settings: Settings):
                 pending.append(asyncio.run_coroutine_threadsafe(self._say(session_id, f"[{line}]\n"), loop))
 
             live.worker, live.thread = in_daemon_thread(functools.partial(live.hosted.send, stop=halt), text, on_text, notice)
-            waiter = loop.create_task(answered.wait())
-            await asyncio.wait({live.worker, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
-            if not live.worker.done():  # cancelled while waiting for the model: answer now
+            if not await _settled(live.worker, answered):  # cancelled while waiting for the model: answer now
                 # The turn keeps its mirror when it ends; a failure after the cancel is not the
                 # editor's concern (retrieved, so that asyncio does not report it).
                 live.worker.add_done_callback(lambda future: future.exception())
@@ -257,9 +292,9 @@ def build_agent(settings: Settings):
 
         async def cancel(self, session_id, **kwargs):
             live = self.live.get(session_id)
-            if live is not None and live.halt is not None:
-                live.halt.set()  # the turn ends now, its stream closed, as Ctrl-C ends it
-                live.answered.set()
+            for halt, answered in list(live.prompts.items()) if live is not None else ():
+                halt.set()  # the turn ends now, its stream closed, as Ctrl-C ends it; a waiting prompt never starts
+                answered.set()
 
         async def _say(self, session_id: str, text: str) -> None:
             if text:

@@ -22,9 +22,15 @@ ALLOWED = (
 )
 
 
+def is_valid_name(name: str) -> bool:
+    """Whether `name` may name a session file: what validate_name accepts, for callers that skip
+    the others rather than refuse them."""
+    return isinstance(name, str) and NAME_RE.fullmatch(name) is not None and ".." not in name
+
+
 def validate_name(name: str) -> str:
     """Return `name` if it may name a session file, else raise a UsageError saying what is allowed."""
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or ".." in name:
+    if not is_valid_name(name):
         shown = name if isinstance(name, str) and len(name) <= 60 else f"{str(name)[:57]}..."
         raise UsageError(f"invalid session name {shown!r}: use {ALLOWED}")
     return name

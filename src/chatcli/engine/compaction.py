@@ -38,6 +38,9 @@ INSTRUCTIONS = (
 # CHATCLI_MAX_TOKENS.
 SUMMARY_MIN_TOKENS = 256
 SUMMARY_MAX_TOKENS = 4096
+# How each provider says an answer stopped at max_tokens (OpenAI-compatible servers, Anthropic)
+# or, for the local model, where the context window left it no more room.
+CUT_REASONS = ("length", "max_tokens", "context_window")
 
 
 def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_RECENT,
@@ -77,9 +80,9 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
     prompt = f"{INSTRUCTIONS}{extra}\n\n<conversation>\n" + "\n\n".join(lines) + "\n</conversation>"
     settings = conv.settings
     replaced = sum(len(m.content) + call_chars(m) for m in older)
+    bound = summary_tokens(replaced, settings.context_tokens, settings.max_tokens)
     request = Request(model=settings.model, messages=[Message("user", prompt)], system=conv.system_prompt,
-                      timeout=settings.timeout, max_tokens=summary_tokens(replaced, settings.context_tokens,
-                                                                          settings.max_tokens))
+                      timeout=settings.timeout, max_tokens=bound)
     pieces, ended = [], None
     with streaming(conv.provider, request) as events:
         for event in events:
@@ -93,10 +96,27 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
     costs.record(conv, request, ended, len(text))  # a summary request costs as much as a turn's, often more
     if not text.strip():
         raise ProviderError("the model returned an empty summary; nothing was compacted")
+    if ended is not None and ended.stop_reason in CUT_REASONS:
+        # A summary cut mid-sentence would drop whatever it had not reached yet, for good.
+        raise ProviderError(_cut_summary(ended.stop_reason, bound, settings.context_tokens, settings.max_tokens))
     if len(text) >= replaced:
         raise ProviderError(f"the model's summary ({len(text):,} characters) is not shorter than the {replaced:,} "
                             "characters it would replace; nothing was compacted")
     return text
+
+
+def _cut_summary(stop_reason: str, bound: int, context_tokens: int, max_tokens: int | None) -> str:
+    """The one line saying a summary stopped at its bound, and what would give it more room."""
+    if stop_reason == "context_window":  # the local model: the prompt left the summary less than its bound
+        cut = f"the summary was cut where the {context_tokens:,}-token context window ran out"
+    else:
+        cut = f"the summary was cut at its {bound:,}-token bound"
+    larger = ""
+    if stop_reason == "context_window" or bound == max(context_tokens // 4, 1):
+        larger = ", or a larger CHATCLI_CONTEXT_WINDOW"
+    elif max_tokens and bound == max_tokens:
+        larger = ", or a larger CHATCLI_MAX_TOKENS"
+    return f"{cut}; the history is unchanged: /compact with an instruction asking for a shorter summary{larger}"
 
 
 def summary_tokens(replaced_chars: int, context_tokens: int, max_tokens: int | None) -> int:

@@ -104,6 +104,7 @@ class AnthropicProvider(HostedProvider):
             elif kind == "message_stop":
                 yield Done(stop_reason, input_tokens, output_tokens)
                 return
+        # An over-long request is refused with HTTP 400, so an empty stream here is a cut connection.
         raise incomplete(self.name, empty=not received)
 
 

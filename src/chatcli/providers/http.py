@@ -163,15 +163,11 @@ def iter_sse(provider: str, response: http.client.HTTPResponse, timeout: float) 
 
 
 def incomplete(provider: str, empty: bool = False) -> ProviderError:
-    """The stream ended before the answer's end; `empty` when it sent nothing at all."""
+    """The stream ended before the answer's end; `empty` when it sent nothing at all (an
+    OpenAI-compatible server says more by that: see openai.empty_stream)."""
     if empty:
-        # llama.cpp's Python server answers a request longer than its context window so (HTTP
-        # 200, then an empty body): the likeliest cause, and what makes chatcli keep within it.
-        return ProviderError(
-            f"{provider}: the server answered with an empty stream, most likely because the request is longer "
-            "than the model's context window (set CHATCLI_CONTEXT_WINDOW to the server's context size so "
-            "chatcli compacts and trims the conversation to fit)"
-        )
+        return ProviderError(f"{provider}: the stream ended before any data came "
+                             "(most likely a cut connection: try again)")
     return ProviderError(f"{provider}: the stream ended before the answer was complete")
 
 

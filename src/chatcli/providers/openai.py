@@ -20,6 +20,16 @@ from chatcli.providers.http import (
 )
 
 
+def empty_stream(provider: str) -> ProviderError:
+    # llama.cpp's Python server answers a request longer than its context window so (HTTP 200,
+    # then an empty body): the likeliest cause, and what makes chatcli keep within it.
+    return ProviderError(
+        f"{provider}: the server answered with an empty stream, most likely because the request is longer "
+        "than the model's context window (set CHATCLI_CONTEXT_WINDOW to the server's context size so "
+        "chatcli compacts and trims the conversation to fit)"
+    )
+
+
 class OpenAIProvider(HostedProvider):
     name = "openai"
     key_var = "OPENAI_API_KEY"
@@ -73,7 +83,7 @@ class OpenAIProvider(HostedProvider):
                 usage = chunk["usage"]
         # Some compatible servers end with finish_reason and no [DONE]; neither means a cut stream.
         if not finished and stop_reason is None:
-            raise incomplete(self.name, empty=not received)
+            raise incomplete(self.name) if received else empty_stream(self.name)
         for index in sorted(calls):
             call = calls[index]
             # A server that sends no id gets one unique across the turn's steps (its results answer by id).

@@ -19,7 +19,6 @@ import hmac
 import json
 import os
 import re
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from chatcli.core.messages import Message
 from chatcli.store import home
 from chatcli.store.atomic import atomic_write
 from chatcli.store.seal import SealError, dump_json, load_json
+from chatcli.store.session_file import read_regular
 
 KEY_RE = re.compile(r"[0-9a-f]{16}")
 MARKER_RE = re.compile(r"<<ccr:([0-9a-f]{16})>>")
@@ -134,23 +134,14 @@ class RecallStore:
         in the directory: a symbolic link could show any file, and a FIFO would block."""
         path = home.go_entry_path(self.root, key)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            raw, _stat = read_regular(path)
         except FileNotFoundError:
             raise RecallError(f"no recall entry {key} (it may have expired: see /storage)") from None
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise RecallError(f"recall store: cannot read {path}: a symbolic link, which chatcli does not "
-                                  "follow") from None
-            raise RecallError(f"recall store: cannot read {path}: {exc.strerror or exc}") from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise RecallError(f"recall store: cannot read {path}: not a regular file")
-            with open(fd, "rb", closefd=False) as handle:
-                raw = handle.read()
-        except OSError as exc:
-            raise RecallError(f"recall store: cannot read {path}: {exc.strerror or exc}") from None
-        finally:
-            os.close(fd)
+            reason = exc.strerror or str(exc)
+            if exc.errno == errno.ELOOP:  # read_regular's own words for a link speak of the sessions directory
+                reason = "a symbolic link, which chatcli does not follow"
+            raise RecallError(f"recall store: cannot read {path}: {reason}") from None
         intact = hashlib.sha256(raw).hexdigest()[:16] == key
         return Entry(key, text=raw.decode("utf-8", errors="replace"), intact=intact)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
-from chatcli.core.names import validate_name
+from chatcli.core.names import is_valid_name
 from chatcli.store import home as layout
 from chatcli.store.atomic import atomic_write, os_cause
 from chatcli.store.home import Home
@@ -112,18 +112,10 @@ def _files(home: Home) -> Iterator[tuple[str, Path, str]]:
             continue
         for entry in entries:
             name = named(entry.name)
-            if kind == "sessions" and name is not None and not _loadable(name):
+            if kind == "sessions" and name is not None and not is_valid_name(name):
                 continue  # a file chatcli cannot load by name (Go ChatCLI's rules differ): not ours to seal
             if name is not None and not entry.name.startswith(".") and entry.is_file(follow_symlinks=False):
                 yield kind, Path(entry.path), name
-
-
-def _loadable(name: str) -> bool:
-    try:
-        validate_name(name)
-    except ChatcliError:
-        return False
-    return True
 
 
 def _replace(path: Path, payload: bytes, st: os.stat_result) -> None:

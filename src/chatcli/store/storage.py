@@ -41,7 +41,7 @@ from pathlib import Path
 
 from chatcli.config.settings import Settings
 from chatcli.core import retention
-from chatcli.core.names import NAME_RE
+from chatcli.core.names import is_valid_name
 from chatcli.core.retention import DELIVERY_KEEP, human_size
 from chatcli.core.session import SessionData
 from chatcli.core.terminal import printable
@@ -292,7 +292,7 @@ class Storage:
             st = _stat(entry)
             if st is None or not stat.S_ISREG(st.st_mode):  # never a symlink, directory or FIFO
                 continue
-            if not NAME_RE.fullmatch(name) or ".." in name:
+            if not is_valid_name(name):
                 misnamed[name] = st
             else:
                 stats[name] = st
