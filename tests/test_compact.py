@@ -165,7 +165,8 @@ def test_a_failed_automatic_compaction_waits_four_turns_before_trying_again(repl
         repl.close()
 
 
-def test_a_summary_cut_at_its_token_bound_is_refused_and_names_the_bound(repl_env, workdir, openai_server):
+def test_a_summary_cut_at_its_token_bound_is_kept_and_said_to_be_cut(repl_env, workdir, openai_server):
+    # Small local models ramble past any bound: refusing would make /compact fail there every time.
     repl = Repl(repl_env, "m", cwd=workdir)
     try:
         for i in range(5):
@@ -173,16 +174,19 @@ def test_a_summary_cut_at_its_token_bound_is_refused_and_names_the_bound(repl_en
         openai_server.reply("Briefing: q0 and", finish_reason="length")
         out = plain(repl.send("/compact"))
         bound = openai_server.requests[-1].body["max_tokens"]
-        assert f"the summary was cut at its {bound:,}-token bound; the history is unchanged" in out, out
-        assert "/compact with an instruction asking for a shorter summary" in out
-        assert "Compacted" not in out
+        assert "Compacted 4 messages into one summary" in out, out
+        assert f"The summary was cut at its {bound:,}-token bound: it may end mid-sentence." in out
+        assert "/rewind compact undoes the compaction" in out
         repl.send("after")
-        assert sent(openai_server)[0] == "q0"  # the history is whole
+        summary = sent(openai_server)[0]
+        # The model is told too, so it knows to recall what the summary lacks.
+        assert summary.startswith("Briefing: q0 and") and f"cut at its {bound:,}-token bound" in summary
     finally:
         repl.close()
 
 
-def test_an_automatic_compaction_cut_at_its_token_bound_fails_and_waits(repl_env, workdir, openai_server):
+def test_an_automatic_compaction_cut_at_its_token_bound_is_kept_and_said_to_be_cut(repl_env, workdir,
+                                                                                    openai_server):
     # A 540-token window bounds the summary at a quarter of it: 135 tokens.
     repl_env.update(CHATCLI_CONTEXT_WINDOW="540", CHATCLI_AUTO_COMPACT="50%")
     repl = Repl(repl_env, "m", cwd=workdir)
@@ -192,9 +196,7 @@ def test_an_automatic_compaction_cut_at_its_token_bound_fails_and_waits(repl_env
             repl.send(f"turn {i} question")
         openai_server.reply("Short briefing that stops", finish_reason="length")
         out = plain(repl.send("turn 5 question"))
-        assert "Automatic compaction (about" in out and "failed: the summary was cut at its 135-token bound" in out
-        assert "a larger CHATCLI_CONTEXT_WINDOW" in out and "the next try in four turns" in out
-        assert sent(openai_server)[0] == "turn 1 question"  # the history is whole
-        assert "Automatic compaction" not in plain(repl.send("turn 6 question"))
+        assert "Automatic compaction (about" in out and "The summary was cut at its 135-token bound" in out, out
+        assert sent(openai_server)[0].startswith("Short briefing that stops")
     finally:
         repl.close()

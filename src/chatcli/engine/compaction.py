@@ -39,7 +39,10 @@ INSTRUCTIONS = (
 SUMMARY_MIN_TOKENS = 256
 SUMMARY_MAX_TOKENS = 4096
 # How each provider says an answer stopped at max_tokens (OpenAI-compatible servers, Anthropic)
-# or, for the local model, where the context window left it no more room.
+# or, for the local model, where the context window left it no more room. A summary cut there is
+# kept, said so in its trailer (the model knows to recall what it lacks) and to the user: small
+# local models ramble past any bound, so refusing it would make /compact fail there every time,
+# and nothing is lost (the originals are in the recall store and the journal; /rewind compact).
 CUT_REASONS = ("length", "max_tokens", "context_window")
 
 
@@ -54,10 +57,14 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
     origin = {"session": conv.session_name or "",
               "transcript": conv.transcript.id if conv.transcript is not None and conv.transcript.id else ""}
     recall = Home.of(conv.settings).recall()
-    text = _summarise(conv, older, instruction)
+    text, stopped = _summarise(conv, older, instruction)
     key = recall.put(older, origin)  # only once there is a summary to name it
-    summary = summary_message(f"{text.strip()}\n\n(Summary of {len(older)} earlier messages; "
+    trailer = f"; {stopped}, so it may end mid-sentence" if stopped else ""
+    summary = summary_message(f"{text.strip()}\n\n(Summary of {len(older)} earlier messages{trailer}; "
                               f"the originals: {marker(key)})", cut, conv.agent.mode)
+    if stopped:
+        notes.append(f"The summary was {stopped}: it may end mid-sentence. /recall {key} shows the originals, "
+                     "/rewind compact undoes the compaction.")
     if conv.transcript is None or not conv.transcript.enabled:  # no journal: the summary keeps them
         keep_originals(summary, key, older)
     history = compacted(conv.history, cut, summary)
@@ -67,7 +74,8 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
                    f"{len(history)} messages. /recall {key} shows the originals.", tuple(notes))
 
 
-def _summarise(conv: Conversation, older: list[Message], instruction: str) -> str:
+def _summarise(conv: Conversation, older: list[Message], instruction: str) -> tuple[str, str]:
+    """The summary's text, and how it was cut short ('' when it was not)."""
     lines = []
     for message in older:
         label = "summary of earlier messages" if message.meta.get("is_summary") else message.role
@@ -96,27 +104,14 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> st
     costs.record(conv, request, ended, len(text))  # a summary request costs as much as a turn's, often more
     if not text.strip():
         raise ProviderError("the model returned an empty summary; nothing was compacted")
-    if ended is not None and ended.stop_reason in CUT_REASONS:
-        # A summary cut mid-sentence would drop whatever it had not reached yet, for good.
-        raise ProviderError(_cut_summary(ended.stop_reason, bound, settings.context_tokens, settings.max_tokens))
     if len(text) >= replaced:
         raise ProviderError(f"the model's summary ({len(text):,} characters) is not shorter than the {replaced:,} "
                             "characters it would replace; nothing was compacted")
-    return text
-
-
-def _cut_summary(stop_reason: str, bound: int, context_tokens: int, max_tokens: int | None) -> str:
-    """The one line saying a summary stopped at its bound, and what would give it more room."""
-    if stop_reason == "context_window":  # the local model: the prompt left the summary less than its bound
-        cut = f"the summary was cut where the {context_tokens:,}-token context window ran out"
-    else:
-        cut = f"the summary was cut at its {bound:,}-token bound"
-    larger = ""
-    if stop_reason == "context_window" or bound == max(context_tokens // 4, 1):
-        larger = ", or a larger CHATCLI_CONTEXT_WINDOW"
-    elif max_tokens and bound == max_tokens:
-        larger = ", or a larger CHATCLI_MAX_TOKENS"
-    return f"{cut}; the history is unchanged: /compact with an instruction asking for a shorter summary{larger}"
+    stopped = ""
+    if ended is not None and ended.stop_reason in CUT_REASONS:
+        stopped = (f"cut where the {settings.context_tokens:,}-token context window ran out"
+                   if ended.stop_reason == "context_window" else f"cut at its {bound:,}-token bound")
+    return text, stopped
 
 
 def summary_tokens(replaced_chars: int, context_tokens: int, max_tokens: int | None) -> int:
