@@ -145,6 +145,21 @@ def test_a_turn_too_long_for_the_window_with_nothing_to_summarise_says_what_it_s
                "2 before it" in n for n in notes), notes
 
 
+def test_a_message_longer_than_the_window_set_is_refused_in_one_line_and_kept(make_conversation, fake_model):
+    import pytest
+
+    from chatcli.core.errors import ProviderError
+
+    conv = make_conversation(CHATCLI_CONTEXT_WINDOW="256")
+    with pytest.raises(ProviderError, match=r"this message is about [\d,]+ tokens with the system prompt, more than "
+                                            r"the 256-token context window \(CHATCLI_CONTEXT_WINDOW\), so it was not sent"):
+        conv.send("word " * 400)
+    assert fake_model.requests == []  # never sent whole: no request at all
+    assert conv.history[-1].content == "word " * 400  # nothing the user typed is lost
+    conv.send("shorter")
+    assert [m.content for m in fake_model.requests[-1].messages] == ["shorter"]  # the window leaves it out
+
+
 def test_a_mirror_name_with_no_mirror_is_not_read_as_the_session_it_contains(settings, fake_model, make_conversation):
     mine = make_conversation()
     sessions.start(mine, name="notes")

@@ -213,6 +213,15 @@ def test_a_request_longer_than_the_servers_context_names_the_context_window(defa
     assert "context window" in line and "CHATCLI_CONTEXT_WINDOW" in line
 
 
+def test_a_message_longer_than_the_context_window_set_for_the_server_is_not_sent(default_format, connect, env,
+                                                                                  workdir):
+    proxy = connect(default_format)  # env names the server's context in CHATCLI_CONTEXT_WINDOW
+    result = run_chatcli("-p", "word " * 3000, env=env, cwd=workdir, timeout=120)
+    assert result.returncode == 1 and proxy.requests == []
+    [line] = result.stderr.strip().splitlines()
+    assert "more than the" in line and "context window (CHATCLI_CONTEXT_WINDOW), so it was not sent" in line
+
+
 def test_a_tool_call_streamed_by_llama_cpp_is_assembled(function_calling, env):
     """chatcli never forces a tool (with "auto" this server streams no call: it fails), so the
     frames are asked of the server directly, then replayed byte for byte to the provider code."""

@@ -112,10 +112,10 @@ def test_errors_come_back_as_tool_errors_and_the_server_goes_on(openai_env, open
     assert all(result.is_error for result in results)
     messages = [text(result) for result in results]
     assert "invalid session name '../etc/passwd'" in messages[0]
-    assert "manage_session attach needs name" in messages[1]
+    assert "the attach action needs 'name' (a session name)" in messages[1]
     assert "unknown action 'explode': one of save, load, attach" in messages[2] and "\n" not in messages[2]
     assert "session 'missing' does not exist" in messages[3]
-    assert "manage_session search needs query" in messages[4]
+    assert "the search action needs 'query' (the words to search for)" in messages[4]
     assert "invalid session name 'bad/id'" in messages[5]
     assert "the prompt is empty" in messages[6]
     assert not any("Traceback" in message for message in messages)
@@ -372,7 +372,7 @@ def test_fork_errors_say_what_is_wrong_in_one_line(openai_env, openai_server):
     assert "session 'b' already exists" in messages[1]
     assert "invalid session name '../x'" in messages[2]
     assert "'mcp-x' uses a prefix chatcli keeps for its own sessions" in messages[3]
-    assert "manage_session fork needs to" in messages[4]
+    assert "the fork action needs 'to' (a session name)" in messages[4]
     sessions = Path(openai_env["CHATCLI_HOME"]) / "sessions"
     assert not (sessions / "x.json").exists() and not (sessions / "mcp-x.json").exists()
 

@@ -60,7 +60,8 @@ def test_an_invalid_base_url_is_a_usage_error(env, workdir):
         env.update(LLM_PROVIDER="openai", OPENAI_API_KEY="x", OPENAI_BASE_URL=url)
         result = run_chatcli("-p", "hi", env=env, cwd=workdir)
         assert result.returncode == 2, (url, result.stderr)
-        assert result.stderr.count("\n") == 1 and "invalid endpoint URL" in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1 and "invalid endpoint URL" in result.stderr \
+            and "check OPENAI_BASE_URL" in result.stderr, result.stderr
 
 
 def test_piped_text_alone_is_the_prompt(openai_env, openai_server, workdir):

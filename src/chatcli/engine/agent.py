@@ -160,7 +160,8 @@ class Agent:
             return None
         self.said_tools_unused = True
         return ("The model answered without using its tools; if it never does, its server may be ignoring them "
-                "(llama.cpp's llama-server calls tools when started with --jinja).")
+                "(llama.cpp's llama-server offers them to the model when started with --jinja; llama-cpp-python's "
+                "server, python -m llama_cpp.server, streams a call only when one tool is forced).")
 
     def call(self, conv: Conversation, call: ToolCall, approve: Approve | None) -> tools.Outcome:
         """Plan the call, ask when it asks (unless "always" was said for its kind), run it."""

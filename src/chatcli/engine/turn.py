@@ -92,14 +92,18 @@ def run(
 
     remembered = memory.prompt(conv.settings) if conv.memory else ""
     conv.pacing.extra_system = "\n\n".join(part for part in (remembered, contexts.block(conv, text)) if part)
-    for note in _auto_compact(conv, text):
-        notice(note)
-    for note in microcompact.apply(conv):
-        notice(note)
+    refusal = _too_long(conv, text)
+    if refusal is None:  # a compaction cannot make room for a message longer than the window
+        for note in _auto_compact(conv, text):
+            notice(note)
+        for note in microcompact.apply(conv):
+            notice(note)
     for note in conv.checkpoint(rewind_points.label_of(text)):
         notice(note)
     conv.history.append(Message("user", text, meta=conv.agent.meta()))
     try:
+        if refusal is not None:
+            raise ProviderError(refusal)
         result = _answer(conv, on_text, notice, approve, stop)
     except BaseException:
         # The user's message is recorded even when the turn failed.
@@ -179,6 +183,21 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
         return [f"{head} failed: {exc}; the whole history is sent (the next try in four turns)."]
     conv.pacing.full_window_said = False
     return [f"{head}: {outcome.text[:1].lower()}{outcome.text[1:]}", *outcome.notes]
+
+
+def _too_long(conv: Conversation, text: str) -> str | None:
+    """Why this message is not sent, when it is, with the system prompt, longer than a context
+    window the user set (CHATCLI_CONTEXT_WINDOW): the window view can leave older messages out,
+    not cut this one, and a server answers such a request with an error or, as llama.cpp's does,
+    with an empty stream. A default window is a guess at the model's, so it refuses nothing."""
+    window = conv.settings.context_window
+    if window is None:
+        return None
+    needed = estimate_tokens(_system(conv), (), text)
+    if needed <= window:
+        return None
+    return (f"this message is about {needed:,} tokens with the system prompt, more than the {window:,}-token "
+            "context window (CHATCLI_CONTEXT_WINDOW), so it was not sent; it stays in the conversation")
 
 
 def _system(conv: Conversation) -> str:

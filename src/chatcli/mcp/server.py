@@ -87,8 +87,9 @@ class Surface:
             raise ChatcliError(f"unknown action {action!r}: one of {', '.join(ACTIONS)}")
         argument = next((params[p].strip() for p in sub.mcp_params if params.get(p, "").strip()), "")
         if sub.mcp_params and not argument:
-            raise ChatcliError(f"manage_session {action} needs {' (or '.join(sub.mcp_params)}"
-                               f"{')' * (len(sub.mcp_params) - 1)}")
+            wanted = " or ".join(f"'{p}'" for p in sub.mcp_params)
+            what = "the words to search for" if sub.mcp_params == ("query",) else "a session name"
+            raise ChatcliError(f"the {action} action needs {wanted} ({what})")
         if sub.name == "fork" and params.get("name", "").strip():
             return self.fork_saved(params["name"].strip(), argument)
         hosted = self.host.open(session)

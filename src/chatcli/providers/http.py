@@ -76,7 +76,8 @@ def post_stream(
     except ValueError:
         valid = False
     if not valid:
-        raise ConfigError(f"{provider}: invalid endpoint URL '{url}' (check the {provider} base URL setting)")
+        raise ConfigError(f"{provider}: invalid endpoint URL '{url}' (check {provider.upper()}_BASE_URL: "
+                          "an http:// or https:// URL)")
     proxies = proxies or Proxies()
     all_headers = {
         "Content-Type": "application/json",
