@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,66 @@ def test_a_go_entry_that_is_a_symbolic_link_is_refused_with_a_recall_message(ccr
         RecallStore(ccr).get("0123456789abcdef")
     error = str(caught.value)
     assert error.endswith("a symbolic link, which chatcli does not follow") and "sessions directory" not in error
+
+
+# -- chatcli's entry gone (expired, pruned): the conversation's journal still has the originals --
+def compact_four_turns(repl: Repl, server) -> str:
+    """Four turns, then /compact (the fake model writes the summary); returns the recall key."""
+    for i in range(1, 5):
+        repl.send(f"turn {i} question")
+    server.reply("Briefing: four questions were asked.")
+    return re.search(r"<<ccr:([0-9a-f]{16})>>", plain(repl.send("/compact"))).group(1)
+
+
+def test_recall_reads_the_originals_from_the_journal_once_the_entry_is_gone(repl_env, workdir, openai_server, ccr):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "budget"))
+    try:
+        key = compact_four_turns(repl, openai_server)
+    finally:
+        repl.close()
+    (ccr / f"{key}.json").unlink()  # what the recall store's TTL does after seven days
+    again = Repl(repl_env, "m", cwd=workdir, args=("--session", "budget"))
+    try:
+        out = plain(again.send(f"/recall {key}"))
+        assert f"Recall entry {key} (from this conversation's transcript journal: the recall store no longer has " \
+               "it): 2 messages." in out
+        assert "#1 user\nturn 1 question" in out and "#2 assistant\nYou said: turn 1 question" in out
+        assert "may have expired" not in out
+        assert "no recall entry 0000000000000000" in plain(again.send("/recall 0000000000000000"))
+    finally:
+        again.close()
+
+
+def test_recall_of_a_summary_compacted_again_finds_its_originals_in_the_journal(repl_env, workdir, openai_server,
+                                                                               ccr):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "twice"))
+    try:
+        first = compact_four_turns(repl, openai_server)
+        for i in range(5, 9):
+            repl.send(f"turn {i} question")
+        openai_server.reply("Briefing: eight questions.")
+        second = re.search(r"<<ccr:([0-9a-f]{16})>>", plain(repl.send("/compact"))).group(1)
+        for key in (first, second):
+            (ccr / f"{key}.json").unlink()
+        out = plain(repl.send(f"/recall {first}"))  # its summary is now one of the second's originals
+        assert "from this conversation's transcript journal" in out and "#1 user\nturn 1 question" in out
+        assert "Briefing: four questions were asked." in plain(repl.send(f"/recall {second}"))
+    finally:
+        repl.close()
+
+
+def test_the_models_recall_tool_falls_back_to_the_journal_too(env, workdir, tool_server, ccr):
+    env["CHATCLI_CHAT_TOOLS"] = "false"
+    repl = Repl(env, "m", cwd=workdir, args=("--session", "recalling"))
+    try:
+        key = compact_four_turns(repl, tool_server)
+        (ccr / f"{key}.json").unlink()
+        tool_server.reply("Let me look.", tool_calls=[{"id": "call_1", "name": "recall",
+                                                       "arguments": json.dumps({"key": key})}])
+        tool_server.reply("It was 'turn 1 question'.")
+        out = plain(repl.send("what was my first question?"))
+        assert f"The model read entry {key} (from this conversation's transcript journal" in out
+        follow = json.dumps(tool_server.requests[-1].body["messages"])
+        assert "#1 user\\nturn 1 question" in follow and "may have expired" not in follow
+    finally:
+        repl.close()

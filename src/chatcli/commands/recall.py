@@ -47,4 +47,4 @@ def register(registry: CommandRegistry) -> None:
     def recall(conv: Conversation, args: str) -> Result:
         if len(args.split()) != 1:
             raise UsageError("usage: /recall KEY (16 hexadecimal digits, or <<ccr:KEY>>)")
-        return Result(recall_text(conv.settings, args, conv.history))
+        return Result(recall_text(conv.settings, args, conv.history, conv.transcript))

@@ -4,7 +4,8 @@ Attach (`bind`), detach (`unbind`), adoption of what other surfaces wrote before
 write-through after it: the merge when the file changed under us, the in-place append when
 only the history grew, the journal claim of a session's first turn. engine/sessions.py's
 operations (save, load, attach, fork…) decide *what* to bind; this decides how the binding
-is kept true.
+is kept true, including a session's journal when another program wrote its file back without
+naming it (`take_back_journal`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from typing import TYPE_CHECKING
 from chatcli.core.messages import Message, shared_prefix
 from chatcli.core.names import is_machine_name
 from chatcli.core.session import SessionData
+from chatcli.engine.transcript import continues
 from chatcli.engine.transcript import new_id as new_transcript_id
+from chatcli.store.home import Home
+from chatcli.store.journal import ID_RE
 from chatcli.store.sessions import SessionError, Stamp
 
 if TYPE_CHECKING:
@@ -63,8 +67,22 @@ class Binding:
         self.rewrite_base = None
         self.conv.read_checkpoints(data)
         self.note_file(data, len(self.conv.history), self.stamp)
+        self.take_back_journal(name, data)  # after note_file: the file does not name it (the next write does)
         if self.conv.transcript is not None:
             self.conv.transcript.attach(data.transcript_id)
+
+    def take_back_journal(self, name: str | None, data: SessionData) -> None:
+        """Session `name`'s file as read (`data`) names no journal, but chatcli named one in it:
+        another program wrote the file back without the field (Go ChatCLI's sessions have no
+        `transcript_id`). That journal holds what compactions replaced; it becomes the session's
+        again when it records the conversation the file continues (engine.transcript.continues),
+        and the next write names it in the file. Otherwise the session starts a new one."""
+        if name is None or data.transcript_id:
+            return
+        remembered = self.conv.store.catalog.remembered_journal(name)
+        if remembered and ID_RE.fullmatch(remembered) \
+                and continues(Home.of(self.conv.settings).journal(remembered), data.history):
+            data.transcript_id = remembered
 
     def note_file(self, data: SessionData | None, count: int, stamp: Stamp | None) -> None:
         """The bound file, as of `stamp`, is `data`: the first `count` messages of the live history
@@ -108,7 +126,8 @@ class Binding:
                 if self.conv.store.stamp(name) is None:
                     return
                 data, stamp = self.conv.store.load(name)
-                if data.transcript_id:  # another surface got there first: write that one
+                self.take_back_journal(name, data)
+                if data.transcript_id:  # another surface got there first (or it is taken back): write that one
                     self.conv.transcript.attach(data.transcript_id)
                     return
                 data.transcript_id = new_transcript_id()
@@ -255,6 +274,7 @@ class Binding:
         # The file holds its history, which the live one now starts with (after a rewrite of
         # ours it does not: that is written whole).
         self.note_file(data if self.rewrite_base is None else None, len(data.history), stamp)
+        self.take_back_journal(name, data)
         self.conv.take_file_fields(data)
         return text
 

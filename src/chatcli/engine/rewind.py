@@ -181,9 +181,10 @@ def _from_journal(conv: Conversation, journal: _Journal, at: int) \
     events = journal.events() if hashes is not None else []
     if not events:
         return None, None, journal.problem or "the journal does not record this history"
-    state, before, after = rules.before_introducing(events, hashes[at])
-    if before is None:
+    found = recall.compaction_in_journal(events, hashes[at])
+    if found is None:
         return None, None, "the journal has no record of this compaction"
+    state, before, after = found
     history = conv.history
     k = after.index(hashes[at])
     tail = after[k + 1:]
@@ -195,8 +196,7 @@ def _from_journal(conv: Conversation, journal: _Journal, at: int) \
         later = rules.history_hashes(history[end:], rules.occurrence_counts(before))
         restored_hashes = before + later
     else:  # changed since in ways a replay cannot follow: put the originals where the summary is
-        kept = set(after)
-        earlier, missing = state.history([h for h in before if h not in kept])
+        earlier, missing = found.originals()
         restored = list(history[:at]) + earlier + list(history[at + 1:])
     if missing:
         return None, None, f"the journal lacks {len(missing)} of the original messages"
@@ -208,11 +208,12 @@ def _from_recall(conv: Conversation, at: int) -> tuple[list[Message] | None, str
     if not keys:
         return None, "the summary names no recall entry and the journal does not have the originals"
     try:
-        originals, origin = recall.originals(conv.settings, keys[-1], conv.history)
+        originals, origin = recall.originals(conv.settings, keys[-1], conv.history, conv.transcript)
     except ChatcliError as exc:
         return None, str(exc)
     history = conv.history
-    source = "originals kept in the session" if origin.get("kept") else "originals from the recall store"
+    source = ("originals kept in the session" if origin.get("kept") else "originals from the journal"
+              if origin.get("journal") else "originals from the recall store")
     return list(history[:at]) + originals + list(history[at + 1:]), source
 
 

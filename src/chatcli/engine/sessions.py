@@ -180,6 +180,8 @@ def _bind_loaded(conv: Conversation, name: str, data: SessionData, stamp) -> str
     read-only, a link): then it is continued unbound, in a copy of its journal. Returns why it
     is not bound (Bound.unbound), or None."""
     protected = conv.store.protected(name)
+    if protected:  # bind does this for a bound session; the copy continued here copies the journal too
+        conv.binding.take_back_journal(name, data)
     conv.binding.bind(None if protected else name, data, stamp)
     conv.binding.mark_loaded()
     if conv.session_name is not None:
@@ -278,12 +280,14 @@ def delete(conv: Conversation, name: str) -> Deleted:
     row = rows.get(name)
     if row and (row[0], row[1]) == (stamp.mtime_ns, stamp.size) and row[5]:
         journal_id = row[5]  # the listing catalog knows it (a 100,000-message file is not read)
-    elif stamp is not None:  # sealed (the catalog keeps no contents), or not catalogued yet: read it
+    elif stamp is not None:  # sealed (the catalog keeps no contents), not catalogued yet, or naming none: read it
         try:
-            journal_id = store.load(name)[0].transcript_id
+            # A file another program wrote back without naming its journal: the one chatcli named there.
+            journal_id = store.load(name)[0].transcript_id or store.catalog.remembered_journal(name)
         except SessionError:  # unreadable: it goes all the same; its journal, unknown, is left to the sweeps
             journal_id = None
     store.delete(name)
+    store.catalog.forget_journals([name])
     # No other session names it, as far as the catalog read above knows (with encryption on it
     # knows no contents: journals are one per session, chatcli never shares one).
     unshared = all(other[5] != journal_id for other_name, other in rows.items() if other_name != name)

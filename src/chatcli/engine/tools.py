@@ -497,7 +497,7 @@ def _plan_recall(args: dict, ctx: Context) -> Plan:
     if not isinstance(key, str):
         raise ToolError("recall needs a 'key' argument (16 hexadecimal digits)")
     try:
-        text = recall.recall_text(ctx.conv.settings, key, ctx.conv.history)
+        text = recall.recall_text(ctx.conv.settings, key, ctx.conv.history, ctx.conv.transcript)
     except ChatcliError as exc:
         raise ToolError(str(exc)) from None
     return _done(text, f"The model read {text.splitlines()[0].removeprefix('Recall ')}")

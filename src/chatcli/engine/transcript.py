@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from chatcli.config.settings import Settings
 from chatcli.core import journal as rules
+from chatcli.core.errors import ChatcliError
 from chatcli.core.messages import History, Message
 from chatcli.store.home import Home
 from chatcli.store.journal import ID_RE, Journal, JournalError
@@ -36,6 +37,27 @@ def now_text() -> str:
 
 def new_id() -> str:
     return os.urandom(12).hex()
+
+
+def continues(journal: Journal, history: Sequence[Message]) -> bool:
+    """Whether `history` (a session file that names no journal) continues the conversation
+    `journal` records, so that the session may take the journal back: it begins with the whole
+    history the journal last recorded (another program added turns), or at least with its first
+    exchange (two messages that are not system messages: it compacted or trimmed it there). A
+    session deleted and made again under the same name is another conversation: it fails this
+    and gets a journal of its own rather than being written into the old one's."""
+    try:
+        live = rules.replay(journal.read().events).live
+    except ChatcliError:  # unreadable (damaged, another key): not a record to take back blindly
+        return False
+    if not live:
+        return False
+    shared = 0
+    for recorded, digest in zip(live, rules.history_hashes(history[: len(live)]), strict=False):
+        if recorded != digest:
+            break
+        shared += 1
+    return shared == len(live) or sum(1 for m in history[:shared] if m.role != "system") >= 2
 
 
 class TranscriptSync:
@@ -352,4 +374,4 @@ class TranscriptSync:
         self._live, self._known, self._loaded = state.live, set(state.positions), True
 
 
-__all__ = ["TranscriptSync", "new_id", "now_text"]
+__all__ = ["TranscriptSync", "continues", "new_id", "now_text"]

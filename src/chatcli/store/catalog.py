@@ -1,14 +1,17 @@
 """The listing of a sessions directory: every session, newest first, from a stat-keyed catalog
 instead of parsing every file; the log of turns appended in place that keeps it current; the
-pointer to the session written last; and the rendered listing `chatcli session list` prints.
+pointer to the session written last; the rendered listing `chatcli session list` prints; and
+the journal chatcli last named in each session's file.
 
-All four are caches beside the directory (store.home names them): deleting any of them costs
-one slower listing, never a session.
+All are caches beside the directory (store.home names them): deleting any of them costs one
+slower listing, never a session (the last, a journal's protection from a program that rewrites
+a session without naming its journal: see `remembered_journals`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import stat
@@ -49,6 +52,8 @@ class Catalog:
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
+        # The remembered journals as last read: ((inode, mtime, size) of the file, {name: id}).
+        self._journals: tuple[tuple[int, int, int], dict[str, str]] | None = None
 
     @property
     def root(self) -> Path:
@@ -99,6 +104,8 @@ class Catalog:
         mark = directory.st_mtime_ns if settled else None
         if record and (rows != catalog or mark != recorded or appended) and not self.store.locked_out:
             self._write_catalog(mark, rows, end)
+        if record and not self.store.locked_out:
+            self._learn_journals(rows)
         return rows
 
     def _scan(self, catalog: dict[str, list], reveal: bool = False) -> dict[str, list]:
@@ -234,6 +241,95 @@ class Catalog:
         same = value.get("mtime_ns") == st.st_mtime_ns
         messages = value.get("messages") if same else None
         return SessionInfo(name, messages if isinstance(messages, int) else None, st.st_mtime_ns / 1e9, st.st_size, "")
+
+    # -- the journal each session's file named, as chatcli last wrote it -----------------------
+    # Another program that writes a session back drops what it does not know: Go ChatCLI's
+    # SessionData has no `transcript_id`, so a session Go continued no longer names its journal,
+    # which holds what compactions replaced. chatcli remembers here the journal it last named in
+    # each session's file: a load takes it back (engine.binding) and the retention plan keeps it
+    # while the session exists (store.storage). Not with encryption on: Go cannot open a sealed
+    # session, so it never writes one back, and the caches then keep names, times and sizes only.
+    @property
+    def journals_path(self) -> Path:
+        return home.journals_path(self.root)
+
+    def remembered_journals(self) -> dict[str, str]:
+        """{session name: the transcript id chatcli last wrote in its file, or saw it name}. Read
+        again only when it changed (a write of a session whose journal is the same costs a stat)."""
+        if self.store.private:
+            return {}
+        try:
+            st = os.stat(self.journals_path)
+        except OSError:
+            return {}
+        mark = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._journals is not None and self._journals[0] == mark:
+            return self._journals[1]
+        try:
+            value = json.loads(self.journals_path.read_bytes())
+        except (OSError, ValueError):
+            return {}
+        found = value.get("journals") if isinstance(value, dict) and value.get("version") == 1 else None
+        journals = {name: transcript for name, transcript in found.items()
+                    if isinstance(name, str) and isinstance(transcript, str) and transcript} \
+            if isinstance(found, dict) else {}
+        self._journals = (mark, journals)
+        return journals
+
+    def remembered_journal(self, name: str) -> str | None:
+        return self.remembered_journals().get(name)
+
+    def _learn_journals(self, rows: dict[str, list]) -> None:
+        """The journals the files name, as a listing read them, are remembered too, so that those
+        an earlier version wrote (or all of them, once this cache was deleted) are known before
+        another program rewrites the files. A file naming none changes nothing."""
+        if self.store.private:
+            return
+        remembered = self.remembered_journals()
+        learned = {name: row[5] for name, row in rows.items() if row[5] and remembered.get(name) != row[5]}
+        if learned:
+            self._change_journals(learned)
+
+    def note_journal(self, name: str, transcript_id: str | None) -> None:
+        """Session `name`'s file was just written naming journal `transcript_id`."""
+        if self.store.private:  # sealed from now on: what was remembered in plaintext goes
+            with contextlib.suppress(OSError):
+                os.unlink(self.journals_path)
+            return
+        if not transcript_id or self.remembered_journal(name) == transcript_id:
+            return
+        self._change_journals({name: transcript_id})
+
+    def forget_journals(self, names: list[str]) -> None:
+        """Sessions chatcli removed (with their journals, when it could): nothing to take back."""
+        remembered = self.remembered_journals()
+        if any(name in remembered for name in names):
+            self._change_journals(dict.fromkeys(names))
+
+    def _change_journals(self, changes: dict[str, str | None]) -> None:
+        """Set each name's journal, or forget the name (None)."""
+        # Read, changed and replaced under a lock on the sessions directory (which no one else
+        # locks): two processes noting two sessions at once must not lose one of them.
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._journals = None
+            journals = dict(self.remembered_journals())
+            for name, transcript_id in changes.items():
+                if transcript_id is None:
+                    journals.pop(name, None)
+                else:
+                    journals[name] = transcript_id
+            document = {"version": 1, "journals": journals}
+            atomic_write(self.journals_path, json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+                         .encode("utf-8"))
+        except OSError:
+            pass  # best effort: without it, a session another program rewrites starts a new journal, as before
+        finally:
+            os.close(fd)
 
     # -- a rendered listing, valid while the directory is unchanged ---------------------------
     @property

@@ -6,6 +6,7 @@ knows the storage layout.
   sessions.catalog.log     directory, not in it, so that writing them never changes the
   sessions.latest.json     directory's mtime (the catalog's test of freshness)
   sessions.listing.txt
+  sessions.journals.json   the journal chatcli last named in each session's file (store.catalog)
   transcripts/<id>.jsonl   a conversation's journal (store.journal)
   ccr/<key>.json           a recall entry (store.recall)
   ccr/<key>.ccr            a recall entry Go ChatCLI wrote: its raw text (read, never written or pruned)
@@ -69,6 +70,7 @@ _CATALOG = ".catalog.json"
 _APPENDS = ".catalog.log"
 _LATEST = ".latest.json"
 _RENDERED = ".listing.txt"
+_JOURNALS = ".journals.json"
 
 
 # -- as strings, for the fast path -------------------------------------------------------------
@@ -150,6 +152,10 @@ def latest_path(sessions: Path) -> Path:
 
 def rendered_path(sessions: Path) -> Path:
     return sessions.with_name(sessions.name + _RENDERED)
+
+
+def journals_path(sessions: Path) -> Path:
+    return sessions.with_name(sessions.name + _JOURNALS)
 
 
 def journal_path(transcripts: Path, transcript_id: str) -> Path:
@@ -313,6 +319,6 @@ class Home:
 
 
 __all__ = ["Home", "appends_path", "appends_text", "catalog_path", "entry_named", "entry_path", "go_entry_named",
-           "go_entry_path", "journal_named", "journal_path", "key_check_text", "latest_path", "lock_path", "lock_text",
-           "locked_session", "rendered_path", "rendered_text", "session_named", "session_path", "session_text",
-           "sessions_dir_text"]
+           "go_entry_path", "journal_named", "journal_path", "journals_path", "key_check_text", "latest_path",
+           "lock_path", "lock_text", "locked_session", "rendered_path", "rendered_text", "session_named",
+           "session_path", "session_text", "sessions_dir_text"]

@@ -371,6 +371,7 @@ class SessionStore:
             raise self._error(name, exc, writing=True) from None
         if latest:
             self.catalog.note_latest(name, stamp.mtime_ns, None if self.private else len(data.history))
+        self.catalog.note_journal(name, data.transcript_id)
         data.appendable = True
         return stamp
 

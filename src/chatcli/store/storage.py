@@ -11,8 +11,10 @@ session under its lock), so a session another surface wrote in the meantime surv
 |                 |                                         | file whose name chatcli cannot use (Go's      |
 |                 |                                         | rules differ) is counted, never removed       |
 | transcripts     | journals                                | kept while a session refers to one (a file    |
-|                 |                                         | chatcli cannot name too); else the session    |
-|                 |                                         | TTL; orphans on demand                        |
+|                 |                                         | chatcli cannot name too, and one that another |
+|                 |                                         | program wrote back without the journal's      |
+|                 |                                         | name: store.catalog remembers it); else the   |
+|                 |                                         | session TTL; orphans on demand                |
 | recall store    | recall entries                          | its own TTL and size cap, on demand only.     |
 |                 |                                         | Go ChatCLI's `.ccr` entries: counted, never   |
 |                 |                                         | removed (Go prunes them by its own rules)     |
@@ -258,6 +260,11 @@ class Storage:
                     unreadable += 1
                 elif data.transcript_id:
                     refs.setdefault(data.transcript_id, []).append(name)
+        for name, transcript in self.sessions.catalog.remembered_journals().items():
+            # A journal chatcli named in a session's file that another program wrote back without
+            # naming it (Go ChatCLI keeps no transcript_id): the session's still, while it exists.
+            if name in rows and name not in refs.get(transcript, ()):
+                refs.setdefault(transcript, []).append(name)
         if misnamed and on_demand:
             plan.notes.append(_misnamed_note(self.sessions.root, misnamed))
         decided = retention.machine_sessions(
@@ -533,7 +540,8 @@ class Storage:
         except OSError:
             pass
         catalog = self.sessions.catalog
-        caches = [catalog.path, catalog.appends_path, catalog.rendered_path, catalog.latest_path]
+        caches = [catalog.path, catalog.appends_path, catalog.rendered_path, catalog.latest_path,
+                  catalog.journals_path]
         caches += [Path(entry.path) for entry in _scandir(self.index_dir)
                    if entry.is_file(follow_symlinks=False) and not TEMP_RE.fullmatch(entry.name)]
         for path in caches:
@@ -563,6 +571,7 @@ class Storage:
             self._remove(removal, applied)
         if journals:
             self._apply_journals(journals, applied)
+        self.sessions.catalog.forget_journals([removal.session for removal in applied.removed if removal.session])
         if plan.hub:  # after the sessions: a principal goes once its mirror has
             self._apply_hub(plan.hub, applied)
         return applied
@@ -572,7 +581,7 @@ class Storage:
         removed = {removal.session for removal in applied.removed if removal.session}
         try:
             current = {row[5] for row in self.sessions.entries(fresh=True, reveal=True).values() if row[5]}
-            _stats, misnamed = self._stat_sessions()
+            stats, misnamed = self._stat_sessions()
         except (OSError, SessionError) as exc:
             why = exc if isinstance(exc, SessionError) else (exc.strerror or exc)
             applied.kept += [(removal, f"sessions could not be read again ({why})") for removal in journals]
@@ -585,6 +594,8 @@ class Storage:
                 return
             if data.transcript_id:
                 current.add(data.transcript_id)
+        current.update(transcript for name, transcript in self.sessions.catalog.remembered_journals().items()
+                       if name in stats)
         for removal in journals:
             if any(owner not in removed for owner in removal.owners):
                 applied.kept.append((removal, "its session was kept"))
