@@ -272,6 +272,16 @@ def test_session_list_answers_the_live_editor_sessions_in_the_sdk_shape(openai_e
     assert [info.session_id for info in here.sessions] == [first]
 
 
+async def silent_turn(conn, server, workdir):
+    """A new editor session and its prompt "are you there?", running once the model (scripted to
+    stay silent) has been asked: (session id, the prompt's task)."""
+    new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+    turn = asyncio.create_task(conn.prompt(session_id=new.session_id, prompt=[acp.text_block("are you there?")]))
+    while not server.requests:
+        await asyncio.sleep(0.02)
+    return new.session_id, turn
+
+
 def test_after_a_cancel_the_next_prompt_starts_at_once(openai_env, openai_server, workdir):
     """A cancelled answer whose model stays silent for a minute: the cancel closes its stream,
     so the next prompt on the same session does not wait for it."""
@@ -280,11 +290,7 @@ def test_after_a_cancel_the_next_prompt_starts_at_once(openai_env, openai_server
     openai_server.reply("too late", stall_before=60)
 
     async def work(conn, editor):
-        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
-        sid = new.session_id
-        turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("are you there?")]))
-        while not openai_server.requests:
-            await asyncio.sleep(0.02)
+        sid, turn = await silent_turn(conn, openai_server, workdir)
         await conn.cancel(session_id=sid)
         cancelled = await turn
         started = time.monotonic()
@@ -307,11 +313,7 @@ def test_a_cancel_stops_the_prompt_waiting_behind_the_turn_in_flight_too(openai_
     openai_server.reply("too late", stall_before=60)
 
     async def work(conn, editor):
-        new = await conn.new_session(cwd=str(workdir), mcp_servers=[])
-        sid = new.session_id
-        first = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("are you there?")]))
-        while not openai_server.requests:
-            await asyncio.sleep(0.02)
+        sid, first = await silent_turn(conn, openai_server, workdir)
         second = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("hello again")]))
         await asyncio.sleep(0.3)  # the second prompt waits behind the first
         started = time.monotonic()

@@ -145,13 +145,19 @@ def test_a_summary_no_shorter_than_the_originals_is_refused(repl_env, workdir, o
         repl.close()
 
 
-def test_a_failed_automatic_compaction_waits_four_turns_before_trying_again(repl_env, workdir, openai_server):
+def near_a_small_window(repl_env, workdir, openai_server) -> Repl:
+    """A REPL four turns into a 540-token window that compacts at half of it: the next turn compacts."""
     repl_env.update(CHATCLI_CONTEXT_WINDOW="540", CHATCLI_AUTO_COMPACT="50%")
     repl = Repl(repl_env, "m", cwd=workdir)
+    openai_server.reply(LONG_ANSWER)
+    for i in range(1, 5):
+        repl.send(f"turn {i} question")
+    return repl
+
+
+def test_a_failed_automatic_compaction_waits_four_turns_before_trying_again(repl_env, workdir, openai_server):
+    repl = near_a_small_window(repl_env, workdir, openai_server)
     try:
-        openai_server.reply(LONG_ANSWER)
-        for i in range(1, 5):
-            repl.send(f"turn {i} question")
         openai_server.reply(status=400, error="bad request")
         out = plain(repl.send("turn 5 question"))
         assert "Automatic compaction (about" in out and "failed:" in out and "the next try in four turns" in out
@@ -187,13 +193,8 @@ def test_a_summary_cut_at_its_token_bound_is_kept_and_said_to_be_cut(repl_env, w
 
 def test_an_automatic_compaction_cut_at_its_token_bound_is_kept_and_said_to_be_cut(repl_env, workdir,
                                                                                     openai_server):
-    # A 540-token window bounds the summary at a quarter of it: 135 tokens.
-    repl_env.update(CHATCLI_CONTEXT_WINDOW="540", CHATCLI_AUTO_COMPACT="50%")
-    repl = Repl(repl_env, "m", cwd=workdir)
+    repl = near_a_small_window(repl_env, workdir, openai_server)  # its summary's bound: a quarter, 135 tokens
     try:
-        openai_server.reply(LONG_ANSWER)
-        for i in range(1, 5):
-            repl.send(f"turn {i} question")
         openai_server.reply("Short briefing that stops", finish_reason="length")
         out = plain(repl.send("turn 5 question"))
         assert "Automatic compaction (about" in out and "The summary was cut at its 135-token bound" in out, out

@@ -253,24 +253,26 @@ def test_a_timeout_conflict_or_rate_limit_is_retried(status):
     assert server.count == 4
 
 
-def test_an_openai_compatible_answer_with_no_data_at_all_names_the_context_window_as_the_likely_cause(env):
-    # llama.cpp's server answers a request longer than its context with HTTP 200 and an empty body.
-    with FakeModelServer("openai") as server:
+def empty_stream_error(kind: str, env) -> str:
+    """The one-line error for an answer of HTTP 200 with no data at all."""
+    with FakeModelServer(kind) as server:
         server.replies.append(Reply(frames=[]))
         with pytest.raises(ProviderError) as caught:
-            events_of(provider_for("openai", server, env))
-    error = str(caught.value)
-    assert "context window" in error and "CHATCLI_CONTEXT_WINDOW" in error and "\n" not in error
+            events_of(provider_for(kind, server, env))
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+def test_an_openai_compatible_answer_with_no_data_at_all_names_the_context_window_as_the_likely_cause(env):
+    # llama.cpp's server answers a request longer than its context with HTTP 200 and an empty body.
+    error = empty_stream_error("openai", env)
+    assert "context window" in error and "CHATCLI_CONTEXT_WINDOW" in error
 
 
 def test_an_anthropic_answer_with_no_data_at_all_says_the_stream_ended_before_any_data(env):
     # Anthropic refuses an over-long request with HTTP 400: an empty stream there is a cut connection.
-    with FakeModelServer("anthropic") as server:
-        server.replies.append(Reply(frames=[]))
-        with pytest.raises(ProviderError) as caught:
-            events_of(provider_for("anthropic", server, env))
-    error = str(caught.value)
-    assert "the stream ended before any data" in error and "\n" not in error
+    error = empty_stream_error("anthropic", env)
+    assert "the stream ended before any data" in error
     assert "context window" not in error and "CHATCLI_CONTEXT_WINDOW" not in error
 
 
