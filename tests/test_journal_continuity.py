@@ -155,6 +155,40 @@ def test_a_remembered_journal_is_taken_back_only_by_the_conversation_it_records(
     assert (chatcli_home / "transcripts" / f"{journals['recreated']}.jsonl").read_bytes() == before
 
 
+def test_a_session_go_compacted_takes_its_journal_back(make_conversation, fake_model, openai_env, workdir,
+                                                        chatcli_home):
+    conv = make_conversation()
+    sessions.attach(conv, "long")
+    for i in range(1, 5):
+        conv.send(f"turn {i} question")
+    journal = conv.transcript.id
+    path = session_path(chatcli_home, "long")
+    history = json.loads(path.read_text())["chat_history"]
+    # Go's /compact replaces the oldest messages with its summary and keeps the latest verbatim.
+    go_continues(path, history=[{"role": "assistant", "content": "Go's summary of turns 1 and 2.",
+                                 "meta": {"is_summary": True, "summary_of": 4}}, *history[4:]])
+    result = run_chatcli("--session", "long", "-p", "and now?", env=openai_env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(path.read_text())["transcript_id"] == journal
+    assert journal_contents(chatcli_home, journal)[:2] == ["turn 1 question", "You said: turn 1 question"]
+
+
+def test_a_journal_another_session_s_file_names_is_never_taken_back(make_conversation, fake_model, openai_env,
+                                                                    workdir, chatcli_home):
+    conv = make_conversation()
+    sessions.attach(conv, "a")
+    conv.send("first question")
+    conv.send("second question")
+    journal = conv.transcript.id
+    history = json.loads(session_path(chatcli_home, "a").read_text())["chat_history"]
+    session_path(chatcli_home, "a").rename(session_path(chatcli_home, "b"))  # renamed by hand: b names it now
+    go_continues(session_path(chatcli_home, "a"), history=history)  # and Go saved the same conversation as a
+    result = run_chatcli("--session", "a", "-p", "again", env=openai_env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(session_path(chatcli_home, "a").read_text())["transcript_id"] not in ("", journal)
+    assert json.loads(session_path(chatcli_home, "b").read_text())["transcript_id"] == journal
+
+
 def test_deleting_a_session_go_rewrote_removes_its_journal_too(make_conversation, fake_model, chatcli_home):
     journal_id, _key = compacted(make_conversation, fake_model, "notes")
     go_continues(session_path(chatcli_home, "notes"), "a question asked in Go", "an answer given in Go")

@@ -80,8 +80,17 @@ class Binding:
         if name is None or data.transcript_id:
             return
         remembered = self.conv.store.catalog.remembered_journal(name)
-        if remembered and ID_RE.fullmatch(remembered) \
-                and continues(Home.of(self.conv.settings).journal(remembered), data.history):
+        if not remembered or not ID_RE.fullmatch(remembered):
+            return
+        transcript = self.conv.transcript
+        if transcript is not None and transcript.id == remembered:
+            data.transcript_id = remembered  # this conversation writes it already: nothing to check
+            return
+        # Another session's file naming it (a file renamed by hand) keeps it: two sessions never
+        # write one journal. Listing is cheap (the catalog), and this runs only for such files.
+        if any(info.transcript == remembered and info.name != name for info in self.conv.store.list()):
+            return
+        if continues(Home.of(self.conv.settings).journal(remembered), data.history):
             data.transcript_id = remembered
 
     def note_file(self, data: SessionData | None, count: int, stamp: Stamp | None) -> None:

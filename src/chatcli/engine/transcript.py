@@ -41,23 +41,22 @@ def new_id() -> str:
 
 def continues(journal: Journal, history: Sequence[Message]) -> bool:
     """Whether `history` (a session file that names no journal) continues the conversation
-    `journal` records, so that the session may take the journal back: it begins with the whole
-    history the journal last recorded (another program added turns), or at least with its first
-    exchange (two messages that are not system messages: it compacted or trimmed it there). A
-    session deleted and made again under the same name is another conversation: it fails this
-    and gets a journal of its own rather than being written into the old one's."""
+    `journal` records, so that the session may take the journal back: the journal recorded at
+    least two of its messages that are not system messages, wherever they are (another program
+    added turns after them, or compacted or trimmed the older ones before them), or all of them.
+    Taking back too readily costs little (a session made again under the same name, starting
+    with the very same exchange, continues in the old journal, which records the change as a
+    rewrite); not taking back leaves the journal an orphan that pruning deletes, with the
+    originals of every compaction in it."""
     try:
-        live = rules.replay(journal.read().events).live
+        state = rules.replay(journal.read().events)
     except ChatcliError:  # unreadable (damaged, another key): not a record to take back blindly
         return False
-    if not live:
+    if not state.positions:
         return False
-    shared = 0
-    for recorded, digest in zip(live, rules.history_hashes(history[: len(live)]), strict=False):
-        if recorded != digest:
-            break
-        shared += 1
-    return shared == len(live) or sum(1 for m in history[:shared] if m.role != "system") >= 2
+    known = [digest in state.positions for digest in rules.history_hashes(history)]
+    told = [index for index, message in enumerate(history) if message.role != "system"]
+    return (bool(known) and all(known)) or sum(1 for index in told if known[index]) >= 2
 
 
 class TranscriptSync:

@@ -158,7 +158,7 @@ class Catalog:
         # save on a catalog, and a listing of unchanged sessions needs nothing else from it.
         try:
             value = json.loads(self.path.read_bytes())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # a cache: damaged or absurdly nested, made again
             return None, {}, 0
         if not isinstance(value, dict) or value.get("version") != CATALOG_VERSION \
                 or value.get("private", False) != self.store.private:  # made with encryption on (or off): start again
@@ -267,7 +267,7 @@ class Catalog:
             return self._journals[1]
         try:
             value = json.loads(self.journals_path.read_bytes())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return {}
         found = value.get("journals") if isinstance(value, dict) and value.get("version") == 1 else None
         journals = {name: transcript for name, transcript in found.items()
@@ -286,7 +286,9 @@ class Catalog:
         if self.store.private:
             return
         remembered = self.remembered_journals()
-        learned = {name: row[5] for name, row in rows.items() if row[5] and remembered.get(name) != row[5]}
+        # Only names it does not know yet: rows read without a lock may be older than an entry
+        # another process wrote meanwhile, which a write of that session made (note_journal).
+        learned = {name: row[5] for name, row in rows.items() if row[5] and name not in remembered}
         if learned:
             self._change_journals(learned)
 
