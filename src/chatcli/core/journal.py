@@ -91,7 +91,7 @@ def call_key(call: dict) -> list:
     stored = stored_call(call)
     arguments = stored.get("arguments")
     raw = stored.get("raw")
-    return [stored.get("id"), stored.get("name"), raw if isinstance(raw, str) and not arguments else arguments]
+    return [stored.get("id"), stored.get("name"), raw if isinstance(raw, str) and raw and not arguments else arguments]
 
 
 def history_hashes(history: Sequence[Message], counts: dict[str, int] | None = None) -> list[str]:
