@@ -290,3 +290,36 @@ def test_a_refused_compaction_leaves_no_recall_entry(sealed_env, openai_server, 
     finally:
         repl.close()
     assert not list((Path(sealed_env["CHATCLI_HOME"]) / "ccr").glob("*.json"))
+
+
+NOT_THIS_KEY = "CHATCLI_ENCRYPTION_KEY is not the key this store"
+
+
+@pytest.mark.parametrize("left", ["sessions", "journals"])
+def test_without_its_key_check_a_store_refuses_a_key_its_sealed_files_do_not_open(sealed_env, openai_server, left):
+    home = Path(sealed_env["CHATCLI_HOME"])
+    chat(sealed_env, "vault", f"the {SECRET}")
+    (home / "key-check").unlink()
+    if left == "journals":  # no session file left: a sealed journal line tells the key
+        for path in (home / "sessions").glob("*.json"):
+            path.unlink()
+    before = tree(home)
+    wrong = dict(sealed_env, CHATCLI_ENCRYPTION_KEY=new_key())
+    for args in (("session", "list"), ("--session", "other", "-p", "more"), ("-p", "more")):
+        refused = run_chatcli(*args, env=wrong)
+        assert refused.returncode == 1 and NOT_THIS_KEY in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+        assert tree(home) == before  # no key check, no session, no journal line under the wrong key
+
+    again = chat(sealed_env, "vault", "and the right key?")
+    assert "You said: and the right key?" in again.stdout
+    assert (home / "key-check").read_bytes().startswith(b"chatcli-sealed\n")
+    assert NOT_THIS_KEY in run_chatcli("session", "list", env=wrong).stderr  # now the key check says so
+
+
+def test_without_its_key_check_a_store_with_no_sealed_file_takes_the_key(openai_env, openai_server):
+    home = Path(openai_env["CHATCLI_HOME"])
+    chat(openai_env, "plain", "written before the key")
+    assert not (home / "key-check").exists()
+    chat(dict(openai_env, CHATCLI_ENCRYPTION_KEY=new_key()), "plain", "written with the key")
+    assert (home / "key-check").read_bytes().startswith(b"chatcli-sealed\n")

@@ -33,6 +33,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
     from chatcli.config.settings import Settings
@@ -315,7 +316,45 @@ class Home:
         before anything is read or written (store.seal.check_store_key). Raises SealError."""
         from chatcli.store.seal import check_store_key
 
-        check_store_key(self.key_check_path, self.key)
+        check_store_key(self.key_check_path, self.key, self.newest_files)
+
+    def newest_files(self) -> Iterator[tuple[str, str, Path]]:
+        """The newest few files of each store whose files are sealed, as (the kind they are sealed
+        as, the name bound into them, path): sessions first, then journals, recall entries, memory
+        notes, contexts. Lazy, a directory at a time: what tells a key without its key check needs
+        only the first sealed one, and a start must not read the whole store."""
+        for kind, root, named in (("session", self.sessions_dir, session_named),
+                                  ("journal", self.transcripts_dir, journal_named),
+                                  ("recall", self.recall_dir, entry_named),
+                                  ("memory", self.memory_dir, entry_named),
+                                  ("context", self.contexts_dir, entry_named)):
+            for name, path in _newest(root, named):
+                yield kind, name, path
+
+
+_NEWEST = 4  # files of a directory looked at for a sealed one
+
+
+def _newest(root: Path, named: Callable[[str], str | None]) -> list[tuple[str, Path]]:
+    """(name, path) of the newest few files of a store's directory, newest first: files sealed
+    under the key in use are among them, plaintext ones from before any key seldom are."""
+    import heapq
+
+    found = []
+    try:
+        with os.scandir(root) as entries:
+            for entry in entries:
+                name = named(entry.name)
+                if name is None or entry.name.startswith("."):
+                    continue
+                try:
+                    if entry.is_file(follow_symlinks=False):
+                        found.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name, name))
+                except OSError:  # removed meanwhile
+                    continue
+    except OSError:  # none yet, or not ours to read
+        return []
+    return [(name, root / filename) for _, filename, name in heapq.nlargest(_NEWEST, found)]
 
 
 __all__ = ["Home", "appends_path", "appends_text", "catalog_path", "entry_named", "entry_path", "go_entry_named",

@@ -27,6 +27,7 @@ from chatcli.core.errors import ChatcliError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
     from pathlib import Path
 
 MAGIC = b"chatcli-sealed\n"
@@ -230,14 +231,18 @@ def _line_aad(transcript_id: str, offset: int) -> bytes:
 CHECK_TEXT = b"chatcli: this store is sealed with this key"
 
 
-def check_store_key(path: Path, key: bytes | None) -> None:
+def check_store_key(path: Path, key: bytes | None,
+                    sealed_files: Callable[[], Iterable[tuple[str, str, Path]]] = tuple) -> None:
     """Refuse a key the store was not sealed with, and no key for a store that is sealed, before
     anything is read or written; the first start with a key leaves the check file at `path`
-    (store.home names it), sealed bound to its file name as a session is to its name. Raises
-    SealError."""
+    (store.home names it), sealed bound to its file name as a session is to its name. Without
+    a check file, `sealed_files` gives the store's newest files as (kind, name, path), and the
+    key must open one of those that are sealed before the check is written. Raises SealError."""
     from chatcli.store.atomic import atomic_write
 
     home = path.parent
+    wrong_key = SealError(f"CHATCLI_ENCRYPTION_KEY is not the key this store ({home}) is sealed with; nothing was "
+                          "read or written (chatcli storage rekey changes the key)")
     if key is None:
         if path.exists():
             raise SealError(f"the store {home} is encrypted: set CHATCLI_ENCRYPTION_KEY to its key (nothing was read "
@@ -246,6 +251,10 @@ def check_store_key(path: Path, key: bytes | None) -> None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
+        # The first start with a key, or a check file lost: a check written now under a key the
+        # files already sealed do not open would seal the store under two keys for good.
+        if _opens_sealed(sealer_for(key), sealed_files()) is False:
+            raise wrong_key from None
         try:
             atomic_write(path, sealer_for(key).seal(CHECK_TEXT, "check", path.name))
         except OSError:
@@ -264,8 +273,62 @@ def check_store_key(path: Path, key: bytes | None) -> None:
     try:
         sealer_for(key).open(data, "check", path.name, "the store's key check")
     except SealError:
-        raise SealError(f"CHATCLI_ENCRYPTION_KEY is not the key this store ({home}) is sealed with; nothing was "
-                        "read or written (chatcli storage rekey changes the key)") from None
+        raise wrong_key from None
+
+
+_TRIES = 3  # sealed files (or journal lines) a key must fail to open before it is refused
+
+
+def _opens_sealed(sealer: Sealer, files: Iterable[tuple[str, str, Path]]) -> bool | None:
+    """Whether the key opens one of the first sealed files among `files`; None when none of them
+    is sealed. A few tries, not one: a crash may have cut the last line of a journal short."""
+    failed = 0
+    for kind, name, path in files:
+        try:
+            opened = _open_journal(sealer, name, path) if kind == "journal" else _open_file(sealer, kind, name, path)
+        except OSError:  # gone meanwhile, or not ours to read: it proves nothing either way
+            continue
+        if opened is None:
+            continue
+        if opened:
+            return True
+        failed += 1
+        if failed == _TRIES:
+            break
+    return False if failed else None
+
+
+def _open_file(sealer: Sealer, kind: str, name: str, path: Path) -> bool | None:
+    """Whether the key opens a whole sealed file (None: it is plaintext). Of a session in the
+    appendable envelope, only its snapshot is read and opened, not the turns after it."""
+    with open(path, "rb") as handle:
+        data = handle.read(SESSION_HEADER)
+        if not is_sealed(data):
+            return None
+        snapshot = session_layout(data) if kind == "session" else None
+        data += handle.read() if snapshot is None else handle.read(snapshot - len(data))
+    try:
+        sealer.open(data, kind, name, path.name)
+        return True
+    except SealError:
+        return False
+
+
+def _open_journal(sealer: Sealer, transcript_id: str, path: Path) -> bool | None:
+    """Whether the key opens one of a journal's first whole sealed lines (None: it has none)."""
+    failed, offset = 0, 0
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.startswith(LINE_PREFIX) and line.endswith(b"\n"):
+                try:
+                    sealer.open_line(line[:-1], transcript_id, offset)
+                    return True
+                except SealError:
+                    failed += 1
+                    if failed == _TRIES:
+                        break
+            offset += len(line)
+    return False if failed else None
 
 
 _SEALERS: dict[bytes, Sealer] = {}
