@@ -20,11 +20,12 @@ from repl_driver import plain
 from chatcli.commands.builtin import build_registry
 from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
+from chatcli.core.session import SessionData
 from chatcli.engine import records, sessions
 from chatcli.engine.conversation import Conversation
 from chatcli.store.home import Home
 from chatcli.store.journal import Journal
-from chatcli.store.sessions import SessionStore
+from chatcli.store.sessions import SessionError, SessionStore
 
 LONG_ANSWER = "Long answer. " + "y" * 800  # about 200 tokens
 
@@ -159,6 +160,18 @@ def test_damage_to_the_last_line_of_a_sealed_journal_is_said_too(env):
     ("tool_calls", ["x"], "'tool_calls' must be a list of objects, not a list holding a string"),
     ("tool_call_id", 7, "'tool_call_id' must be a string, not a number (7)"),
     ("content", {"a": 1}, "'content' must be a string or a list of parts, not an object"),
+    # a tool call an OpenAI-compatible API refuses with HTTP 400 at every later turn
+    ("tool_calls", [{"id": 1, "function": "x"}], "tool_calls[0]: 'id' must be a string, not a number (1)"),
+    ("tool_calls", [{"id": "1", "function": "x"}],
+     "tool_calls[0] must name its function: a string 'name', or a 'function' object with a string 'name'"),
+    ("tool_calls", [{"id": "1", "name": "f", "arguments": 5}],
+     "tool_calls[0]: 'arguments' must be an object, a string or null, not a number (5)"),
+    ("tool_calls", [{"id": "1", "name": "f", "arguments": {}, "raw": 3}],
+     "tool_calls[0]: 'raw' must be a string, not a number (3)"),
+    ("tool_calls", [{"id": "1", "name": "f", "arguments": {}}, {"id": "2", "function": {"name": 7}}],
+     "tool_calls[1]: 'function' must have a string 'name', not a number (7)"),
+    ("tool_calls", [{"id": "1", "type": "function", "function": {"name": "f", "arguments": [1]}}],
+     "tool_calls[0]: the function's 'arguments' must be a string or an object, not a list holding a number"),
 ])
 def test_a_message_field_of_the_wrong_type_is_refused_on_load_naming_file_and_position(
         openai_env, sessions_dir, workdir, field, value, says):
@@ -347,6 +360,47 @@ def test_big_integers_in_unknown_fields_round_trip_exactly(env, sessions_dir, wo
     assert document["chat_history"][0]["meta"] == {"n": -9223372036854775809}
     reading = Journal(settings.home / "transcripts", document["transcript_id"]).read()
     assert reading.events[0]["message"]["x_id"] == 123456789012345678901234567890
+
+
+def test_an_integer_past_a_double_in_an_unknown_field_loads_and_is_written_back_as_written(sessions_dir):
+    # orjson refuses such a document ("number is infinity when parsed as double"); Python's json reads it
+    sessions_dir.mkdir(parents=True)
+    huge = "9" * 401
+    (sessions_dir / "huge.json").write_text(f'{{"version": 2, "huge": {huge}, "chat_history": '
+                                            f'[{{"role": "user", "content": "hi", "x": [-{huge}]}}]}}')
+    store = SessionStore(sessions_dir)
+    data, _ = store.load("huge")
+    assert data.extra["huge"] == int(huge) and data.history[0].extra["x"] == [-int(huge)]
+    data.history.append(Message("assistant", "hello"))
+    store.save("huge", data)
+    written = (sessions_dir / "huge.json").read_text()
+    assert f'"huge":{huge},' in written and f'"x":[-{huge}]' in written
+    again, _ = store.load("huge")
+    assert again.extra["huge"] == int(huge) and [m.content for m in again.history] == ["hi", "hello"]
+
+
+def test_an_integer_of_more_digits_than_python_reads_is_refused_in_one_line(sessions_dir):
+    sessions_dir.mkdir(parents=True)
+    path = sessions_dir / "vast.json"
+    path.write_text('{"version": 2, "vast": ' + "9" * 5000 + ', "chat_history": []}')
+    before = path.read_bytes()
+    store = SessionStore(sessions_dir)
+    with pytest.raises(SessionError) as caught:
+        store.load("vast")
+    assert str(caught.value) == (f"session 'vast' ({path}) holds an integer of more than 4300 digits, more than "
+                                 "Python reads; the file was left untouched")
+    with pytest.raises(SessionError):
+        store.save("vast", SessionData())
+    assert path.read_bytes() == before
+
+
+def test_a_float_past_a_double_is_still_not_valid_json(sessions_dir):
+    # 1e400 has no value a JSON reader keeps: written back it would be "Infinity", which no reader takes
+    sessions_dir.mkdir(parents=True)
+    path = sessions_dir / "inf.json"
+    path.write_text('{"version": 2, "x": 1e400, "chat_history": []}')
+    with pytest.raises(SessionError, match=r"is not valid JSON \(line 1, column 21\); the file was left untouched"):
+        SessionStore(sessions_dir).load("inf")
 
 
 # -- 9. smaller ones ----------------------------------------------------------------------------

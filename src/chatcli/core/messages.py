@@ -311,9 +311,18 @@ def field_problem(data: dict[str, Any]) -> str | None:
     """What is wrong with the fields of a message dict that chatcli acts on, or None. A file saying
     `"tool_calls": 5` is refused when read, not turned into a failure of every later turn."""
     content, tool_calls, tool_call_id = data.get("content"), data.get("tool_calls"), data.get("tool_call_id")
-    if tool_calls is not None and (tool_calls.__class__ is not list
-                                   or any(call.__class__ is not dict for call in tool_calls)):
-        return f"'tool_calls' must be a list of objects, not {_shape(tool_calls)}"
+    if tool_calls is not None:
+        if tool_calls.__class__ is not list:
+            return f"'tool_calls' must be a list of objects, not {_shape(tool_calls)}"
+        for index, call in enumerate(tool_calls):
+            if call.__class__ is not dict:
+                return f"'tool_calls' must be a list of objects, not {_shape(tool_calls)}"
+            if (call.get("name").__class__ is str and call.get("arguments").__class__ is dict
+                    and call.get("id").__class__ is str and "raw" not in call and "function" not in call):
+                continue  # the stored shape, as chatcli writes it: one look at each field
+            problem = _call_problem(call)
+            if problem:
+                return f"tool_calls[{index}]{problem}"
     if tool_call_id is not None and tool_call_id.__class__ is not str:
         return f"'tool_call_id' must be a string, not {_shape(tool_call_id)}"
     if content is not None and content.__class__ is not str and content.__class__ is not list:
@@ -321,13 +330,41 @@ def field_problem(data: dict[str, Any]) -> str | None:
     return None
 
 
+def _call_problem(call: dict[str, Any]) -> str | None:
+    """What is wrong with one tool call's shape, or None: the id must be text (or absent), and the
+    function named as Go ChatCLI and chatcli store it (a string `name`) or as Chat Completions does
+    (a `function` object with a string `name`). A call of any other shape is sent as one that an
+    OpenAI-compatible API refuses (HTTP 400) at every later turn, so the file is refused instead."""
+    name, arguments = call.get("name"), call.get("arguments")
+    if "id" in call and call["id"].__class__ is not str:
+        return f": 'id' must be a string, not {_shape(call['id'])}"
+    function = call.get("function")
+    if function.__class__ is dict:
+        if function.get("name").__class__ is not str:
+            return f": 'function' must have a string 'name', not {_shape(function.get('name'))}"
+        inner = function.get("arguments")
+        if "arguments" in function and inner.__class__ is not str and inner.__class__ is not dict:
+            return f": the function's 'arguments' must be a string or an object, not {_shape(inner)}"
+        return None
+    if name.__class__ is not str:
+        return " must name its function: a string 'name', or a 'function' object with a string 'name'"
+    if arguments is not None and arguments.__class__ is not dict and arguments.__class__ is not str:
+        return f": 'arguments' must be an object, a string or null, not {_shape(arguments)}"
+    if "raw" in call and call["raw"].__class__ is not str:
+        return f": 'raw' must be a string, not {_shape(call['raw'])}"
+    return None
+
+
+_NOTHING = object()
+
+
 def _shape(value: Any) -> str:
     """How a JSON value of the wrong type is named in an error: 'a number (5)'."""
     names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
              dict: "an object"}
     if value.__class__ is list:
-        odd = next((item for item in value if item.__class__ is not dict), None)
-        return f"a list holding {names.get(odd.__class__, 'null')}"
+        odd = next((item for item in value if item.__class__ is not dict), _NOTHING)
+        return "a list" if odd is _NOTHING else f"a list holding {names.get(odd.__class__, 'null')}"
     shown = repr(value) if value.__class__ in (bool, int, float) else ""
     return names.get(value.__class__, "null") + (f" ({shown[:20]})" if shown else "")
 

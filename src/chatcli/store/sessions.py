@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import stat
+import sys
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -209,6 +210,45 @@ def _before_torn_append(raw: bytes, exc) -> tuple[object | None, int]:
     return document, position
 
 
+# What orjson says of a number a double cannot hold (an integer of 310 digits, say, or 1e400).
+_NUMBER_TOO_BIG = "number is infinity when parsed as double"
+
+
+class _TooManyDigits(ValueError):
+    """An integer longer than Python converts (sys.get_int_max_str_digits)."""
+
+
+def _parse_exactly(raw: bytes) -> tuple[object | None, int]:
+    """The document of a file orjson refused for the size of a number, parsed by the json module
+    (integers of any size, up to the interpreter's digit limit, come back as written), and where
+    it ends: the end of the file, or of a document an append stopped after (`_before_torn_append`).
+    None for what is still not JSON: NaN, Infinity, or a float past a double (1e400 would be
+    written back as Infinity, which no JSON reader takes)."""
+    from chatcli.core.messages import holds_infinite_number
+
+    try:
+        text = raw.decode("utf-8")
+        start = len(text) - len(text.lstrip())
+        document, end = json.JSONDecoder(parse_constant=_refuse_constant).raw_decode(text, start)
+    except json.JSONDecodeError:
+        return None, 0
+    except ValueError as exc:  # the only other ValueError json raises: the interpreter's digit limit
+        if "digits" in str(exc):
+            raise _TooManyDigits(str(exc)) from None
+        return None, 0
+    if holds_infinite_number(document):
+        return None, 0
+    if text[end:].strip():  # more after the document: only an append cut short may leave that
+        if not text[:end].endswith("]}") or not _appends_fit(document):
+            return None, 0
+        return document, len(text[:end].encode("utf-8"))
+    return document, len(raw)
+
+
+def _refuse_constant(name: str) -> None:
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
+
+
 class SessionStore:
     """Session files in `root`. With a master key (CHATCLI_ENCRYPTION_KEY) every file written is
     sealed (store.seal), sealed files are opened, and the listing caches beside the directory
@@ -300,12 +340,19 @@ class SessionStore:
             document = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             document, cut = _before_torn_append(raw, exc)
+            if document is None and _NUMBER_TOO_BIG in str(exc):  # an integer past a double: parse exactly
+                try:
+                    document, cut = _parse_exactly(raw)
+                except _TooManyDigits:
+                    raise SessionError(f"session '{name}' ({home.session_path(self.root, name)}) holds an integer "
+                                       f"of more than {sys.get_int_max_str_digits()} digits, more than Python "
+                                       "reads; the file was left untouched") from None
             if document is None:
                 where = f" (line {exc.lineno}, column {exc.colno})" if getattr(exc, "lineno", None) else ""
                 kind = "is empty" if not raw.strip() else f"is not valid JSON{where}"
                 raise SessionError(f"session '{name}' ({home.session_path(self.root, name)}) {kind}; the file was left "
                                    "untouched") from None
-            torn = True
+            torn = cut < len(raw)
         session = _document()
         try:
             data = session.decode_session(document)
