@@ -8,7 +8,9 @@ import http.client
 import json
 import re
 import signal
+import socket
 import sqlite3
+import struct
 import subprocess
 import threading
 import time
@@ -188,6 +190,58 @@ def test_odd_signatures_and_timestamps_are_refused_in_one_line(gateway_env, open
     finally:
         daemon.stop()
     assert "Traceback" not in daemon.process.stderr.read()
+
+
+def signed_headers(body: bytes) -> dict[str, str]:
+    stamp = str(int(time.time()))
+    return {"X-Chatcli-Timestamp": stamp, "X-Chatcli-Signature": signature(SECRET, stamp, body)}
+
+
+def test_a_body_nested_too_deeply_is_refused_in_one_line_and_its_id_is_not_spent(gateway_env, openai_server):
+    daemon = Daemon(gateway_env, *WEBHOOK)
+    try:
+        body = b'{"sender": "alice", "text": "hi", "id": "d-1", "more": ' + b"[" * 100_000
+        status, answer, connection = raw_post(daemon, signed_headers(body), body)
+        assert (status, answer, connection) == (400, {"error": "the body is not JSON (it is nested too deeply)"},
+                                                "close")
+        assert openai_server.requests == []
+        assert say(daemon, "hi", id="d-1") == (200, {"reply": "You said: hi"})  # the id was not spent
+    finally:
+        daemon.stop()
+    assert daemon.process.stderr.read() == ""
+
+
+def reset(sock) -> None:
+    """Close `sock` as a client that goes away does: at once, with a reset."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def test_a_client_that_goes_away_is_one_quiet_line_in_the_log(gateway_env, openai_server):
+    log = Path(gateway_env["CHATCLI_HOME"]) / "logs" / "gateway.log"
+    daemon = Daemon(gateway_env, *WEBHOOK)
+    url = urllib.parse.urlsplit(daemon.url)
+    try:
+        body = json.dumps({"sender": "alice", "text": "slow", "id": "g-1"}).encode()
+        head = "".join(f"{name}: {value}\r\n" for name, value in signed_headers(body).items())
+        openai_server.reply("a slow ", "answer", delay=1.0)
+        gone = socket.create_connection((url.hostname, url.port), timeout=10)  # before the answer
+        gone.sendall(f"POST /message HTTP/1.1\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode() + body)
+        openai_server.wait_for_requests(1)
+        reset(gone)
+        cut = socket.create_connection((url.hostname, url.port), timeout=10)  # in the middle of its body
+        cut.sendall(f"POST /message HTTP/1.1\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode() + body[:10])
+        time.sleep(0.2)
+        reset(cut)
+        assert wait_until(lambda: log.read_text().count("closed its connection") == 2), log.read_text()
+        assert say(daemon, "still here") == (200, {"reply": "You said: still here"})
+    finally:
+        daemon.stop()
+    assert daemon.process.stderr.read() == ""
+    lines = [line for line in log.read_text().splitlines() if "closed its connection" in line]
+    assert all(line.endswith("webhook: a client closed its connection before its answer (ConnectionResetError)")
+               or line.endswith("webhook: a client closed its connection before its answer (BrokenPipeError)")
+               for line in lines), lines
 
 
 def test_an_allow_list_entry_that_admits_nobody_stops_the_daemon_in_one_line(gateway_env):

@@ -214,3 +214,42 @@ def test_a_repeated_listing_is_printed_from_its_rendering_until_the_directory_ch
     assert "second" in run_chatcli("session", "list", env=env, cwd=workdir).stdout
     assert json.loads(run_chatcli("session", "list", "--json", env=env, cwd=workdir).stdout)[0]["name"] in (
         "first", "second")
+
+
+def test_session_search_on_an_index_that_cannot_be_written_searches_without_it(env, workdir):
+    """The index is a cache: when it cannot be opened (here `index` is a file, so nothing can be
+    made under it, root included), the sessions are read directly, said once in one line."""
+    make_session(env, "herons", "where do herons nest?", "by the north pond")
+    make_session(env, "deploy", "when does the freeze end?", "Friday")
+    index = Path(env["CHATCLI_HOME"]) / "index"
+    index.write_text("not a directory")
+    result = run_chatcli("session", "search", "herons", "nest", env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("herons  (") and "#1 user …where do herons nest?…" in result.stdout
+    assert "deploy" not in result.stdout
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("chatcli: warning: the search index cannot be written (")
+    assert result.stderr.endswith("): searching without it\n")
+    assert index.read_text() == "not a directory"
+
+
+def test_session_search_on_a_read_only_home_searches_without_the_index(env, tmp_path):
+    """CHATCLI_HOME on a tmpfs remounted read-only in a private mount namespace (root ignores
+    file modes, so a chmod would not do)."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"]).returncode != 0:
+        pytest.skip("no private mount namespace here")
+    home = tmp_path / "ro" / ".chatcli"
+    home.mkdir(parents=True)
+    env["CHATCLI_HOME"] = str(home)
+    session = '{"version": 2, "chat_history": [{"role": "user", "content": "where do herons nest?"}]}'
+    script = (f"mount -t tmpfs -o size=1m tmpfs {home} && mkdir {home}/sessions && "
+              f"printf '%s' '{session}' > {home}/sessions/herons.json && mount -o remount,ro {home} && "
+              f"{CHATCLI} session search herons --json; echo rc=$?")
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.stdout.endswith("rc=0\n"), result.stderr
+    rows = json.loads(result.stdout.removesuffix("rc=0\n"))
+    assert [(row["session"], [hit["pos"] for hit in row["hits"]]) for row in rows] == [("herons", [1])]
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert "the search index cannot be written (" in result.stderr
+    assert result.stderr.endswith("): searching without it\n")

@@ -5,6 +5,8 @@ REPL's conversation is bound as web-<id> and leaves no autosave copy."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import re
 import shutil
@@ -86,3 +88,44 @@ def test_the_web_conversation_is_bound_and_leaves_no_autosave(repl_env, workdir,
     finally:
         repl.close()
     assert sorted(p.name for p in sessions_dir.glob("*.json")) == [f"{name}.json"]  # no autosave copy
+
+
+def cookie_for(view) -> str:
+    """The Cookie header the page's browser sends: its one-time link traded for the cookie."""
+    connection = http.client.HTTPConnection("127.0.0.1", view.port, timeout=10)
+    try:
+        connection.request("GET", view.link().split(str(view.port), 1)[1])
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 303
+        return response.getheader("Set-Cookie").split(";")[0]
+    finally:
+        connection.close()
+
+
+def api_get(view, path: str, cookie: str) -> tuple[int, dict]:
+    """An API call as the page makes it (no browser needed to see a status and its JSON)."""
+    connection = http.client.HTTPConnection("127.0.0.1", view.port, timeout=10)
+    try:
+        connection.request("GET", path, headers={"Cookie": cookie})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def test_a_search_that_is_not_utf8_is_refused_in_one_line(env):
+    from chatcli.engine.webview import WebView
+
+    saved(env, "heron-notes", ("Where do herons nest?", "By the north pond."))
+    view = WebView(Conversation(Settings.load(env)))
+    try:
+        cookie = cookie_for(view)
+        status, answer = api_get(view, "/api/search?q=%ff%ff", cookie)
+        assert (status, answer) == (400, {"error": "the query is not valid UTF-8"})
+        status, answer = api_get(view, "/api/search?q=%21%21", cookie)  # no word in it
+        assert (status, answer) == (400, {"error": "nothing to search for: give one or more words"})
+        status, answer = api_get(view, "/api/search?q=h%C3%A9rons", cookie)  # UTF-8 still searches
+        assert status == 200 and [group["name"] for group in answer["groups"]] == ["heron-notes"]
+    finally:
+        view.stop()

@@ -98,7 +98,8 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
                 sys.stderr.write(f"chatcli: note: exported {rec.source}\n")
             out.write(records.exported(rec, path, args.format) + "\n")
             return 0
-        groups = records.search_sessions(settings, store, " ".join(args.query))
+        groups = records.search_sessions(settings, store, " ".join(args.query),
+                                         notice=lambda line: sys.stderr.write(f"chatcli: warning: {line}\n"))
         if args.json:
             rows = [{"session": g.name, "score": g.score, "hits": [{"pos": pos, "role": role, "snippet": snip}
                                                                    for pos, role, snip in g.hits]}

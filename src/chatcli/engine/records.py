@@ -24,7 +24,7 @@ from chatcli.core.session import SessionData
 from chatcli.store.atomic import atomic_write
 from chatcli.store.home import Home
 from chatcli.store.journal import ID_RE, Journal, JournalError
-from chatcli.store.search import SearchIndex
+from chatcli.store.search import SearchError, SearchIndex
 from chatcli.store.sessions import SessionStore
 
 FORMATS = ("md", "jsonl")
@@ -278,15 +278,22 @@ def _sessions_to_index(store: SessionStore, rows: dict[str, list] | None = None)
 
 
 def search_sessions(settings: Settings, store: SessionStore, query: str, sessions: int = 10,
-                    per_session: int = 3, hidden: Callable[[str], bool] | None = None) -> list[SessionHits]:
+                    per_session: int = 3, hidden: Callable[[str], bool] | None = None,
+                    notice: Callable[[str], None] = lambda _line: None) -> list[SessionHits]:
     """Ranked search across all saved sessions (not their system prompts): BM25 over messages,
     accent- and case-folded; grouped by session, best first, recent sessions breaking ties.
     `hidden`: sessions the searcher may not see (Conversation.hidden), left out of the hits (the
-    index itself covers every session, whoever searches)."""
+    index itself covers every session, whoever searches). The index is a cache: when it cannot
+    be opened or written (a read-only home), every session is read and ranked in memory, slower,
+    and `notice` is told so in one line."""
     rows = store.entries()  # the catalog, read once: its stamps, then the hits' times
     current, read = _sessions_to_index(store, rows)
-    hits = search_index(settings).search_sessions(current, read, query, sessions * 4 if hidden else sessions,
-                                                  per_session)
+    wanted = sessions * 4 if hidden else sessions
+    try:
+        hits = search_index(settings).search_sessions(current, read, query, wanted, per_session)
+    except (SearchError, OSError) as exc:
+        notice(f"the search index cannot be written ({_reason(exc)}): searching without it")
+        hits = SearchIndex(None).search_sessions(current, read, query, wanted, per_session)
     grouped: dict[str, SessionHits] = {}
     for hit in hits:
         if hidden is not None and hidden(hit.source):
@@ -299,6 +306,12 @@ def search_sessions(settings: Settings, store: SessionStore, query: str, session
             group.hits.append((hit.pos, hit.role, hit.snippet))
     ranked = sorted(grouped.values(), key=lambda g: (round(g.score, 6), -g.mtime))
     return ranked[:sessions]
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror.lower()}" if exc.filename else exc.strerror.lower()
+    return str(exc).removeprefix("search index ")  # SearchError names the index first
 
 
 def format_session_hits(groups: list[SessionHits]) -> str:

@@ -23,7 +23,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from chatcli.core.errors import ChatcliError
+from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.names import NAME_RE
 from chatcli.engine import records
 
@@ -104,8 +104,11 @@ class WebView:
         if headers.get("Host", "") not in (f"127.0.0.1:{self.port}", f"localhost:{self.port}"):
             return 403, "text/plain; charset=utf-8", b"wrong host", {}
         url = urlsplit(path)
-        query = parse_qs(url.query)
-        token = (query.get("token") or [""])[0]
+        try:
+            query: dict[str, list[str]] | None = parse_qs(url.query, errors="strict")
+        except UnicodeDecodeError:  # refused once the cookie is checked: a stranger learns nothing more
+            query = None
+        token = (query or {}).get("token", [""])[0]
         if url.path == "/" and token:
             with self.lock:
                 valid = token in self.tokens
@@ -120,6 +123,8 @@ class WebView:
                 "Location": "/", "Set-Cookie": f"{COOKIE}{self.port}={cookie}; HttpOnly; SameSite=Strict; Path=/"}
         if not self._allowed(headers.get("Cookie", "")):
             return 403, "text/plain; charset=utf-8", b"Open the link /web printed in chatcli (it works once).", {}
+        if query is None:
+            return 400, "application/json", _json({"error": "the query is not valid UTF-8"}), {}
         if url.path == "/":
             nonce = secrets.token_urlsafe(12)
             return 200, "text/html; charset=utf-8", PAGE.replace("NONCE", nonce).encode("utf-8"), {
@@ -134,7 +139,10 @@ class WebView:
             return self._reply(self._session(name, int(before) if before.isdigit() else None))
         if url.path == "/api/search":
             words = (query.get("q") or [""])[0].strip()
-            return self._reply(self._search(words))
+            try:
+                return self._reply(self._search(words))
+            except UsageError as exc:  # no word to search for: what the page sent is wrong, not the server
+                return 400, "application/json", _json({"error": str(exc)}), {}
         return 404, "application/json", _json({"error": "not found"}), {}
 
     def _allowed(self, cookie_header: str) -> bool:

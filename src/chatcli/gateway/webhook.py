@@ -17,7 +17,8 @@ REPLAY_WINDOW of now; an id is answered once per sender, and ids are remembered 
 window, so a captured request replayed later is refused or ignored. A request whose answer a
 killed daemon never finished is answered when it is sent again (the same id). The principal
 is `webhook:<sender>`. A connection that sent something wrong is closed, and one that sends
-nothing for TIMEOUT seconds too.
+nothing for TIMEOUT seconds too; a client that closes its own before the answer is one line in
+the log.
 """
 
 from __future__ import annotations
@@ -79,9 +80,16 @@ class WebhookServer:
             def log_message(self, *args) -> None:  # requests are not logged: they may quote what was sent
                 pass
 
-            def do_POST(self) -> None:
+            def handle(self) -> None:
                 try:
-                    status, payload = adapter.answer(self.path, self.headers, self._body())
+                    super().handle()
+                except ConnectionError as exc:  # the client went away: nobody is left to answer
+                    adapter.log(f"webhook: a client closed its connection before its answer ({type(exc).__name__})")
+
+            def do_POST(self) -> None:
+                body = self._body()  # a client gone while sending it is handle()'s to say
+                try:
+                    status, payload = adapter.answer(self.path, self.headers, body)
                 except Exception as exc:  # noqa: BLE001 - one line to the client and the log, not a traceback
                     adapter.log(f"webhook: a request failed: {type(exc).__name__}: {exc}")
                     status, payload = 500, {"error": f"the gateway failed: {type(exc).__name__}: {exc}"}
@@ -134,6 +142,8 @@ class WebhookServer:
             message = json.loads(body)
         except ValueError:
             return 400, {"error": "the body is not JSON"}
+        except RecursionError:  # the parser recurses once per level: deeper than Python's stack
+            return 400, {"error": "the body is not JSON (it is nested too deeply)"}
         if not isinstance(message, dict) or not all(isinstance(message.get(k), str) and message.get(k)
                                                      for k in ("sender", "text", "id")):
             return 400, {"error": "the body needs the strings 'sender', 'text' and 'id'"}
