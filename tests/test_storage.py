@@ -98,6 +98,39 @@ def test_a_ttl_of_zero_keeps_everything_while_the_backstop_still_counts(openai_e
         repl.close()
 
 
+def exited_pid() -> int:
+    """The pid of a process that has run and been reaped: no live process has it (for now)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def planted(path: Path, age: float = 120) -> Path:
+    """A file last modified `age` seconds ago: past the minute a writer is given to settle."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{")
+    os.utime(path, (time.time() - age, time.time() - age))
+    return path
+
+
+def test_the_start_up_sweep_removes_temporary_files_whose_writer_is_dead(openai_env, env, workdir, chatcli_home,
+                                                                          sessions):
+    dead = exited_pid()
+    transcripts = chatcli_home / "transcripts"
+    lost = [planted(sessions / f".autosave-20261201-090000.json.{dead}.0123456789ab.tmp"),
+            planted(transcripts / f".t-killed.jsonl.{dead}.abcdef012345.tmp")]
+    in_flight = planted(sessions / f".project.json.{os.getpid()}.fedcba987654.tmp")  # its writer is alive
+    not_ours = [planted(sessions / f".project.json.{dead}.tmp"),  # not chatcli's temporary name
+                planted(transcripts / f"notes.{dead}.0123456789ab.tmp")]
+    repl = Repl(openai_env, "m", cwd=workdir)
+    try:
+        assert wait_for(lambda: not any(path.exists() for path in lost)), [p.name for p in lost if p.exists()]
+        assert in_flight.exists()
+        assert all(path.exists() for path in not_ours)
+    finally:
+        repl.close()
+
+
 def test_the_backstop_keeps_the_newest_n(env, sessions):
     env["CHATCLI_SESSION_AUTOSAVE_KEEP"] = "3"
     for i in range(6):

@@ -129,7 +129,7 @@ def rule(storage: Storage, store: str) -> str:
         unseen = f"unbound senders not seen for {ttl} (their mirror gone), " if settings.session_ttl_days else ""
         return (f"the gateway's senders, bindings and threads; on demand only: {unseen}delivery records older "
                 f"than {retention.describe_days(DELIVERY_KEEP / retention.DAY)}; bound senders kept")
-    return "removed on demand once their writer is gone"
+    return "removed at start-up and on demand once their writer is gone (or after an hour)"
 
 
 def prune(storage: Storage, *, only: str | None, apply: bool, limit: int | None) -> Result:

@@ -13,7 +13,8 @@ from chatcli.core.names import GATEWAY_PREFIX, RESERVED_PREFIXES
 
 DAY = 86_400.0
 
-# Why a file would be removed. The first three run at start-up; the rest only on demand.
+# Why a file would be removed. TTL, the count backstop and lost temporary files apply at start-up
+# too; the rest only on demand.
 TTL = "TTL"
 BACKSTOP = "count backstop"
 SIZE_CAP = "size cap"

@@ -14,7 +14,7 @@ from chatcli.config.settings import Settings
 
 
 def sweep(settings: Settings) -> None:
-    """Remove what the start-up rules (TTL, count backstop, size caps) remove now."""
+    """Remove what the start-up rules (TTL, count backstop, lost temporary files) remove now."""
     from chatcli.store.storage import Storage
 
     Storage(settings).sweep()

@@ -28,7 +28,8 @@ session under its lock), so a session another surface wrote in the meantime surv
 | conversation hub| hub.db rows (the chat gateway)          | on demand only: unbound senders unseen for    |
 |                 |                                         | the session TTL, their mirror gone; delivery  |
 |                 |                                         | records past DELIVERY_KEEP. Bindings stay     |
-| temporary files | .*.tmp left by interrupted atomic writes | on demand, once their writer is gone          |
+| temporary files | .*.tmp left by interrupted atomic writes | start-up and on demand, once their writer is  |
+|                 |                                         | gone (or after an hour)                       |
 """
 
 from __future__ import annotations
@@ -202,8 +203,9 @@ class Storage:
     # -- what the rules would remove -----------------------------------------------------
     def plan(self, *, on_demand: bool = True, only: str | None = None, record: bool = False) -> Plan:
         """Everything the rules remove now. At start-up (`on_demand=False`) only the sessions' and
-        journals' TTL and count rules apply; the recall store and the hub (which a sweep must open),
-        orphans, test bursts and lost temporary files wait for a request.
+        journals' TTL and count rules apply, and lost temporary files go (the same rule as on demand:
+        a killed write leaves one, and nothing else would remove it); the recall store and the hub
+        (which a sweep must open), orphans and test bursts wait for a request.
         Planning writes nothing unless `record` lets it refresh the listing catalog (a sweep
         does; a dry run must leave every byte as it was)."""
         plan = Plan([])
@@ -215,7 +217,7 @@ class Storage:
                 self._plan_journals(plan, sessions, on_demand=on_demand)
         if "recall" in wanted and on_demand:  # the seed sweeps the recall store on demand only
             self._plan_recall(plan)
-        if "temp" in wanted and on_demand:
+        if "temp" in wanted:
             self._plan_temp(plan)
         if "hub" in wanted and on_demand:  # never at start-up (SPEC §10: the hub is swept on demand)
             self._plan_hub(plan)
@@ -389,6 +391,8 @@ class Storage:
                                          retention.SIZE_CAP))
 
     def _plan_temp(self, plan: Plan) -> None:
+        """A lost temporary file: its writer (the pid in its name) is gone, or it is too old for any
+        write to still need it. A pid a live process holds counts as alive, whoever holds it."""
         for path, st, pid in self._temp_files():
             age = self.now - st.st_mtime
             if age > TEMP_MAX_AGE or (age > SETTLE and not process_alive(pid)):
@@ -629,7 +633,7 @@ class Storage:
             applied.kept.append((removal, "changed or in use since the plan"))
 
     def sweep(self) -> Applied:
-        """The start-up sweep: TTL, count and size rules only, then a fresh pointer to the newest
+        """The start-up sweep: TTL and count rules and lost temporary files, then a fresh pointer to the newest
         session (the REPL names it at start-up) if the one it had was removed."""
         applied = self.apply(self.plan(on_demand=False, record=True))
         if any(removal.session for removal in applied.removed) and self.sessions.latest() is None:
