@@ -572,3 +572,52 @@ def test_rekey_keeps_a_read_only_session_read_only(env, workdir):
     assert oct(path.stat().st_mode & 0o777) == "0o400"
     data, _ = Home(settings.home, base64.b64decode(new_key)).sessions().load("frozen")
     assert data.history[0].content == "keep me"
+
+
+def _planted(home: Path, kind: str, data: dict) -> Path:
+    """Where session `linked` keeps a file of `kind` that chatcli writes in place."""
+    if kind == "journal":
+        return home / "transcripts" / f"{data['transcript_id']}.jsonl"
+    if kind == "costs":
+        return home / "costs" / f"{data['cost_ref']}.jsonl"
+    return home / "sessions" / ".linked.lock"
+
+
+@pytest.mark.parametrize("target", ["existing", "missing"])
+@pytest.mark.parametrize("kind", ["journal", "costs", "lock"])
+def test_a_journal_cost_snapshot_or_lock_that_is_a_symbolic_link_is_never_followed(openai_env, openai_server,
+                                                                                    tmp_path, workdir, kind, target):
+    home = Path(openai_env["CHATCLI_HOME"])
+    first = run_chatcli("--session", "linked", "-p", "hi", env=openai_env, cwd=workdir)
+    assert first.returncode == 0, first.stderr
+    data = json.loads((home / "sessions" / "linked.json").read_text())
+    planted = _planted(home, kind, data)
+    outside = tmp_path / "outside.txt"
+    if target == "existing":
+        outside.write_text("not chatcli's\n")
+    planted.unlink(missing_ok=True)
+    planted.symlink_to(outside)
+
+    turn_ = run_chatcli("--session", "linked", "-p", "hi again", env=openai_env, cwd=workdir)
+    if target == "existing":
+        assert outside.read_text() == "not chatcli's\n"
+    else:
+        assert not outside.exists()
+    assert planted.is_symlink()
+    refusals = [line for line in turn_.stderr.splitlines() if "symbolic link" in line]
+    if kind == "lock":  # the session's write is refused, as for a linked session file
+        assert turn_.returncode == 1 and len(refusals) == 1, turn_.stderr
+        assert f"cannot write {planted}: a symbolic link (to {outside})" in refusals[0]
+    elif kind == "journal":  # the turn goes on; the journal's write fails with a notice
+        assert turn_.returncode == 0 and "You said: hi again" in turn_.stdout, turn_.stderr
+        assert len(refusals) == 1, turn_.stderr
+        assert f"transcript journal {data['transcript_id']}: cannot write {planted}: a symbolic link" in refusals[0]
+    else:  # a cost line is best effort: the turn goes on, the snapshot is not written
+        assert turn_.returncode == 0 and "You said: hi again" in turn_.stdout, turn_.stderr
+    if kind == "costs":
+        from chatcli.store.costs import CostStore, Line
+
+        with pytest.raises(OSError) as refused:
+            CostStore(home / "costs").add(data["cost_ref"], Line(0.0, "linked", "p", "m", 1, 1, False, None))
+        assert str(planted) in str(refused.value) and "a symbolic link" in str(refused.value)
+        assert "\n" not in str(refused.value)

@@ -82,3 +82,14 @@ def test_redaction_keeps_ordinary_prose():
     assert redact_secrets(text) == text
     assert redact_secrets("Authorization: Bearer abcdefghijklmnopqrstuvwxyz") == "Authorization: Bearer [REDACTED]"
     assert redact_secrets("AKIAABCDEFGHIJKLMNOP") == "[REDACTED]"
+
+
+def test_a_history_file_kept_as_a_link_elsewhere_is_written_through_the_link(tmp_path):
+    # HISTORY_FILE is the user's own, outside CHATCLI_HOME: a link into a dotfiles repository is
+    # theirs to keep (links inside CHATCLI_HOME are refused, not this one).
+    (tmp_path / "dotfiles").mkdir()
+    target = tmp_path / "dotfiles" / "chatcli_history"
+    target.write_text("")
+    (tmp_path / ".chatcli_history").symlink_to(target)
+    PromptHistory(tmp_path / ".chatcli_history", 1 << 20).append("hello")
+    assert "hello" in target.read_text() and (tmp_path / ".chatcli_history").is_symlink()

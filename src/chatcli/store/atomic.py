@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from pathlib import Path
 
 PRIVATE_DIR = 0o700
@@ -59,6 +60,38 @@ def unwritable(directory: Path, create: bool = True) -> str | None:
     except OSError as exc:
         return os_cause(exc)
     return None
+
+
+class RefusedFile(OSError):
+    """A path chatcli will not open in place: a symbolic link, a FIFO, a device (`open_in_home`)."""
+
+
+def open_in_home(path: Path | str, flags: int, mode: int = PRIVATE_FILE) -> int:
+    """An fd of a regular file chatcli reads or writes in place inside its home (a journal, a cost
+    snapshot, a lock file), opened without following a symbolic link at `path`: followed, a link
+    planted there would have chatcli append to, lock or create a file anywhere it may write.
+    A link raises RefusedFile (ELOOP) saying where it leads; anything but a regular file (a FIFO,
+    which O_NONBLOCK keeps from blocking the open, a device) raises RefusedFile too."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            try:
+                target = f" (to {os.readlink(path)})"
+            except OSError:
+                target = ""
+            raise RefusedFile(errno.ELOOP, f"a symbolic link{target}; chatcli does not follow links in its home "
+                                           "(move the link away, or copy the file there instead)", str(path)) from None
+        if exc.errno == errno.ENXIO:  # a FIFO opened to write, with no reader
+            raise RefusedFile(errno.ENXIO, "not a regular file", str(path)) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RefusedFile(errno.EINVAL, "not a regular file", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def fsync_dir(path: Path) -> None:
@@ -125,10 +158,14 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE, durable: boo
         fsync_dir(path.parent)
 
 
-def append_line(path: Path, data: bytes, mode: int = PRIVATE_FILE) -> None:
-    """Append `data` in one write(2) with O_APPEND, then fsync: concurrent writers never interleave."""
+def append_line(path: Path, data: bytes, mode: int = PRIVATE_FILE, in_home: bool = True) -> None:
+    """Append `data` in one write(2) with O_APPEND, then fsync: concurrent writers never interleave.
+    A symbolic link or a FIFO at `path` is refused (`open_in_home`), unless the file is the user's
+    own outside CHATCLI_HOME (`in_home=False`: the prompt history, which a user may keep as a link
+    into a dotfiles repository)."""
     ensure_private_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    fd = open_in_home(path, flags, mode) if in_home else os.open(path, flags, mode)
     try:
         os.write(fd, data)
         os.fsync(fd)

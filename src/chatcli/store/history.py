@@ -36,7 +36,7 @@ class PromptHistory:
         text = redact_secrets(text)
         stamp = datetime.datetime.now().isoformat(sep=" ", timespec="milliseconds")
         block = f"\n# {stamp}\n" + "".join(f"+{line}\n" for line in text.split("\n"))
-        append_line(self.path, block.encode("utf-8"))
+        append_line(self.path, block.encode("utf-8"), in_home=False)  # HISTORY_FILE is the user's: a link is theirs
         if not self._mode_checked:  # a history file made elsewhere (0644, say) is made private
             os.chmod(self.path, 0o600)
             self._mode_checked = True

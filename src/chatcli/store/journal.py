@@ -20,7 +20,7 @@ from chatcli.core.errors import ChatcliError
 from chatcli.core.journal import FORK, MESSAGE, check_event, fork_line, rekey_earlier_hashes
 from chatcli.core.messages import dict_holds_inexact_number
 from chatcli.store import home
-from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir, os_cause
+from chatcli.store.atomic import atomic_write, ensure_private_dir, fsync_dir, open_in_home, os_cause
 from chatcli.store.bulk import gc_paused
 from chatcli.store.seal import LINE_PREFIX, SealError, sealer_for
 
@@ -260,7 +260,7 @@ class Journal:
     def read(self, offset: int = 0) -> Reading:
         """Every event from byte `offset` on (a missing journal reads as empty)."""
         try:
-            with open(self.path, "rb") as handle:
+            with open(open_in_home(self.path, os.O_RDONLY), "rb") as handle:
                 st = os.fstat(handle.fileno())
                 handle.seek(offset)
                 data = handle.read()
@@ -276,7 +276,7 @@ class Journal:
         """The journal's last event, the journal's size and its (device, inode), reading only its
         last `reach` bytes: None when that line is not a whole event of this journal."""
         try:
-            with open(self.path, "rb") as handle:
+            with open(open_in_home(self.path, os.O_RDONLY), "rb") as handle:
                 st = os.fstat(handle.fileno())
                 start = max(0, st.st_size - reach)
                 handle.seek(start)
@@ -322,9 +322,10 @@ class Journal:
 
     def _locked(self) -> int:
         """An fd of the journal, exclusively locked, that is still the file at its path (a rekey
-        may have replaced it while we waited for the lock)."""
+        may have replaced it while we waited for the lock). A link at its path is refused, never
+        followed (`open_in_home`)."""
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+            fd = open_in_home(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 held, current = os.fstat(fd), os.stat(self.path)

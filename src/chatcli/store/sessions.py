@@ -19,7 +19,7 @@ from pathlib import Path
 
 from chatcli.core.names import validate_name
 from chatcli.store import home
-from chatcli.store.atomic import PRIVATE_DIR, atomic_write, ensure_private_dir, os_cause
+from chatcli.store.atomic import PRIVATE_DIR, RefusedFile, atomic_write, ensure_private_dir, open_in_home, os_cause
 from chatcli.store.bulk import gc_paused
 from chatcli.store.catalog import Catalog, SessionInfo
 from chatcli.store.seal import SESSION_HEADER, SealError, is_sealed, sealer_for, session_layout
@@ -617,10 +617,13 @@ class SessionStore:
         while True:
             try:
                 try:
-                    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+                    fd = open_in_home(lock_path, os.O_RDWR | os.O_CREAT)
                 except FileNotFoundError:  # no sessions directory yet
                     ensure_private_dir(self.root)
-                    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+                    fd = open_in_home(lock_path, os.O_RDWR | os.O_CREAT)
+            except RefusedFile as exc:  # a link or a FIFO at the lock path: refused, as a linked session is
+                raise SessionError(f"session '{name}': cannot write {lock_path}: {os_cause(exc)}; nothing was "
+                                   "written") from None
             except OSError as exc:
                 raise self._error(name, exc, writing=True) from None
             try:
