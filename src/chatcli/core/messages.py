@@ -187,13 +187,14 @@ def parse_arguments(text: str) -> dict | None:
     import json
 
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=refuse_json_constant)
     except ValueError:
         return None
     return value if value.__class__ is dict and not holds_infinite_number(value) else None
 
 
-def _no_constant(name: str) -> None:
+def refuse_json_constant(name: str) -> None:
+    """A `parse_constant` for the json module: NaN and Infinity are not JSON (ValueError)."""
     raise ValueError(f"{name} is not JSON")
 
 

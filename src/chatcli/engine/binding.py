@@ -88,7 +88,7 @@ class Binding:
             return
         # Another session's file naming it (a file renamed by hand) keeps it: two sessions never
         # write one journal. Listing is cheap (the catalog), and this runs only for such files.
-        if any(info.transcript == remembered and info.name != name for info in self.conv.store.list()):
+        if any(row[5] == remembered and other != name for other, row in self.conv.store.entries().items()):
             return
         if continues(Home.of(self.conv.settings).journal(remembered), data.history):
             data.transcript_id = remembered

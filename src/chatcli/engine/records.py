@@ -21,7 +21,7 @@ from chatcli.core.errors import UsageError
 from chatcli.core.export import Entry, call_names, local_time, plain_block, to_markdown, to_trajectory, trajectory
 from chatcli.core.messages import Message
 from chatcli.core.session import SessionData
-from chatcli.store.atomic import atomic_write
+from chatcli.store.atomic import atomic_write, os_cause
 from chatcli.store.home import Home
 from chatcli.store.journal import ID_RE, Journal, JournalError
 from chatcli.store.search import SearchError, SearchIndex
@@ -309,8 +309,8 @@ def search_sessions(settings: Settings, store: SessionStore, query: str, session
 
 
 def _reason(exc: Exception) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.filename}: {exc.strerror.lower()}" if exc.filename else exc.strerror.lower()
+    if isinstance(exc, OSError):
+        return f"{exc.filename}: {os_cause(exc)}" if exc.filename else os_cause(exc)
     return str(exc).removeprefix("search index ")  # SearchError names the index first
 
 

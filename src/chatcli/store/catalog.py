@@ -328,6 +328,8 @@ class Catalog:
             document = {"version": 1, "journals": journals}
             atomic_write(self.journals_path, json.dumps(document, ensure_ascii=False, separators=(",", ":"))
                          .encode("utf-8"))
+            st = os.stat(self.journals_path)  # what we wrote is what the next look would read again
+            self._journals = ((st.st_ino, st.st_mtime_ns, st.st_size), journals)
         except OSError:
             pass  # best effort: without it, a session another program rewrites starts a new journal, as before
         finally:

@@ -224,12 +224,12 @@ def _parse_exactly(raw: bytes) -> tuple[object | None, int]:
     it ends: the end of the file, or of a document an append stopped after (`_before_torn_append`).
     None for what is still not JSON: NaN, Infinity, or a float past a double (1e400 would be
     written back as Infinity, which no JSON reader takes)."""
-    from chatcli.core.messages import holds_infinite_number
+    from chatcli.core.messages import holds_infinite_number, refuse_json_constant
 
     try:
         text = raw.decode("utf-8")
         start = len(text) - len(text.lstrip())
-        document, end = json.JSONDecoder(parse_constant=_refuse_constant).raw_decode(text, start)
+        document, end = json.JSONDecoder(parse_constant=refuse_json_constant).raw_decode(text, start)
     except json.JSONDecodeError:
         return None, 0
     except ValueError as exc:  # the only other ValueError json raises: the interpreter's digit limit
@@ -243,10 +243,6 @@ def _parse_exactly(raw: bytes) -> tuple[object | None, int]:
             return None, 0
         return document, len(text[:end].encode("utf-8"))
     return document, len(raw)
-
-
-def _refuse_constant(name: str) -> None:
-    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
 
 
 class SessionStore:
