@@ -154,6 +154,59 @@ def test_damage_to_the_last_line_of_a_sealed_journal_is_said_too(env):
     assert "skipped 1 damaged line(s)" in note
 
 
+# -- a flipped bit in the last sealed turn record of a session file ----------------------------
+def last_record(path: Path) -> tuple[int, int]:
+    """Where the last turn record of a sealed session file starts and ends."""
+    from chatcli.store.seal import session_layout
+
+    raw = path.read_bytes()
+    offset, start = session_layout(raw), None
+    while offset < len(raw):
+        start, offset = offset, offset + 4 + 12 + int.from_bytes(raw[offset: offset + 4], "big")
+    assert start is not None and offset == len(raw)
+    return start, len(raw)
+
+
+@pytest.mark.parametrize("where", ["length", "nonce", "text", "tag"])
+def test_a_flipped_bit_in_the_last_sealed_turn_record_is_damage_said_and_taken_back_from_the_journal(env, where):
+    env["CHATCLI_ENCRYPTION_KEY"] = key()
+    settings = Settings.load(env)
+    started(settings, "sealed", "q0", "q1")  # q1's turn is the last record appended to the file
+    path = settings.home / "sessions" / "sealed.json"
+    start, end = last_record(path)
+    position = {"length": start + 2, "nonce": start + 4 + 5, "text": (start + end) // 2, "tag": end - 1}[where]
+    raw = bytearray(path.read_bytes())
+    raw[position] ^= 0x10
+    path.write_bytes(bytes(raw))
+
+    later = Conversation(Settings.load(env), journal=True)
+    said = sessions.start(later, name="sealed")
+    taken = [line for line in said if "taken back from the session's journal" in line]
+    assert len(taken) == 1 and "its 2 message(s)" in taken[0], said
+    assert ("damaged" if where != "length" else "cut short") in taken[0]
+    assert [m.content for m in later.history] == ["q0", "re: q0", "q1", "re: q1"]
+    turn(later, "q2")  # the next write rewrites the file whole, the taken-back turn in it
+    reread, _ = SessionStore(settings.home / "sessions", settings.encryption_key).load("sealed")
+    assert [m.content for m in reread.history] == ["q0", "re: q0", "q1", "re: q1", "q2", "re: q2"]
+    assert reread.left_out == ""
+    again = Conversation(Settings.load(env), journal=True)  # said once: the file is whole again
+    assert not [line for line in sessions.start(again, name="sealed") if "taken back" in line or "damaged" in line]
+
+
+def test_a_damaged_sealed_turn_record_followed_by_one_that_opens_is_still_refused(env):
+    env["CHATCLI_ENCRYPTION_KEY"] = key()
+    settings = Settings.load(env)
+    started(settings, "sealed", "q0", "q1", "q2")
+    path = settings.home / "sessions" / "sealed.json"
+    before = path.read_bytes()
+    start, end = last_record(path)
+    raw = bytearray(before)
+    raw[start - 1] ^= 0x10  # the tag of q1's record: q2's record after it still opens
+    path.write_bytes(bytes(raw))
+    with pytest.raises(SessionError, match="a turn appended to it was altered"):
+        SessionStore(settings.home / "sessions", settings.encryption_key).load("sealed")
+
+
 # -- 3. fields of the wrong type in a session file -------------------------------------------
 @pytest.mark.parametrize("field,value,says", [
     ("tool_calls", 5, "'tool_calls' must be a list of objects, not a number (5)"),

@@ -36,6 +36,10 @@ class SessionData:
     appendable: bool = False
     # Set by the store: the file was read between the two steps of an append (see the store).
     torn: bool = False
+    # Set by the store: the file's last turn was left out of `history`, "cut" (an append a crash
+    # stopped) or "damaged" (a sealed turn record that fails authentication); its messages are
+    # taken back from the journal (engine.binding.Binding.take_back_turns).
+    left_out: str = ""
     # Set when read: some tool calls were in a shape Go ChatCLI cannot read (chatcli's earlier
     # string `arguments`, the Chat Completions `function`), so the file is rewritten whole in the
     # stored shape at the next write instead of being appended to.

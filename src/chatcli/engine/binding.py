@@ -52,10 +52,11 @@ class Binding:
         # loaded: what the conversation is kept in when it ends, instead of a second autosave.
         self.loaded_autosave: tuple[str, Stamp] | None = None
 
-    def bind(self, name: str | None, data: SessionData, stamp: Stamp | None) -> None:
+    def bind(self, name: str | None, data: SessionData, stamp: Stamp | None) -> list[str]:
         """Make `data` the live conversation, bound to `name` unless that is a machine-made session.
         Another session (new, loaded, saved under another name) asks again before commands and
-        writes: an "always" answer was given for the session it was given in."""
+        writes: an "always" answer was given for the session it was given in. Returns what the
+        user is told of the file as read (a last turn taken back from the journal)."""
         if name is None or name != self.name:
             self.conv.agent.always.clear()
         self.loaded_autosave = None
@@ -70,6 +71,42 @@ class Binding:
         self.take_back_journal(name, data)  # after note_file: the file does not name it (the next write does)
         if self.conv.transcript is not None:
             self.conv.transcript.attach(data.transcript_id)
+        return self.take_back_turns(name, data)
+
+    def take_back_turns(self, name: str | None, data: SessionData) -> list[str]:
+        """The file as read left its last turn out (`data.left_out`: an append a crash cut short,
+        or a sealed turn record that fails authentication). The journal, written before the
+        file at every turn, holds it: when the journal's live history is the file's followed by
+        more, those messages are put back, before the file is ever written again (the next
+        write rewrites it whole, with them). Said once, here."""
+        if not data.left_out:
+            return []
+        what = (f"session '{name}': its last turn record is damaged (it fails authentication)"
+                if data.left_out == "damaged" else f"session '{name}': the write of its last turn was cut short")
+        taken = self._journal_tail(data)
+        if not taken:
+            return [f"{what}; the file reads as it was before that turn (its journal holds nothing more)"]
+        self.conv.history.extend(taken)  # after bind counted the file's messages: these are written next
+        return [f"{what}; its {len(taken)} message(s) were taken back from the session's journal "
+                "(the file is written whole at the next write)"]
+
+    def _journal_tail(self, data: SessionData) -> list[Message]:
+        """The messages the session's journal has live after `data.history` (none when the journal
+        does not continue it exactly, or cannot be read whole)."""
+        from chatcli.core import journal as rules
+        from chatcli.core.errors import ChatcliError
+
+        if not data.transcript_id or not ID_RE.fullmatch(data.transcript_id):
+            return []
+        try:
+            state = rules.replay(Home.of(self.conv.settings).journal(data.transcript_id).read().events)
+        except (ChatcliError, OSError):
+            return []
+        hashes = rules.history_hashes(data.history)
+        if len(state.live) <= len(hashes) or state.live[: len(hashes)] != hashes:
+            return []
+        taken, missing = state.history(state.live[len(hashes):])
+        return [] if missing else taken
 
     def take_back_journal(self, name: str | None, data: SessionData) -> None:
         """Session `name`'s file as read (`data`) names no journal, but chatcli named one in it:

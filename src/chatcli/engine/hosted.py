@@ -72,9 +72,9 @@ class Mirror:
                 return sessions.attach(self.conv, attached).text
             except (SessionError, UsageError) as exc:
                 return f"{exc}; continuing from '{name}'"
-        self.conv.binding.bind(name, data, stamp)  # a machine session: loaded, never bound
+        taken = self.conv.binding.bind(name, data, stamp)  # a machine session: loaded, never bound
         self.conv.leave_transcript()  # a journal of its own, seeded from the mirror's
-        return f"Continued from '{name}' ({len(data.history)} messages)."
+        return " ".join([f"Continued from '{name}' ({len(data.history)} messages).", *taken])
 
     def write(self) -> list[str]:
         """Rewrite the mirror. A conversation attached to a session of the user's is written there

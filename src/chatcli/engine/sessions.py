@@ -171,25 +171,25 @@ def load(conv: Conversation, name: str) -> Bound:
         raise SessionNotFound(f"session '{name}' does not exist")  # as for any name it may not know
     data, stamp = conv.store.load(name)  # fails before anything in memory changes
     notes = _keep_unsaved(conv, f"'{name}'")
-    unbound = _bind_loaded(conv, name, data, stamp)
-    return Bound("loaded", name, len(data.history), unbound, (*notes, *_reattach(conv)))
+    unbound, taken = _bind_loaded(conv, name, data, stamp)
+    return Bound("loaded", name, len(data.history), unbound, (*notes, *taken, *_reattach(conv)))
 
 
-def _bind_loaded(conv: Conversation, name: str, data: SessionData, stamp) -> str | None:
+def _bind_loaded(conv: Conversation, name: str, data: SessionData, stamp) -> tuple[str | None, list[str]]:
     """Bind to a session just loaded, unless it is chatcli's own or must not be replaced (made
     read-only, a link): then it is continued unbound, in a copy of its journal. Returns why it
-    is not bound (Bound.unbound), or None."""
+    is not bound (Bound.unbound), or None, and what the user is told of the file as read."""
     protected = conv.store.protected(name)
     if protected:  # bind does this for a bound session; the copy continued here copies the journal too
         conv.binding.take_back_journal(name, data)
-    conv.binding.bind(None if protected else name, data, stamp)
+    taken = conv.binding.bind(None if protected else name, data, stamp)
     conv.binding.mark_loaded()
     if conv.session_name is not None:
-        return None
+        return None, taken
     conv.leave_transcript()  # continued unbound: not in its journal
     if not protected and name.lower().startswith(AUTOSAVE_PREFIX):
         conv.binding.loaded_autosave = (name, stamp)  # kept back in it at the end, not copied
-    return protected or "machine"
+    return protected or "machine", taken
 
 
 def _reattach(conv: Conversation) -> list[str]:
@@ -240,8 +240,8 @@ def attach(conv: Conversation, name: str) -> Bound:
             return Bound("created", name, len(data.history))
         data, stamp = store.load(name)
     notes = _keep_unsaved(conv, f"'{name}'")
-    unbound = _bind_loaded(conv, name, data, stamp)
-    return Bound("attached", name, len(data.history), unbound, (*notes, *_reattach(conv)))
+    unbound, taken = _bind_loaded(conv, name, data, stamp)
+    return Bound("attached", name, len(data.history), unbound, (*notes, *taken, *_reattach(conv)))
 
 
 def detach(conv: Conversation) -> Detached:

@@ -130,13 +130,18 @@ class Sealer:
     # sealed snapshot (the v2 document, history last); then one record per turn appended:
     # length (4), nonce (12), the sealed messages (JSON objects joined by commas), bound to the
     # session's name and the record's byte offset. Reading splices them into the history.
-    def open_session(self, data: bytes, name: str, what: str) -> tuple[bytes, bool]:
-        """(the document, whether turns can be appended to the file as it is). A last record cut
-        short or failing to open is a turn whose append a crash stopped: left out (the next
-        write rewrites the file whole). Any other record that fails to open is an alteration."""
+    def open_session(self, data: bytes, name: str, what: str) -> tuple[bytes, bool, str]:
+        """(the document, whether turns can be appended to the file as it is, what was left out
+        of it: "" nothing, "cut" or "damaged"). Records are
+        read in order; when one fails to open and no record after it opens, the file's tail is
+        left out: "cut" when its length runs past the end of the file (an append a crash cut
+        short, or a flipped bit in that length), "damaged" when the bytes are all there and fail
+        authentication. Their messages are in the journal (engine.binding takes them back), and
+        the next write rewrites the file whole. A record that fails to open with one that opens
+        after it is an alteration: the file is refused."""
         body = data[len(MAGIC):]
         if body[:1] != bytes([APPENDABLE]):
-            return self.open(data, "session", name, what), False
+            return self.open(data, "session", name, what), False, ""
         head = len(MAGIC) + 1 + SALT + 8 + NONCE
         salt = data[len(MAGIC) + 1: len(MAGIC) + 1 + SALT]
         length = int.from_bytes(data[len(MAGIC) + 1 + SALT: len(MAGIC) + 1 + SALT + 8], "big")
@@ -144,29 +149,39 @@ class Sealer:
             raise SealError(f"{what} is sealed but truncated; the file was left untouched")
         document = self._open(salt, data[head - NONCE: head], data[head: head + length], "session",
                               _aad("session", name), what)
-        turns, offset, whole = [], head + length, True
+        turns, offset, left_out = [], head + length, ""
         cipher = self._cipher(salt, b"session")
         while offset < len(data):
-            size = int.from_bytes(data[offset: offset + 4], "big")
-            end = offset + 4 + NONCE + size
-            try:
-                if end > len(data) or size < TAG:
-                    raise ValueError
-                turns.append(cipher.decrypt(data[offset + 4: offset + 4 + NONCE], data[offset + 4 + NONCE: end],
-                                            _turn_aad(name, offset)))
-            except Exception as exc:  # noqa: BLE001 - InvalidTag, or a record cut short
-                if end >= len(data):  # the last one: an append a crash cut short
-                    whole = False
-                    break
-                raise SealError(f"{what} cannot be opened with CHATCLI_ENCRYPTION_KEY: a turn appended to it was "
-                                "altered; the file was left untouched") from exc
+            opened, end = self._open_record(cipher, data, offset, name)
+            if opened is None:
+                if any(self._open_record(cipher, data, later, name)[0] is not None
+                       for later in _record_offsets(data, end)):
+                    raise SealError(f"{what} cannot be opened with CHATCLI_ENCRYPTION_KEY: a turn appended to it "
+                                    "was altered; the file was left untouched")
+                left_out = "cut" if end > len(data) else "damaged"
+                break
+            turns.append(opened)
             offset = end
         if turns:
             if not document.endswith(b"]}"):
                 raise SealError(f"{what} is sealed in a shape this version does not know; the file was left untouched")
             comma = b"" if document.endswith(b"[]}") else b","
             document = document[:-2] + comma + b",".join(turns) + b"]}"
-        return document, whole
+        return document, not left_out, left_out
+
+    @staticmethod
+    def _open_record(cipher, data: bytes, offset: int, name: str) -> tuple[bytes | None, int]:
+        """The plaintext of the turn record at `offset` (None when it fails to open), and where
+        the record ends by its length."""
+        size = int.from_bytes(data[offset: offset + 4], "big")
+        end = offset + 4 + NONCE + size
+        if end > len(data) or size < TAG:
+            return None, end
+        try:
+            return cipher.decrypt(data[offset + 4: offset + 4 + NONCE], data[offset + 4 + NONCE: end],
+                                  _turn_aad(name, offset)), end
+        except Exception:  # noqa: BLE001 - InvalidTag: damaged, or not a record at all
+            return None, end
 
     def append_record(self, header: bytes, name: str, offset: int, plaintext: bytes) -> bytes:
         """The record of one appended turn for the session whose file starts with `header` (its
@@ -222,6 +237,13 @@ def session_layout(header: bytes) -> int | None:
     if len(header) < SESSION_HEADER or not header.startswith(MAGIC) or header[len(MAGIC)] != APPENDABLE:
         return None
     return SESSION_HEADER + int.from_bytes(header[len(MAGIC) + 1 + SALT: len(MAGIC) + 1 + SALT + 8], "big")
+
+
+def _record_offsets(data: bytes, offset: int):
+    """Where the turn records after `offset` start, by their lengths, as far as they fit."""
+    while offset + 4 + NONCE + TAG <= len(data):
+        yield offset
+        offset += 4 + NONCE + int.from_bytes(data[offset: offset + 4], "big")
 
 
 def _line_aad(transcript_id: str, offset: int) -> bytes:

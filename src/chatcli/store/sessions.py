@@ -265,11 +265,12 @@ class SessionStore:
         """Encryption is on: nothing derived from a session's content goes into a cache."""
         return self.key is not None
 
-    def _opened(self, name: str, raw: bytes) -> tuple[bytes, bool]:
+    def _opened(self, name: str, raw: bytes) -> tuple[bytes, bool, str]:
         """A session file's JSON bytes (as they are, or opened when sealed), and for a sealed
-        one whether turns can be appended to it as it is."""
+        one whether turns can be appended to it as it is and what of its tail was left out
+        (Sealer.open_session)."""
         if not is_sealed(raw):
-            return raw, False
+            return raw, False, ""
         if self.key is None:
             self.locked_out = True
             raise SessionError(f"session '{name}' is encrypted: set CHATCLI_ENCRYPTION_KEY to the key that sealed "
@@ -330,7 +331,7 @@ class SessionStore:
     def _decode(self, name: str, raw: bytes) -> SessionData:
         orjson = _json()
         plain = not is_sealed(raw)
-        raw, sealed_appendable = self._opened(name, raw)
+        raw, sealed_appendable, left_out = self._opened(name, raw)
         torn, cut = False, len(raw)
         try:
             document = orjson.loads(raw)
@@ -357,6 +358,7 @@ class SessionStore:
             # Written by this version (history last, nothing after it): a turn can be appended in
             # place. A file with an append cut short is rewritten whole at the next write.
             data.torn = torn
+            data.left_out = "cut" if torn else left_out
             data.appendable = (plain or sealed_appendable) and not torn and not data.reshaped \
                 and _appends_fit(document) and raw.endswith(b"]}")
             return data
