@@ -154,6 +154,48 @@ def test_damage_to_the_last_line_of_a_sealed_journal_is_said_too(env):
     assert "skipped 1 damaged line(s)" in note
 
 
+def sealed_line_kinds(path: Path, settings: Settings) -> list[str]:
+    """The event type of each line of a sealed journal, in order."""
+    from chatcli.store.seal import sealer_for
+
+    kinds, offset = [], 0
+    for line in path.read_bytes().split(b"\n")[:-1]:
+        kinds.append(json.loads(sealer_for(settings.encryption_key).open_line(line, path.stem, offset))["type"])
+        offset += len(line) + 1
+    return kinds
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "synced"])
+def test_damage_to_a_sealed_journal_s_checkpoint_or_synced_line_is_said_once_like_a_message_line(env, kind):
+    env["CHATCLI_ENCRYPTION_KEY"] = key()
+    settings = Settings.load(env)
+    conv = started(settings, "marks", "q0")
+    conv.checkpoint("q1")
+    turn(conv, "q1")
+    conv.checkpoint("q2")
+    turn(conv, "q2")
+    path = settings.home / "transcripts" / f"{conv.transcript.id}.jsonl"
+    kinds = sealed_line_kinds(path, settings)
+    flip_byte_in_line(path, kinds.index(kind))  # the first of its kind: a /rewind point, or a sync's record
+
+    later = Conversation(Settings.load(env), journal=True)
+    sessions.start(later, name="marks")
+    [note] = later.sync_transcript()  # no message was lost with it: said all the same
+    assert "skipped 1 damaged line(s)" in note
+    assert later.sync_transcript() == []  # once
+    if kind == "checkpoint":  # the /rewind point it held is gone, the other one is still there
+        assert [point.label for point in later.checkpoints] == ["q2"]
+    again = Conversation(Settings.load(env), journal=True)  # a later process: already said
+    sessions.start(again, name="marks")
+    assert again.sync_transcript() == []
+    again.history += [Message("user", "q3")]
+    assert again.sync_transcript() == []
+    reading = Journal(path.parent, path.stem, settings.encryption_key).read()
+    assert reading.damaged == 1
+    assert [e["message"]["content"] for e in reading.events if e["type"] == "message"] == [
+        "q0", "re: q0", "q1", "re: q1", "q2", "re: q2", "q3"]
+
+
 # -- a flipped bit in the last sealed turn record of a session file ----------------------------
 def last_record(path: Path) -> tuple[int, int]:
     """Where the last turn record of a sealed session file starts and ends."""
@@ -167,23 +209,25 @@ def last_record(path: Path) -> tuple[int, int]:
     return start, len(raw)
 
 
-@pytest.mark.parametrize("where", ["length", "nonce", "text", "tag"])
+@pytest.mark.parametrize("where", ["length", "length's low byte", "nonce", "text", "tag"])
 def test_a_flipped_bit_in_the_last_sealed_turn_record_is_damage_said_and_taken_back_from_the_journal(env, where):
     env["CHATCLI_ENCRYPTION_KEY"] = key()
     settings = Settings.load(env)
     started(settings, "sealed", "q0", "q1")  # q1's turn is the last record appended to the file
     path = settings.home / "sessions" / "sealed.json"
     start, end = last_record(path)
-    position = {"length": start + 2, "nonce": start + 4 + 5, "text": (start + end) // 2, "tag": end - 1}[where]
+    position = {"length": start + 2, "length's low byte": start + 3, "nonce": start + 4 + 5,
+                "text": (start + end) // 2, "tag": end - 1}[where]
     raw = bytearray(path.read_bytes())
-    raw[position] ^= 0x10
+    raw[position] ^= 0x10 if where != "length's low byte" else 0x01
     path.write_bytes(bytes(raw))
 
     later = Conversation(Settings.load(env), journal=True)
     said = sessions.start(later, name="sealed")
     taken = [line for line in said if "taken back from the session's journal" in line]
     assert len(taken) == 1 and "its 2 message(s)" in taken[0], said
-    assert ("damaged" if where != "length" else "cut short") in taken[0]
+    # A length made longer runs past the end of the file (as a crash's cut would); any other change is damage.
+    assert "damaged" in taken[0] or (where.startswith("length") and "cut short" in taken[0])
     assert [m.content for m in later.history] == ["q0", "re: q0", "q1", "re: q1"]
     turn(later, "q2")  # the next write rewrites the file whole, the taken-back turn in it
     reread, _ = SessionStore(settings.home / "sessions", settings.encryption_key).load("sealed")

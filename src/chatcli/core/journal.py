@@ -159,8 +159,19 @@ def checkpoint_line(time: str, label: str, command: bool = False) -> dict:
     return line
 
 
-def synced_line(count: int, last: str, dead: int) -> dict:
-    return {"v": VERSION, "type": SYNCED, "count": count, "last": last, "dead": dead}
+def synced_line(count: int, last: str, dead: int, damaged: int = 0) -> dict:
+    """`damaged`: how many lines of the journal were found damaged or out of place when this
+    was written, and said to the user: a later reader that finds no more says nothing."""
+    line = {"v": VERSION, "type": SYNCED, "count": count, "last": last, "dead": dead}
+    if damaged:
+        line["damaged"] = damaged
+    return line
+
+
+def damage_said(event: dict) -> int:
+    """The damaged-line count a `synced` event records as said (0 when it records none)."""
+    value = event.get("damaged", 0)
+    return value if value.__class__ is int and value > 0 else 0
 
 
 def checkpoints_line(items: list, time: str) -> dict:
@@ -328,5 +339,5 @@ def replay(events: Iterable[dict], upto: int | None = None) -> Replay:
 
 
 __all__ = ["CHECKPOINT", "CHECKPOINTS", "FORK", "MESSAGE", "REWRITE", "SYNCED", "VERSION", "checkpoint_line",
-           "checkpoints_line", "synced_line", "Replay", "before_introducing", "check_event", "content_digest", "fork_line",
+           "checkpoints_line", "synced_line", "Replay", "before_introducing", "check_event", "content_digest", "damage_said", "fork_line",
            "history_hashes", "message_line", "occurrence_counts", "plan_sync", "replay", "rewrite_line"]

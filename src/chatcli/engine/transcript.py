@@ -23,7 +23,7 @@ from chatcli.core import journal as rules
 from chatcli.core.errors import ChatcliError
 from chatcli.core.messages import History, Message
 from chatcli.store.home import Home
-from chatcli.store.journal import ID_RE, Journal, JournalError
+from chatcli.store.journal import ID_RE, Journal, JournalError, Reading
 
 
 # The size from which a journal's last `synced` line is trusted at the first sync after a load
@@ -74,7 +74,11 @@ class TranscriptSync:
         self._reset()
 
     def _reset(self) -> None:
-        self._damage_said = False
+        # Lines of the journal found damaged or out of place (as far as it was read), and how
+        # many of them a `synced` line records as said: more than said is said once, and the
+        # next `synced` line records it, so that later processes say nothing of it again.
+        self._damaged = self._stray = 0
+        self._damage_recorded = 0
         self._loaded = False  # the journal's state (live hashes, known set) has been read
         self._offset = 0
         self._identity: tuple[int, int] | None = None  # (device, inode) of the file we read
@@ -172,15 +176,16 @@ class TranscriptSync:
         """Why the last sync could not record what it should have (None when it did)."""
         return self._problem
 
-    def _damage_note(self, reading) -> list[str]:
-        """A journal whose skipped lines cost its record something (messages recorded again
-        from the live history) says so, once: later syncs and later processes find the record
-        whole and say nothing."""
-        if self._damage_said or not (reading.damaged or reading.stray):
+    def _damage_note(self) -> list[str]:
+        """Damage found in the journal (any kind of line: a message, a checkpoint, a `synced`
+        line) that no `synced` line records as said, said once."""
+        if self._damaged + self._stray <= self._damage_recorded:
             return []
-        self._damage_said = True
-        return [f"transcript journal {self.id}: skipped {reading.describe_skipped()} that cannot be read or do "
-                "not belong there; what they held was recorded again from this conversation, and recording goes on"]
+        self._damage_recorded = self._damaged + self._stray  # written with this sync's `synced` line
+        skipped = Reading(damaged=self._damaged, stray=self._stray).describe_skipped()
+        return [f"transcript journal {self.id}: skipped {skipped} that cannot be read or do not belong there; "
+                "any message they held was recorded again from this conversation (a /rewind point they held is "
+                "gone), and recording goes on"]
 
     def _trust(self, journal: Journal, history: Sequence[Message]) -> None:
         """Before the first sync after a load: when the journal's last line is the `synced` line
@@ -206,6 +211,8 @@ class TranscriptSync:
             self._base = 0
             return
         self._loaded, self._offset, self._identity = True, size, identity
+        self._damaged, self._stray = rules.damage_said(event), 0
+        self._damage_recorded = self._damaged
         self._hashes = self._live = []
         self._known, self._counts, self._dead, self._last = set(), {}, 0, last
         self._list, self._version = history, history.version
@@ -273,7 +280,6 @@ class TranscriptSync:
                 fresh, rewrite, hashes = range(n, n + len(tail)), False, None
                 count, last, dead = n + len(tail), tail[-1] if tail else self._last, self._dead
             else:
-                damage = None if self._loaded else append.new
                 self._absorb(append.new)
                 self._offset = append.new.end
                 if known is not None and len(known) == len(history):
@@ -286,10 +292,7 @@ class TranscriptSync:
                 tail = None
                 count, last = len(hashes), hashes[-1] if hashes else ""
                 dead = len(self._known) + len(fresh) - count
-                # The first sync after a load comes before the next turn's messages: whatever it
-                # records then, the damage had cost the record (said once: later ones find it whole).
-                if damage is not None and (rewrite or fresh):
-                    notes = self._damage_note(damage)
+            notes = self._damage_note()
             time = now_text()
             digest = (lambda i: tail[i - n]) if hashes is None else hashes.__getitem__
             events = [rules.message_line(digest(i), history[i], time) for i in fresh]
@@ -297,8 +300,8 @@ class TranscriptSync:
                 events.append(rules.rewrite_line(hashes, time, reason))
             events.extend(extra)
             recorded = self._base + len(self._known)  # message lines in the journal before these
-            if events:
-                events.append(rules.synced_line(count, last, dead))
+            if events or notes:  # damage said is recorded as said, even when nothing else is written
+                events.append(rules.synced_line(count, last, dead, self._damaged + self._stray))
                 append.write(events)
             self._offset = append.size
             self._identity = append.identity
@@ -363,6 +366,14 @@ class TranscriptSync:
 
     def _absorb(self, new) -> None:
         """Bring the journal's state up to date with events read (all of them, the first time)."""
+        said = [rules.damage_said(event) for event in new.events if event["type"] == rules.SYNCED]
+        if not self._loaded:
+            self._damaged, self._stray, self._damage_recorded = new.damaged, new.stray, (said[-1] if said else 0)
+        else:  # lines other writers appended: their damage adds up; their `synced` line may have said it
+            self._damaged += new.damaged
+            self._stray += new.stray
+            if said:
+                self._damage_recorded = max(self._damage_recorded, said[-1])
         if self._loaded and not new.events:
             return
         state = rules.Replay()

@@ -132,12 +132,12 @@ class Sealer:
     # session's name and the record's byte offset. Reading splices them into the history.
     def open_session(self, data: bytes, name: str, what: str) -> tuple[bytes, bool, str]:
         """(the document, whether turns can be appended to the file as it is, what was left out
-        of it: "" nothing, "cut" or "damaged"). Records are
-        read in order; when one fails to open and no record after it opens, the file's tail is
-        left out: "cut" when its length runs past the end of the file (an append a crash cut
-        short, or a flipped bit in that length), "damaged" when the bytes are all there and fail
-        authentication. Their messages are in the journal (engine.binding takes them back), and
-        the next write rewrites the file whole. A record that fails to open with one that opens
+        of it: "" nothing, "cut" or "damaged"). Records are read in order; the last one may fail
+        to open and be left out: "cut" when its length runs past the end of the file (an append
+        a crash cut short, or a flipped bit in that length), "damaged" when its bytes fail
+        authentication (its length, if that was what changed, then leaves bytes that are not
+        whole records). Its messages are in the journal (engine.binding takes them back), and
+        the next write rewrites the file whole. A record that fails to open with whole records
         after it is an alteration: the file is refused."""
         body = data[len(MAGIC):]
         if body[:1] != bytes([APPENDABLE]):
@@ -154,8 +154,7 @@ class Sealer:
         while offset < len(data):
             opened, end = self._open_record(cipher, data, offset, name)
             if opened is None:
-                if any(self._open_record(cipher, data, later, name)[0] is not None
-                       for later in _record_offsets(data, end)):
+                if end < len(data) and _records_reach_the_end(data, end):
                     raise SealError(f"{what} cannot be opened with CHATCLI_ENCRYPTION_KEY: a turn appended to it "
                                     "was altered; the file was left untouched")
                 left_out = "cut" if end > len(data) else "damaged"
@@ -239,11 +238,16 @@ def session_layout(header: bytes) -> int | None:
     return SESSION_HEADER + int.from_bytes(header[len(MAGIC) + 1 + SALT: len(MAGIC) + 1 + SALT + 8], "big")
 
 
-def _record_offsets(data: bytes, offset: int):
-    """Where the turn records after `offset` start, by their lengths, as far as they fit."""
+def _records_reach_the_end(data: bytes, offset: int) -> bool:
+    """Whether what follows `offset` is whole turn records by their lengths, ending with the
+    file: then the record before it was altered in place (its length is right), not a last
+    record whose length was damaged (what follows it is then the rest of its own bytes)."""
     while offset + 4 + NONCE + TAG <= len(data):
-        yield offset
-        offset += 4 + NONCE + int.from_bytes(data[offset: offset + 4], "big")
+        size = int.from_bytes(data[offset: offset + 4], "big")
+        if size < TAG:
+            return False
+        offset += 4 + NONCE + size
+    return offset == len(data)
 
 
 def _line_aad(transcript_id: str, offset: int) -> bytes:
