@@ -83,8 +83,8 @@ def test_a_rewritten_file_is_taken_as_it_is_and_our_turn_follows(make_conv):
 def test_interrupted_and_failed_turns_are_written_too(make_conv, openai_server):
     conv = make_conv()
     sessions.attach(conv, "k")
-    openai_server.reply(status=400, error="bad request")
-    with pytest.raises(Exception, match="HTTP 400"):
+    openai_server.reply(status=401, error="invalid key")  # the question waits for the key to be fixed
+    with pytest.raises(Exception, match="HTTP 401"):
         conv.send("my question")
     assert file_contents(conv, "k") == ["my question"]
 
@@ -96,6 +96,25 @@ def test_interrupted_and_failed_turns_are_written_too(make_conv, openai_server):
     assert result.interrupted
     document = json.loads(conv.store.path("k").read_text())
     assert document["chat_history"][-1] == {"role": "assistant", "content": "partial ", "meta": {"mode": "chat", "interrupted": True}}
+
+
+@pytest.mark.parametrize("status,error", [(400, "messages[1].tool_calls[0].function: field required"),
+                                          (422, "unprocessable"),
+                                          (500, "1 validation error: Input should be a valid string")])
+def test_a_question_whose_request_was_refused_as_malformed_is_not_appended(make_conv, openai_server, status, error):
+    conv = make_conv()
+    sessions.attach(conv, "m")
+    openai_server.reply("fine")
+    conv.send("first")
+    for attempt in range(3):  # every retry was appended to the file before: three stray questions
+        openai_server.reply(status=status, error=error)
+        with pytest.raises(Exception, match=f"HTTP {status}.*the message was not added to the conversation"):
+            conv.send(f"refused {attempt}")
+    assert file_contents(conv, "m") == ["first", "fine"]
+    assert [m.content for m in conv.history] == ["first", "fine"]
+    openai_server.reply("answered")
+    conv.send("next")
+    assert file_contents(conv, "m") == ["first", "fine", "next", "answered"]
 
 
 def test_create_refuses_a_name_taken_in_the_meantime(tmp_path):

@@ -21,3 +21,7 @@ class ConfigError(UsageError):
 
 class ProviderError(ChatcliError):
     """A model provider failed: bad key, unreachable host, HTTP error, timeout."""
+
+    # Set when the provider refused the request itself as malformed (HTTP 400, 413, 422, or a
+    # 500 reporting a validation error): the same request would be refused again.
+    refused_request = False

@@ -100,11 +100,22 @@ def run(
             notice(note)
     for note in conv.checkpoint(rewind_points.label_of(text)):
         notice(note)
-    conv.history.append(Message("user", text, meta=conv.agent.meta()))
+    question = Message("user", text, meta=conv.agent.meta())
+    conv.history.append(question)
     try:
         if refusal is not None:
             raise ProviderError(refusal)
         result = _answer(conv, on_text, notice, approve, stop)
+    except ProviderError as exc:
+        # A request refused as malformed would be refused again as it is: the question that
+        # went with it is not kept (each retry would add it once more to the session); a
+        # question whose turn had already got somewhere (an agent's tool calls) stays.
+        if exc.refused_request and conv.history and conv.history[-1] is question:
+            conv.history.pop()
+            exc = ProviderError(f"{exc}; the message was not added to the conversation")
+        for note in conv.sync_transcript() + conv.binding.write_through():
+            notice(note)
+        raise exc from None
     except BaseException:
         # The user's message is recorded even when the turn failed.
         for note in conv.sync_transcript() + conv.binding.write_through():

@@ -123,11 +123,14 @@ def post_stream(
             continue
         retried = f" after {attempt + 1} attempts" if attempt else ""
         hint = _status_hint(response.status)
-        raise ProviderError(
+        error = ProviderError(
             f"{provider}: HTTP {response.status} {response.reason}{retried}"
             + (f": {detail}" if detail else "")
             + (f" ({hint})" if hint else "")
         )
+        error.refused_request = response.status in (400, 413, 422) or (
+            response.status == 500 and bool(VALIDATION_ERROR.search(answer)))
+        raise error
 
 
 def iter_sse(provider: str, response: http.client.HTTPResponse, timeout: float) -> Iterator[tuple[str, str]]:
