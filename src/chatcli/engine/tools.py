@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from chatcli.config.providers import KEY_VARS
 from chatcli.core import agent as rules
 from chatcli.core.errors import ChatcliError
-from chatcli.engine import recall
+from chatcli.engine import confined, recall
 from chatcli.providers.base import Tool
 from chatcli.store.atomic import atomic_write, os_cause
 
@@ -88,6 +88,11 @@ class Workspace:
     def inside(self, real: str) -> bool:
         """Whether a resolved path is in the working directory or one CHATCLI_AGENT_DIRS adds."""
         return any(_within(real, str(allowed)) for allowed in (self.root, *self.extra))
+
+    def base(self, real: Path) -> Path | None:
+        """The allowed directory holding a resolved path (the deepest, when they nest), or None."""
+        holding = [allowed for allowed in (self.root, *self.extra) if _within(str(real), str(allowed))]
+        return max(holding, key=lambda allowed: len(allowed.parts), default=None)
 
     def check_root(self) -> None:
         """The whole file system, the home directory or one holding it is no project: file tools
@@ -391,9 +396,10 @@ def _stop(process) -> None:
         pass
 
 
-def _plan_write(path: Path, shown: str, before: str | None, after: str, tool: str) -> Plan:
+def _plan_write(workspace: Workspace, path: Path, shown: str, before: str | None, after: str, tool: str) -> Plan:
     """A write of `after` over `before` (None: a new file), asked with its diff. At run time the
-    file must still be as it was when the diff was made: what is written is what was approved."""
+    file must still be as it was when the diff was made, and where it was: what is written is
+    what was approved, in the place that was approved."""
     change = rules.diff(shown, before, after)
     added, removed = rules.diff_counts(change)
     if before == after:
@@ -404,20 +410,31 @@ def _plan_write(path: Path, shown: str, before: str | None, after: str, tool: st
     expected = None if before is None else before.encode("utf-8")
 
     def run() -> Outcome:
+        parent = None
         try:
-            now = path.read_bytes() if path.exists() else None
-        except OSError as exc:
-            now = exc
-        if now != expected:
-            return Outcome(f"error: {shown} changed after the diff was shown; nothing was written (read it again)",
-                           f"{tool} {shown}: not written, the file changed meanwhile", error=True)
-        try:
-            mode = path.stat().st_mode & 0o7777 if before is not None else 0o666 & ~UMASK
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, after.encode("utf-8"), mode=mode)
+            try:
+                again = workspace.resolve(str(path))
+            except ToolError:
+                again = None
+            if again != path or workspace.base(path) is None:  # the workspace rules, checked again
+                raise confined.Moved(confined.what_moved(workspace.show, path))
+            parent = confined.open_parent(workspace.base(path), path, workspace.show, create=expected is None)
+            mode = None if parent is None else confined.mode_if_unchanged(parent, path, expected, workspace.show,
+                                                                          0o666 & ~UMASK)
+            if mode is None:
+                return Outcome(f"error: {shown} changed after the diff was shown; nothing was written "
+                               "(read it again)", f"{tool} {shown}: not written, the file changed meanwhile",
+                               error=True)
+            atomic_write(Path(path.name), after.encode("utf-8"), mode=mode, dir_fd=parent)
+        except confined.Moved as exc:
+            return Outcome(f"refused: {exc} after the write was approved; nothing was written",
+                           f"{tool} {shown}: refused, {exc} after approval", error=True, refused=True)
         except OSError as exc:
             return Outcome(f"error: {shown} could not be written: {os_cause(exc)}",
                            f"{tool} {shown}: failed ({os_cause(exc)})", error=True)
+        finally:
+            if parent is not None:
+                os.close(parent)
         return Outcome(f"wrote {shown} (+{added} −{removed} lines)", f"{tool} {shown}: +{added} −{removed}")
 
     return Plan(rules.Approval(rules.WRITE, tool, title, change or "(no line changes)"), run)
@@ -459,7 +476,7 @@ def _plan_write_file(args: dict, ctx: Context) -> Plan:
     if any(parent.exists() and not parent.is_dir() for parent in path.parents):
         raise ToolError(f"a part of {shown}'s directory is a file")
     before = _read_text(path, shown, exact=True) if path.exists() else None
-    return _plan_write(path, shown, before, content, "write_file")
+    return _plan_write(ctx.workspace, path, shown, before, content, "write_file")
 
 
 def _plan_edit_file(args: dict, ctx: Context) -> Plan:
@@ -473,7 +490,7 @@ def _plan_edit_file(args: dict, ctx: Context) -> Plan:
         after = rules.apply_edit(before, old, new, bool(args.get("replace_all")))
     except ValueError as exc:
         raise ToolError(f"{shown}: {exc}") from None
-    return _plan_write(path, shown, before, after, "edit_file")
+    return _plan_write(ctx.workspace, path, shown, before, after, "edit_file")
 
 
 # -- the user's sessions -----------------------------------------------------------------------

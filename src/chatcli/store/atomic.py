@@ -124,15 +124,18 @@ def temp_name(target: str) -> str:
 
 
 def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE, durable: bool = True,
-                 times_ns: tuple[int, int] | None = None) -> None:
+                 times_ns: tuple[int, int] | None = None, dir_fd: int | None = None) -> None:
     """Replace `path` with `data` so that a crash leaves the old file or the new one, never a torn one.
 
     `durable=False` skips both fsyncs, for hints and caches that may be lost but never torn.
-    `times_ns` (access, modification) are set before the rename, so the new file never has others."""
-    ensure_private_dir(path.parent)
+    `times_ns` (access, modification) are set before the rename, so the new file never has others.
+    With `dir_fd`, `path` is a bare name in that open directory, which is neither made nor looked up
+    by path again: a writer that reached the directory without following links stays there."""
+    if dir_fd is None:
+        ensure_private_dir(path.parent)
     # A unique name beside the target (what tempfile.mkstemp does, without its import cost).
     tmp = path.with_name(temp_name(path.name))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode, dir_fd=dir_fd)
     try:
         os.fchmod(fd, mode)
         view = memoryview(data)
@@ -145,17 +148,23 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE, durable: boo
             os.fsync(fd)
         os.close(fd)
         fd = -1
-        os.replace(tmp, path)
+        if dir_fd is None:
+            os.replace(tmp, path)
+        else:
+            os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         if fd >= 0:
             os.close(fd)
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         except FileNotFoundError:
             pass
         raise
     if durable:
-        fsync_dir(path.parent)
+        if dir_fd is None:
+            fsync_dir(path.parent)
+        else:
+            os.fsync(dir_fd)
 
 
 def append_line(path: Path, data: bytes, mode: int = PRIVATE_FILE, in_home: bool = True) -> None:
