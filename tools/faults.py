@@ -435,6 +435,287 @@ def big_numbers(times: int) -> None:
         "nothing: they come back as written")
 
 
+def long_integers(times: int) -> None:
+    """Integers of up to the interpreter's 4,300 digits in fields chatcli does not know (past a
+    double from 310 digits), and longer ones."""
+    env = scratch_env()
+    settings = Settings.load(env)
+    rng = random.Random(43)
+    changed = refused_short = loaded_long = overwritten = 0
+    limit = sys.get_int_max_str_digits()
+    for i in range(times):
+        long = i % 4 == 3
+        digits = rng.randrange(limit + 1, limit + 2000) if long else rng.randrange(20, limit + 1)
+        number = str(rng.randrange(1, 10)) + "".join(rng.choice(string.digits) for _ in range(digits - 1))
+        with_number = json.dumps({"version": 2, "chat_history": [{"role": "user", "content": "x"}], "big": 0})
+        raw = with_number.replace('"big": 0', f'"big": {number}').encode()
+        path = Home.of(settings).sessions_dir / f"l{i}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(raw)
+        conv = Conversation(settings, journal=True)
+        try:
+            sessions.start(conv, name=f"l{i}")
+        except ChatcliError:
+            refused_short += not long
+            overwritten += path.read_bytes() != raw
+            continue
+        loaded_long += long
+        turn(conv, "more")
+        changed += f'"big": {number}'.encode() not in path.read_bytes().replace(b'"big":', b'"big": ')
+    row(f"integers of 20 to {limit:,} digits (past a double from 310) in fields chatcli does not know, re-saved; "
+        f"and longer ones", times, f"{changed} values changed; {refused_short} refused that Python reads; "
+        f"{overwritten} refused files changed", f"nothing for the first; past {limit:,} digits ({loaded_long} "
+        "loaded) one line naming the file and the limit, the file untouched")
+
+
+# -- the third campaign's findings, each in bulk ----------------------------------------------------
+def wrong_key_without_check(times: int) -> None:
+    """A wrong key while `key-check` is missing but sealed files exist (sessions and journals,
+    journals only, sessions only): refused before anything is written; the right key still opens."""
+    accepted = written = locked_out = 0
+    for i in range(times):
+        env = scratch_env(sealed=True)
+        settings = Settings.load(env)
+        journal_of(settings, "k", 2)
+        home = Path(env["CHATCLI_HOME"])
+        if i % 3 == 1:
+            for path in (home / "sessions").glob("*.json"):
+                path.unlink()
+        elif i % 3 == 2:
+            shutil.rmtree(home / "transcripts")
+        (home / "key-check").unlink(missing_ok=True)  # in-process writers never made it; the CLI does
+        before = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
+        wrong = dict(env, CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+        result = subprocess.run([CHATCLI, "session", "list"], env=wrong, capture_output=True, text=True)
+        accepted += result.returncode == 0
+        written += sorted(str(p.relative_to(home)) for p in home.rglob("*")) != before
+        right = subprocess.run([CHATCLI, "session", "list"], env=env, capture_output=True, text=True)
+        locked_out += right.returncode != 0
+    row("a wrong key while key-check is missing and sealed files exist (sessions and journals, journals only, "
+        "sessions only)", times, f"{accepted} wrong keys accepted; {written} runs wrote anything; {locked_out} "
+        "right keys refused afterwards", "one line: the key opens none of the sealed files; exit 1")
+
+
+def sealed_record_flips(times: int) -> None:
+    """One bit flipped at a random place of a sealed session file's last turn record."""
+    env = scratch_env(sealed=True)
+    settings = Settings.load(env)
+    store = SessionStore(Home.of(settings).sessions_dir, settings.encryption_key)
+    rng = random.Random(29)
+    lost = refused = unsaid = said_again = 0
+    for i in range(times):
+        name = f"r{i}"
+        journal_of(settings, name, 3)
+        path = Home.of(settings).sessions_dir / f"{name}.json"
+        raw = bytearray(path.read_bytes())
+        start = _last_record(bytes(raw))
+        raw[rng.randrange(start, len(raw))] ^= 1 << rng.randrange(8)
+        path.write_bytes(bytes(raw))
+        later = Conversation(Settings.load(env), journal=True)
+        try:
+            said = sessions.start(later, name=name)
+        except ChatcliError:
+            refused += 1
+            continue
+        unsaid += not any("taken back from the session's journal" in line for line in said)
+        turn(later, f"{name} after")
+        data, _ = store.load(name)
+        expected = [f"{name} q{t}" for t in range(3)] + [f"{name} after"]
+        lost += sum(1 for text in expected if text not in {m.content for m in data.history})
+        again = Conversation(Settings.load(env), journal=True)
+        said_again += any("taken back" in line for line in sessions.start(again, name=name))
+    row("one bit flipped at a random place of a sealed session file's last turn record", times,
+        f"{lost} messages; {refused} sessions refused; {unsaid} not said; {said_again} said again later",
+        "one line at load: the record is damaged (or, for a length made longer, cut short) and its messages were "
+        "taken back from the journal; the next write rewrites the file whole")
+
+
+def _last_record(raw: bytes) -> int:
+    from chatcli.store.seal import session_layout
+
+    offset = start = session_layout(raw)
+    while offset < len(raw):
+        start, offset = offset, offset + 16 + int.from_bytes(raw[offset: offset + 4], "big")
+    return start
+
+
+_BAD_CALLS = [[{"id": 1, "function": "x"}], [{"id": "1", "function": "x"}], [{"id": "1", "name": "f", "arguments": 5}],
+              [{"id": "1", "name": "f", "arguments": {}, "raw": 3}], [{"id": "1", "function": {"name": 7}}],
+              [{"id": "1", "type": "function", "function": {"name": "f", "arguments": [1]}}], [{"name": "f"}],
+              [{"id": "1"}], ["x"], [None]]
+
+
+def malformed_requests(times: int, server: FakeModelServer) -> None:
+    """Tool calls of no readable shape in session files; requests the API refuses as malformed."""
+    env = scratch_env()
+    env.update(LLM_PROVIDER="openai", OPENAI_API_KEY="x", OPENAI_BASE_URL=server.base_url, OPENAI_MODEL="m")
+    settings = Settings.load(env)
+    rng = random.Random(31)
+    loaded = changed = appended = 0
+    for i in range(times):
+        name = f"c{i}"
+        path = Home.of(settings).sessions_dir / f"{name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        raw = json.dumps({"version": 2, "chat_history": [
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": rng.choice(_BAD_CALLS)},
+            {"role": "tool", "content": "ok", "tool_call_id": "1"}]}).encode()
+        path.write_bytes(raw)
+        conv = Conversation(settings, journal=True)
+        try:
+            sessions.start(conv, name=name)
+            loaded += 1
+        except ChatcliError:
+            pass
+        changed += path.read_bytes() != raw
+        bound = Conversation(settings, journal=True)
+        sessions.start(bound, name=f"ok{i}")
+        for status in (400, 422, 400):
+            server.reply(status=status, error="messages[1].tool_calls[0]: field required")
+            try:
+                bound.send(f"refused {status}")
+            except ChatcliError:
+                pass
+        data, _ = SessionStore(Home.of(settings).sessions_dir).load(f"ok{i}")
+        appended += sum(1 for m in data.history if m.content.startswith("refused"))
+    row("tool calls of no readable shape in a session file; then three requests an API refuses as malformed "
+        "(HTTP 400, 422)", times, f"{loaded} such files loaded; {changed} files changed; {appended} refused "
+        "questions appended", "one line naming the file and the call; the API's error, followed by \"the message "
+        "was not added to the conversation\"")
+
+
+def links_in_home(times: int, server: FakeModelServer) -> None:
+    """The session's journal, cost snapshot or lock file replaced by a link to a file outside the
+    home (existing or not), then a turn."""
+    followed = lost = 0
+    kinds = ("journal", "costs", "lock")
+    for i in range(times):
+        env = scratch_env()
+        env.update(LLM_PROVIDER="openai", OPENAI_API_KEY="x", OPENAI_BASE_URL=server.base_url, OPENAI_MODEL="m")
+        home = Path(env["CHATCLI_HOME"])
+        subprocess.run([CHATCLI, "--session", "linked", "-p", "hi"], env=env, capture_output=True, check=True)
+        data = json.loads((home / "sessions" / "linked.json").read_text())
+        kind = kinds[i % 3]
+        planted = {"journal": home / "transcripts" / f"{data['transcript_id']}.jsonl",
+                   "costs": home / "costs" / f"{data.get('cost_ref')}.jsonl",
+                   "lock": home / "sessions" / ".linked.lock"}[kind]
+        outside = Path(env["HOME"]) / "outside.txt"
+        if i % 2:
+            outside.write_text("not chatcli's\n")
+        planted.unlink(missing_ok=True)
+        planted.symlink_to(outside)
+        result = subprocess.run([CHATCLI, "--session", "linked", "-p", "again"], env=env, capture_output=True,
+                                text=True)
+        followed += (outside.read_text() != "not chatcli's\n") if i % 2 else outside.exists()
+        lost += kind != "lock" and "You said: again" not in result.stdout
+    row("a session's journal, cost snapshot or lock file replaced by a link to a file outside the home, then a "
+        "turn", times, f"{followed} links followed (files outside written or created); {lost} answers lost",
+        "journal: one line, the turn goes on; cost snapshot: not written, the turn goes on; lock: the session's "
+        "write is refused in one line, as for a linked session file")
+
+
+def journal_mark_damage(times: int) -> None:
+    """One byte changed in a sealed journal's checkpoint or `synced` line."""
+    from chatcli.store.seal import sealer_for
+
+    env = scratch_env(sealed=True)
+    settings = Settings.load(env)
+    rng = random.Random(37)
+    unsaid = said_again = lost = 0
+    for i in range(times):
+        name = f"m{i}"
+        conv = Conversation(settings, journal=True)
+        sessions.start(conv, name=name)
+        for t in range(3):
+            conv.checkpoint(f"q{t}")
+            turn(conv, f"{name} q{t}")
+        path = settings.home / "transcripts" / f"{conv.transcript.id}.jsonl"
+        lines, offset, kinds = path.read_bytes().split(b"\n"), 0, []
+        for line in lines[:-1]:
+            kinds.append(json.loads(sealer_for(settings.encryption_key).open_line(line, path.stem, offset))["type"])
+            offset += len(line) + 1
+        at = rng.choice([k for k, kind in enumerate(kinds) if kind in ("checkpoint", "synced")])
+        line = bytearray(lines[at])
+        spot = rng.randrange(len("chatcli-sealed:") + 1, len(line))
+        line[spot] = ord("A") if line[spot] != ord("A") else ord("B")
+        lines[at] = bytes(line)
+        path.write_bytes(b"\n".join(lines))
+        later = Conversation(Settings.load(env), journal=True)
+        sessions.start(later, name=name)
+        notes = later.sync_transcript()
+        unsaid += not any("damaged" in note for note in notes)
+        turn(later, f"{name} after")
+        again = Conversation(Settings.load(env), journal=True)
+        sessions.start(again, name=name)
+        said_again += bool(again.sync_transcript())
+        recorded = {e["message"]["content"] for e in Journal(path.parent, path.stem, settings.encryption_key).read().events
+                    if e["type"] == "message"}
+        lost += sum(1 for m in later.history if m.content not in recorded)
+    row("one byte changed in a sealed journal's checkpoint or synced line", times,
+        f"{lost} messages; {unsaid} not said; {said_again} said again by a later process",
+        "one line at the next sync: \"skipped 1 damaged line(s)\" (a /rewind point it held is gone); the count "
+        "said is recorded, so later processes say nothing")
+
+
+def search_without_index(times: int) -> None:
+    """`session search` where the search index cannot be made (`index` is a file)."""
+    env = scratch_env()
+    settings = Settings.load(env)
+    failed = missed = noisy = 0
+    for i in range(times):
+        journal_of(settings, f"herons{i}", 1)
+    index = Path(env["CHATCLI_HOME"]) / "index"
+    shutil.rmtree(index, ignore_errors=True)
+    index.write_text("not a directory")
+    for i in range(times):
+        result = subprocess.run([CHATCLI, "session", "search", f"herons{i}", "q0"], env=env, capture_output=True,
+                                text=True)
+        failed += result.returncode != 0
+        missed += f"herons{i}" not in result.stdout
+        noisy += len(result.stderr.splitlines()) != 1
+    row("session search where the search index cannot be written (index/ a file; a read-only home in the suite)",
+        times, f"{failed} failed searches; {missed} sessions not found; {noisy} runs not saying it in one line",
+        "\"warning: the search index cannot be written (…): searching without it\", once")
+
+
+# A writer that rewrites a 2 MB session whole, again and again (a compaction, a rewind, a save).
+_REWRITER = """
+from chatcli.config.settings import Settings
+from chatcli.core.messages import Message
+from chatcli.core.session import SessionData
+from chatcli.store.home import Home
+from chatcli.store.sessions import SessionStore
+settings = Settings.load()
+store = SessionStore(Home.of(settings).sessions_dir)
+data = SessionData(history=[Message("user", "x" * 2000) for _ in range(1000)])
+print("ready", flush=True)
+while True:
+    store.write("rewritten", data)
+"""
+
+
+def temp_files_after_kills(times: int) -> None:
+    """Writers killed mid-turn leave temporary files; the start-up sweep removes those of dead writers."""
+    env = scratch_env(sealed=False)
+    home = Path(env["CHATCLI_HOME"])
+    rng = random.Random(41)
+    for _ in range(times):
+        proc = subprocess.Popen([sys.executable, "-c", _REWRITER], env=env, stdout=subprocess.PIPE)
+        proc.stdout.readline()
+        time.sleep(rng.uniform(0, 0.05))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    left = [p for p in home.rglob(".*.tmp")]
+    for path in left:  # the next start, a minute later (a temporary file younger may still be in use)
+        os.utime(path, (time.time() - 61, time.time() - 61))
+    from chatcli.engine import upkeep
+
+    upkeep.sweep(Settings.load(env))
+    after = [p for p in home.rglob(".*.tmp")]
+    row("temporary files left by writers killed mid-write, then the start-up sweep", times,
+        f"{len(after)} of {len(left)} temporary files left after the sweep", "nothing: the sweep at start-up "
+        "removes a temporary file whose writer is dead (once a minute old; any once an hour old)")
+
+
 def main() -> None:
     print("| fault | times | lost | what the user sees |\n|---|---:|---|---|", flush=True)
     with FakeModelServer("openai") as server:
@@ -450,6 +731,14 @@ def main() -> None:
         read_only_home(n(8), server)
         index_race(n(20))
         big_numbers(n(50))
+        long_integers(n(40))
+        wrong_key_without_check(n(12))
+        sealed_record_flips(n(100))
+        malformed_requests(n(30), server)
+        links_in_home(n(12), server)
+        journal_mark_damage(n(100))
+        search_without_index(n(10))
+        temp_files_after_kills(n(100))
 
 
 if __name__ == "__main__":
