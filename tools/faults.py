@@ -196,6 +196,17 @@ def concurrent(sealed: bool, rounds: int, server: FakeModelServer) -> None:
 
 
 # -- bytes altered on disk ------------------------------------------------------------------------
+def _change_a_byte(path: Path, at: int, rng: random.Random) -> None:
+    """One byte of line `at` of a sealed journal changed, within its base64 (still base64, no
+    longer authentic)."""
+    lines = path.read_bytes().split(b"\n")
+    line = bytearray(lines[at])
+    spot = rng.randrange(len("chatcli-sealed:") + 1, len(line))
+    line[spot] = ord("A") if line[spot] != ord("A") else ord("B")
+    lines[at] = bytes(line)
+    path.write_bytes(b"\n".join(lines))
+
+
 def sealed_journal_flips(times: int) -> None:
     env = scratch_env(sealed=True)
     settings = Settings.load(env)
@@ -204,13 +215,7 @@ def sealed_journal_flips(times: int) -> None:
     healed = 0
     for i in range(times):
         conv, path = journal_of(settings, f"s{i}", 4)
-        lines = path.read_bytes().split(b"\n")
-        at = rng.randrange(len(lines) - 1)
-        line = bytearray(lines[at])
-        spot = rng.randrange(len("chatcli-sealed:") + 1, len(line))
-        line[spot] = ord("A") if line[spot] != ord("A") else ord("B")
-        lines[at] = bytes(line)
-        path.write_bytes(b"\n".join(lines))
+        _change_a_byte(path, rng.randrange(path.read_bytes().count(b"\n")), rng)
         later = Conversation(Settings.load(env), journal=True)
         sessions.start(later, name=f"s{i}")
         turn(later, f"s{i} after")
@@ -629,16 +634,11 @@ def journal_mark_damage(times: int) -> None:
             conv.checkpoint(f"q{t}")
             turn(conv, f"{name} q{t}")
         path = settings.home / "transcripts" / f"{conv.transcript.id}.jsonl"
-        lines, offset, kinds = path.read_bytes().split(b"\n"), 0, []
-        for line in lines[:-1]:
+        offset, kinds = 0, []
+        for line in path.read_bytes().split(b"\n")[:-1]:
             kinds.append(json.loads(sealer_for(settings.encryption_key).open_line(line, path.stem, offset))["type"])
             offset += len(line) + 1
-        at = rng.choice([k for k, kind in enumerate(kinds) if kind in ("checkpoint", "synced")])
-        line = bytearray(lines[at])
-        spot = rng.randrange(len("chatcli-sealed:") + 1, len(line))
-        line[spot] = ord("A") if line[spot] != ord("A") else ord("B")
-        lines[at] = bytes(line)
-        path.write_bytes(b"\n".join(lines))
+        _change_a_byte(path, rng.choice([k for k, kind in enumerate(kinds) if kind in ("checkpoint", "synced")]), rng)
         later = Conversation(Settings.load(env), journal=True)
         sessions.start(later, name=name)
         notes = later.sync_transcript()
