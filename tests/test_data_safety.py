@@ -237,6 +237,21 @@ def test_a_flipped_bit_in_the_last_sealed_turn_record_is_damage_said_and_taken_b
     assert not [line for line in sessions.start(again, name="sealed") if "taken back" in line or "damaged" in line]
 
 
+def test_session_show_of_a_damaged_last_turn_record_shows_it_from_the_journal_and_says_so(env, workdir):
+    env["CHATCLI_ENCRYPTION_KEY"] = key()
+    settings = Settings.load(env)
+    started(settings, "sealed", "q0", "q1")
+    path = settings.home / "sessions" / "sealed.json"
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 1  # the last record's tag
+    path.write_bytes(bytes(raw))
+    shown = run_chatcli("session", "show", "sealed", env=env, cwd=workdir)
+    assert shown.returncode == 0, shown.stderr
+    assert "— 4 messages" in shown.stdout and "re: q1" in shown.stdout
+    assert shown.stderr.count("\n") == 1 and "its last turn record is damaged" in shown.stderr
+    assert path.read_bytes() == bytes(raw)  # shown, not written
+
+
 def test_a_damaged_sealed_turn_record_followed_by_one_that_opens_is_still_refused(env):
     env["CHATCLI_ENCRYPTION_KEY"] = key()
     settings = Settings.load(env)

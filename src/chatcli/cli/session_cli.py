@@ -70,6 +70,13 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
         out.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
     elif args.action == "show":
         data, _ = store.load(args.name)
+        if data.left_out:  # shown with its last turn, taken back from the journal (the file is left as it is)
+            from chatcli.engine.binding import taken_back
+
+            taken, notes = taken_back(load_settings(check_key=False), args.name, data)
+            data.history.extend(taken)
+            for note in notes:
+                sys.stderr.write(f"chatcli: warning: {note}\n")
         if args.json:
             from chatcli.core.session import encode_session
 

@@ -74,39 +74,11 @@ class Binding:
         return self.take_back_turns(name, data)
 
     def take_back_turns(self, name: str | None, data: SessionData) -> list[str]:
-        """The file as read left its last turn out (`data.left_out`: an append a crash cut short,
-        or a sealed turn record that fails authentication). The journal, written before the
-        file at every turn, holds it: when the journal's live history is the file's followed by
-        more, those messages are put back, before the file is ever written again (the next
-        write rewrites it whole, with them). Said once, here."""
-        if not data.left_out:
-            return []
-        what = (f"session '{name}': its last turn record is damaged (it fails authentication)"
-                if data.left_out == "damaged" else f"session '{name}': the write of its last turn was cut short")
-        taken = self._journal_tail(data)
-        if not taken:
-            return [f"{what}; the file reads as it was before that turn (its journal holds nothing more)"]
-        self.conv.history.extend(taken)  # after bind counted the file's messages: these are written next
-        return [f"{what}; its {len(taken)} message(s) were taken back from the session's journal "
-                "(the file is written whole at the next write)"]
-
-    def _journal_tail(self, data: SessionData) -> list[Message]:
-        """The messages the session's journal has live after `data.history` (none when the journal
-        does not continue it exactly, or cannot be read whole)."""
-        from chatcli.core import journal as rules
-        from chatcli.core.errors import ChatcliError
-
-        if not data.transcript_id or not ID_RE.fullmatch(data.transcript_id):
-            return []
-        try:
-            state = rules.replay(Home.of(self.conv.settings).journal(data.transcript_id).read().events)
-        except (ChatcliError, OSError):
-            return []
-        hashes = rules.history_hashes(data.history)
-        if len(state.live) <= len(hashes) or state.live[: len(hashes)] != hashes:
-            return []
-        taken, missing = state.history(state.live[len(hashes):])
-        return [] if missing else taken
+        """The last turn the file as read left out, put back from the journal (`taken_back`)
+        after bind counted the file's messages: they are written at the next write."""
+        taken, notes = taken_back(self.conv.settings, name, data)
+        self.conv.history.extend(taken)
+        return notes
 
     def take_back_journal(self, name: str | None, data: SessionData) -> None:
         """Session `name`'s file as read (`data`) names no journal, but chatcli named one in it:
@@ -339,3 +311,39 @@ class Binding:
             return []
         return [f"Session '{name}' is {stamp.size / 1e6:.1f} MB, above HISTORY_MAX_SIZE ({limit / 1e6:.1f} MB); "
                 "/compact would shrink it. Nothing was truncated."]
+
+
+def taken_back(settings, name: str | None, data: SessionData) -> tuple[list[Message], list[str]]:
+    """The file as read left its last turn out (`data.left_out`: an append a crash cut short,
+    or a sealed turn record that fails authentication). The journal, written before the file
+    at every turn, holds it: when the journal's live history is the file's followed by more,
+    those are the messages to put back, before the file is ever written again (the next write
+    rewrites it whole, with them). Returns them and the line that says so."""
+    if not data.left_out:
+        return [], []
+    what = (f"session '{name}': its last turn record is damaged (it fails authentication)"
+            if data.left_out == "damaged" else f"session '{name}': the write of its last turn was cut short")
+    taken = _journal_tail(settings, data)
+    if not taken:
+        return [], [f"{what}; the file reads as it was before that turn (its journal holds nothing more)"]
+    return taken, [f"{what}; its {len(taken)} message(s) were taken back from the session's journal "
+                   "(the file is written whole at the next write)"]
+
+
+def _journal_tail(settings, data: SessionData) -> list[Message]:
+    """The messages the session's journal has live after `data.history` (none when the journal
+    does not continue it exactly, or cannot be read whole)."""
+    from chatcli.core import journal as rules
+    from chatcli.core.errors import ChatcliError
+
+    if not data.transcript_id or not ID_RE.fullmatch(data.transcript_id):
+        return []
+    try:
+        state = rules.replay(Home.of(settings).journal(data.transcript_id).read().events)
+    except (ChatcliError, OSError):
+        return []
+    hashes = rules.history_hashes(data.history)
+    if len(state.live) <= len(hashes) or state.live[: len(hashes)] != hashes:
+        return []
+    taken, missing = state.history(state.live[len(hashes):])
+    return [] if missing else taken
