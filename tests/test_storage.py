@@ -220,7 +220,7 @@ def test_an_unknown_store_is_a_one_line_usage_error(env, workdir):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "chatcli: error: unknown store 'everything' (choose from: sessions, transcripts, recall, hub, costs, "
-        "memory, contexts, schedule, history, index, temp)"]
+        "memory, contexts, schedule, history, index, logs, temp)"]
 
 
 # -- the Conversation Hub (hub.db) ---------------------------------------------------------------

@@ -8,6 +8,7 @@ from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core import retention
 from chatcli.core.errors import UsageError
 from chatcli.core.terminal import printable
+from chatcli.store.home import LOG_BACKUPS
 from chatcli.store.storage import (
     DELIVERY_KEEP,
     LABELS,
@@ -125,6 +126,11 @@ def rule(storage: Storage, store: str) -> str:
         return f"the oldest prompts are dropped past {human_size(settings.history_max_size)} as you type"
     if store == "index":
         return "caches, rebuilt when missing"
+    if store == "logs":
+        logs = ", ".join(f"{printable(log.name)} ({_files(log.files)}, {human_size(log.size)})"
+                         for log in storage.logs()) or "none yet"
+        return (f"the servers' logs, each rotated past {human_size(settings.log_max_size)} keeping {LOG_BACKUPS} "
+                f"older copies (<log>.1 the newest), never pruned: {logs}")
     if store == "hub":
         unseen = f"unbound senders not seen for {ttl} (their mirror gone), " if settings.session_ttl_days else ""
         return (f"the gateway's senders, bindings and threads; on demand only: {unseen}delivery records older "
@@ -138,7 +144,8 @@ def prune(storage: Storage, *, only: str | None, apply: bool, limit: int | None)
     where = f" from {LABELS[only]}" if only else ""
     if not plan:
         if only in NEVER_PRUNED:
-            return Result(f"Nothing to remove: the {LABELS[only]} is never pruned ({rule(storage, only)}).")
+            be = "are" if LABELS[only].endswith("s") else "is"
+            return Result(f"Nothing to remove: the {LABELS[only]} {be} never pruned ({rule(storage, only)}).")
         examined = "everything examined" if plan.notes else "everything"
         return Result("\n".join([f"Nothing to remove{where}: {examined} is within its store's rules.",
                                  *(f"Note: {note}" for note in plan.notes)]))

@@ -27,6 +27,7 @@ DEFAULT_SESSION_TTL_DAYS = 90.0
 DEFAULT_AUTOSAVE_KEEP = 600
 DEFAULT_CCR_TTL_DAYS = 7.0
 DEFAULT_CCR_MAX_SIZE = 100 * 1024 * 1024
+DEFAULT_LOG_MAX_SIZE = 1024 * 1024
 DEFAULT_AUTO_COMPACT = 0.8
 DEFAULT_AGENT_MAX_STEPS = 25
 DEFAULT_AGENT_SHELL_TIMEOUT = 60.0
@@ -123,6 +124,9 @@ class Settings:
     # many days, and the oldest go when the store outgrows the cap.
     ccr_ttl_days: float = DEFAULT_CCR_TTL_DAYS
     ccr_max_size: int = DEFAULT_CCR_MAX_SIZE
+    # CHATCLI_LOG_MAX_SIZE: a server's log under CHATCLI_HOME/logs is rotated past this size
+    # (store.home.LOG_BACKUPS older copies are kept), so a flood of refused requests stays bounded.
+    log_max_size: int = DEFAULT_LOG_MAX_SIZE
     # CHATCLI_CONTEXT_WINDOW: the model's context window in tokens (None: the provider's default).
     context_window: int | None = None
     # CHATCLI_LOCAL_THREADS: the threads the local model computes with (None: every core this
@@ -211,6 +215,13 @@ class Settings:
             except ValueError:
                 warnings.append(f"CHATCLI_CCR_MAX_SIZE={env['CHATCLI_CCR_MAX_SIZE']!r} is not a size like 100MB; "
                                 "using 100MB")
+        log_max = DEFAULT_LOG_MAX_SIZE
+        if env.get("CHATCLI_LOG_MAX_SIZE", "").strip():
+            try:
+                log_max = parse_size(env["CHATCLI_LOG_MAX_SIZE"])
+            except ValueError:
+                warnings.append(f"CHATCLI_LOG_MAX_SIZE={env['CHATCLI_LOG_MAX_SIZE']!r} is not a size like 1MB; "
+                                "using 1MB")
         context_window = _whole(env, "CHATCLI_CONTEXT_WINDOW", warnings,
                                 f"a number of tokens of at least {MIN_CONTEXT_WINDOW}", "using the provider's default",
                                 least=MIN_CONTEXT_WINDOW)
@@ -249,6 +260,7 @@ class Settings:
             autosave_keep=keep,
             ccr_ttl_days=ccr_ttl,
             ccr_max_size=ccr_max,
+            log_max_size=log_max,
             context_window=context_window,
             local_threads=local_threads,
             auto_compact=auto_compact,

@@ -15,7 +15,9 @@ knows the storage layout.
   costs/<ref>.jsonl        a cost snapshot: one line per request of a session's lineage (store.costs)
   schedule.json            the /schedule jobs (store.schedule); `.schedule.lock` is taken to run one
   index/search.sqlite      the search index (store.search); `sealed.sqlite` with a key
-  logs/                    the servers' logs
+  logs/<name>.log          a server's log (gateway, mcp-server, acp; engine.upkeep), 0600: past
+                           CHATCLI_LOG_MAX_SIZE it becomes <name>.log.1, the older copies shift
+                           up to .log.3 (LOG_BACKUPS) and the oldest goes
   key-check                a sealed known text, to tell a wrong key at start-up (store.seal)
   hub.db                   the chat gateway's principals, bindings, threads, delivery state (store.hub)
   gateway.toml             the gateway's settings and tokens: read by config.gateway, never written
@@ -60,12 +62,16 @@ _LOGS = "logs"
 _KEY_CHECK = "key-check"
 _HUB = "hub.db"
 _PLAIN_INDEX, _SEALED_INDEX = "search.sqlite", "sealed.sqlite"
+# A log is rotated into this many older copies (<name>.log.1 the newest): with the size cap
+# (CHATCLI_LOG_MAX_SIZE) this bounds what each log may take.
+LOG_BACKUPS = 3
 
 _SESSION = ".json"
 _LOCK = ".lock"
 _JOURNAL = ".jsonl"
 _ENTRY = ".json"  # a recall entry
 _GO_ENTRY = ".ccr"  # a recall entry Go ChatCLI wrote
+_LOG = ".log"
 # Beside the sessions directory, named after it.
 _CATALOG = ".catalog.json"
 _APPENDS = ".catalog.log"
@@ -128,6 +134,17 @@ def entry_named(filename: str) -> str | None:
 def go_entry_named(filename: str) -> str | None:
     """The key of a recall entry Go ChatCLI wrote ("<key>.ccr" → "<key>"), or None."""
     return filename[: -len(_GO_ENTRY)] if filename.endswith(_GO_ENTRY) else None
+
+
+def log_named(filename: str) -> str | None:
+    """The log a file of the logs directory belongs to: "gateway.log" and its rotated copies
+    "gateway.log.1", "gateway.log.2"… → "gateway.log"; None for anything else."""
+    if filename.startswith("."):
+        return None
+    base, dot, number = filename.rpartition(".")
+    if dot and number.isdigit() and number.isascii():
+        filename = base
+    return filename if filename.endswith(_LOG) and len(filename) > len(_LOG) else None
 
 
 # -- as paths, within a store's directory (a store may live anywhere: the tests put them in tmp) --
@@ -357,7 +374,7 @@ def _newest(root: Path, named: Callable[[str], str | None]) -> list[tuple[str, P
     return [(name, root / filename) for _, filename, name in heapq.nlargest(_NEWEST, found)]
 
 
-__all__ = ["Home", "appends_path", "appends_text", "catalog_path", "entry_named", "entry_path", "go_entry_named",
-           "go_entry_path", "journal_named", "journal_path", "journals_path", "key_check_text", "latest_path",
-           "lock_path", "lock_text", "locked_session", "rendered_path", "rendered_text", "session_named",
-           "session_path", "session_text", "sessions_dir_text"]
+__all__ = ["LOG_BACKUPS", "Home", "appends_path", "appends_text", "catalog_path", "entry_named", "entry_path",
+           "go_entry_named", "go_entry_path", "journal_named", "journal_path", "journals_path", "key_check_text",
+           "latest_path", "lock_path", "lock_text", "locked_session", "log_named", "rendered_path", "rendered_text",
+           "session_named", "session_path", "session_text", "sessions_dir_text"]

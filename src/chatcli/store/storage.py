@@ -28,6 +28,9 @@ session under its lock), so a session another surface wrote in the meantime surv
 | conversation hub| hub.db rows (the chat gateway)          | on demand only: unbound senders unseen for    |
 |                 |                                         | the session TTL, their mirror gone; delivery  |
 |                 |                                         | records past DELIVERY_KEEP. Bindings stay     |
+| logs            | the servers' logs and their rotated     | never pruned: each log is rotated as it is    |
+|                 | copies (engine.upkeep)                  | written, past CHATCLI_LOG_MAX_SIZE, keeping   |
+|                 |                                         | LOG_BACKUPS older copies                      |
 | temporary files | .*.tmp left by interrupted atomic writes | start-up and on demand, once their writer is  |
 |                 |                                         | gone (or after an hour)                       |
 """
@@ -59,7 +62,7 @@ if TYPE_CHECKING:  # hub.db (and sqlite3) is opened only by a plan that looks at
     from chatcli.store.hub import Principal
 
 STORES = ("sessions", "transcripts", "recall", "hub", "costs", "memory", "contexts", "schedule", "history", "index",
-          "temp")
+          "logs", "temp")
 LABELS = {
     "sessions": "sessions",
     "transcripts": "transcripts",
@@ -71,6 +74,7 @@ LABELS = {
     "memory": "memory",
     "contexts": "contexts",
     "schedule": "scheduler",
+    "logs": "logs",
     "temp": "temporary files",
 }
 _ALIASES = {"session": "sessions", "transcript": "transcripts", "journals": "transcripts", "ccr": "recall",
@@ -78,8 +82,8 @@ _ALIASES = {"session": "sessions", "transcript": "transcripts", "journals": "tra
             "tmp": "temp", "temporary": "temp",
             "hub.db": "hub", "gateway": "hub", "conversation-hub": "hub", "threads": "hub",
             "notes": "memory", "cost": "costs", "cost-snapshots": "costs", "scheduler": "schedule",
-            "schedules": "schedule"}
-NEVER_PRUNED = ("memory", "contexts", "schedule", "history", "index")
+            "schedules": "schedule", "log": "logs", "server-logs": "logs"}
+NEVER_PRUNED = ("memory", "contexts", "schedule", "history", "index", "logs")
 
 # A journal no session refers to is an orphan only once nothing has written it for this long:
 # an unsaved conversation writes its journal before any session names it.
@@ -164,6 +168,10 @@ class Usage:
     size: int
 
 
+# One log of the logs store: its name ("gateway.log"), its files (with the rotated copies), bytes.
+LogUsage = namedtuple("LogUsage", "name files size")
+
+
 def store_key(text: str) -> str | None:
     """A store as the user names it ('sessions', 'ccr', 'tmp'…) → its key, or None."""
     key = text.strip().lower()
@@ -199,6 +207,16 @@ class Storage:
                     and (st := _stat(entry)) is not None:
                 files, size = files + 1, size + st.st_size
         return Usage("recall", files, size)
+
+    def logs(self) -> list[LogUsage]:
+        """Each log under logs/ with its rotated copies (files, bytes), by name; any other file
+        there under its own."""
+        logs: dict[str, list[int]] = {}
+        for path, st in self._log_files():
+            counts = logs.setdefault(home.log_named(path.name) or path.name, [0, 0])
+            counts[0] += 1
+            counts[1] += st.st_size
+        return [LogUsage(name, files, size) for name, (files, size) in sorted(logs.items())]
 
     # -- what the rules would remove -----------------------------------------------------
     def plan(self, *, on_demand: bool = True, only: str | None = None, record: bool = False) -> Plan:
@@ -513,6 +531,13 @@ class Storage:
                 if st is not None and stat.S_ISREG(st.st_mode):
                     yield Path(entry.path), st, int(match.group(2))
 
+    def _log_files(self) -> Iterator[tuple[Path, os.stat_result]]:
+        """The regular files of logs/: the logs, their rotated copies, whatever else is left there
+        (a temporary file is the temp store's)."""
+        for entry in _scandir(self.layout.logs_dir):
+            if not TEMP_RE.fullmatch(entry.name) and (st := _stat(entry)) is not None and stat.S_ISREG(st.st_mode):
+                yield Path(entry.path), st
+
     def _files(self) -> Iterator[tuple[str, Path, os.stat_result]]:
         try:
             stats, misnamed = self._stat_sessions()
@@ -559,6 +584,8 @@ class Storage:
                 yield "hub", path, os.stat(path)
             except OSError:
                 pass
+        for path, st in self._log_files():
+            yield "logs", path, st
         for path, st, _pid in self._temp_files():
             yield "temp", path, st
 
@@ -685,5 +712,5 @@ def _unlink_if_unchanged(path: Path, mtime_ns: int, size: int, inode: int) -> bo
     return True
 
 
-__all__ = ["DELIVERY_KEEP", "LABELS", "NEVER_PRUNED", "STORES", "Applied", "HubPlan", "Plan", "Removal", "Storage",
-           "Usage", "human_size", "store_key"]
+__all__ = ["DELIVERY_KEEP", "LABELS", "NEVER_PRUNED", "STORES", "Applied", "HubPlan", "LogUsage", "Plan", "Removal",
+           "Storage", "Usage", "human_size", "store_key"]
