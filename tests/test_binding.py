@@ -117,6 +117,14 @@ def test_a_question_whose_request_was_refused_as_malformed_is_not_appended(make_
     assert file_contents(conv, "m") == ["first", "fine", "next", "answered"]
 
 
+def test_an_answer_holding_a_lone_surrogate_is_written_with_a_replacement_character(make_conv, openai_server):
+    conv = make_conv()
+    sessions.attach(conv, "s")
+    openai_server.reply("half \ud83d of an emoji")  # sent as the JSON escape a server may stream
+    conv.send("hi")
+    assert file_contents(conv, "s") == ["hi", "half \ufffd of an emoji"]
+
+
 def test_create_refuses_a_name_taken_in_the_meantime(tmp_path):
     store = SessionStore(tmp_path / "sessions")
     store.create("x", SessionData(history=[Message("user", "first")]))

@@ -211,6 +211,24 @@ def test_a_body_nested_too_deeply_is_refused_in_one_line_and_its_id_is_not_spent
     assert daemon.process.stderr.read() == ""
 
 
+def test_a_lone_surrogate_in_a_body_is_refused_in_one_line_and_the_sender_goes_on(gateway_env, openai_server):
+    """A text holding "\\ud800" (no character, and nothing UTF-8 can hold) was answered, then
+    could not be written: every later message of that sender was a 500 until a restart."""
+    daemon = Daemon(gateway_env, *WEBHOOK)
+    try:
+        assert say(daemon, "first", id="s-1") == (200, {"reply": "You said: first"})
+        for field in ("text", "id", "name"):
+            fields = {"sender": "alice", "text": "hi", "id": f"s-{field}", "name": "Alice"}
+            fields[field] = "\ud800 " + fields[field]
+            body = json.dumps(fields).encode()  # ensure_ascii: the escape, as a client would send it
+            status, answer, _connection = raw_post(daemon, signed_headers(body), body)
+            assert status == 400 and "lone UTF-16 surrogate" in answer["error"], answer
+        assert say(daemon, "second", id="s-2") == (200, {"reply": "You said: second"})
+    finally:
+        daemon.stop()
+    assert daemon.process.stderr.read() == ""
+
+
 def reset(sock) -> None:
     """Close `sock` as a client that goes away does: at once, with a reset."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

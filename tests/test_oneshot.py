@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from conftest import run_chatcli
+import json
+import subprocess
+from pathlib import Path
+
+from conftest import CHATCLI, run_chatcli
 
 
 def test_openai_oneshot_streams_the_servers_answer(openai_env, openai_server, workdir):
@@ -320,3 +324,14 @@ def test_ollama_preset_needs_no_key(env, openai_server, workdir):
     assert result.returncode == 0, result.stderr
     seen = openai_server.requests[0]
     assert "authorization" not in seen.headers and seen.body["model"] == "llama3.2"
+
+
+def test_a_command_line_byte_that_is_not_utf8_is_replaced_and_the_turn_is_kept(openai_env, openai_server, workdir):
+    """The byte comes in as a lone surrogate (Python's surrogateescape): answered, then the turn
+    could not be written (an internal UnicodeEncodeError, exit 1, the session left without it)."""
+    result = subprocess.run([CHATCLI.encode(), b"--session", b"bytes", b"-p", b"hi \xff there"], env=openai_env,
+                            capture_output=True, cwd=workdir, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert b"internal error" not in result.stderr
+    document = json.loads((Path(openai_env["CHATCLI_HOME"]) / "sessions" / "bytes.json").read_text())
+    assert [m["content"] for m in document["chat_history"]] == ["hi \ufffd there", "You said: hi \ufffd there"]

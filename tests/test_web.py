@@ -129,3 +129,16 @@ def test_a_search_that_is_not_utf8_is_refused_in_one_line(env):
         assert status == 200 and [group["name"] for group in answer["groups"]] == ["heron-notes"]
     finally:
         view.stop()
+
+
+def test_a_page_position_that_is_a_digit_but_no_number_is_ignored_not_a_server_error(env):
+    from chatcli.engine.webview import WebView
+
+    saved(env, "heron-notes", ("Where do herons nest?", "By the north pond."))
+    view = WebView(Conversation(Settings.load(env)))
+    try:
+        cookie = cookie_for(view)
+        status, answer = api_get(view, "/api/sessions/heron-notes?before=%C2%B2", cookie)  # "²" is a digit to str
+        assert status == 200 and len(answer["messages"]) == 2, answer
+    finally:
+        view.stop()

@@ -151,6 +151,19 @@ class History(list):
     del _name, _changed
 
 
+def well_formed(text: str) -> str:
+    """`text` with any lone UTF-16 surrogate (a JSON `"\\ud800"`, a byte of a command line that
+    is not UTF-8) replaced by U+FFFD: such a character cannot be written as UTF-8, so a session
+    holding one could not be written at all. Text that is already well formed is returned as it is."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def shared_prefix(left: list[Message], right: list[Message]) -> int:
     """How many leading messages two histories have in common."""
     count = 0

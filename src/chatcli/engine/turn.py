@@ -16,7 +16,7 @@ from chatcli.core import checkpoints as rewind_points
 from chatcli.core.terminal import printable
 from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
 from chatcli.core.errors import ChatcliError, ProviderError
-from chatcli.core.messages import Message, new_call
+from chatcli.core.messages import Message, new_call, well_formed
 from chatcli.engine import compaction
 from chatcli.engine.agent import Approve
 from chatcli.providers.base import Delta, Done, Request, Stop, ToolCall, streaming
@@ -85,6 +85,7 @@ def run(
     (a client's cancel), ends the turn as Ctrl-C does, closing the model's stream at once.
     """
     notice = on_notice or (lambda _text: None)
+    text = well_formed(text)  # from any surface: a lone surrogate would make the session unwritable
     for note in conv.binding.adopt():
         notice(note)
     # Imported at the first turn, not with the conversation: drawing the first prompt needs none.
@@ -271,10 +272,12 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
                 with streaming(conv.provider, request) as events:
                     for event in events:
                         if isinstance(event, Delta):
-                            parts.append(event.text)
-                            on_text(event.text)
+                            chunk = well_formed(event.text)
+                            parts.append(chunk)
+                            on_text(chunk)
                         elif isinstance(event, ToolCall):
-                            calls.append(event)
+                            calls.append(replace(event, name=well_formed(event.name),
+                                                 arguments=well_formed(event.arguments)))
                         elif isinstance(event, Done):
                             done = ended = event
                 costs.record(conv, request, ended, sum(map(len, parts)) + sum(len(c.arguments) for c in calls))

@@ -136,7 +136,7 @@ class WebView:
         if url.path.startswith("/api/sessions/"):
             name = unquote(url.path[len("/api/sessions/"):])
             before = (query.get("before") or [""])[0]
-            return self._reply(self._session(name, int(before) if before.isdigit() else None))
+            return self._reply(self._session(name, int(before) if before.isascii() and before.isdigit() else None))
         if url.path == "/api/search":
             words = (query.get("q") or [""])[0].strip()
             try:

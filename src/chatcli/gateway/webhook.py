@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from chatcli.core.messages import well_formed
 from chatcli.gateway.hub import ConversationHub
 
 CHANNEL = "webhook"
@@ -147,6 +148,10 @@ class WebhookServer:
         if not isinstance(message, dict) or not all(isinstance(message.get(k), str) and message.get(k)
                                                      for k in ("sender", "text", "id")):
             return 400, {"error": "the body needs the strings 'sender', 'text' and 'id'"}
+        if any(isinstance(message.get(k), str) and well_formed(message[k]) is not message[k]
+               for k in ("sender", "text", "id", "name")):
+            return 400, {"error": "the body holds a lone UTF-16 surrogate (an escape such as \\ud800 that is no "
+                                  "character); send the text as it is, in UTF-8"}
         if len(message["sender"]) > MAX_SENDER or not message["sender"].isprintable():
             return 400, {"error": f"'sender' must be at most {MAX_SENDER} printable characters"}
         if not message["text"].strip():

@@ -400,7 +400,9 @@ class SessionStore:
         try:
             payload = _json().dumps(document)
         except TypeError:  # a value orjson refuses (an integer past 64 bits in a foreign field)
-            payload = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            # A lone surrogate (no character: turns clean their text, this is the last line of
+            # defence) is written as "?" rather than leaving the whole session unwritten.
+            payload = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
         if self.key is not None:
             payload = sealer_for(self.key).seal(payload, "session", name)
         elif _straddles(len(payload) - 2):  # keep the closing "]}" within one disk sector (see append)
