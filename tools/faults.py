@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import faults_surfaces  # noqa: E402
 from fakes import FakeModelServer  # noqa: E402
 
 from chatcli.config.settings import Settings  # noqa: E402
@@ -739,6 +740,11 @@ def main() -> None:
         journal_mark_damage(n(100))
         search_without_index(n(10))
         temp_files_after_kills(n(100))
+        # The surfaces: coder-mode writes, the gateway's webhook and logs, the web view.
+        faults_surfaces.approval_race(n(300), row)
+        faults_surfaces.webhook_hostile(n(300), row, server)
+        faults_surfaces.web_search_queries(n(500), row)
+        faults_surfaces.log_growth(n(36_000), row, server)  # past the cap four times over: the oldest copy goes
 
 
 if __name__ == "__main__":
