@@ -429,8 +429,8 @@ def test_lines_that_do_not_belong_in_a_plain_journal_are_skipped_and_counted(env
     out = workdir / "mine.jsonl"
     result = run_chatcli("session", "export", "mine", "jsonl", str(out), env=env, cwd=workdir)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == (f"Exported 3 turns (6 messages) to {out}. Skipped 3 out-of-place and 1 foreign line(s) of "
-                             f"journal {path.stem} (damage, or lines that do not belong there).\n")
+    assert result.stdout == (f"Exported 3 turns (6 messages) to {out} (source: journal). Skipped 3 out-of-place and "
+                             f"1 foreign line(s) of journal {path.stem} (damage, or lines that do not belong there).\n")
     contents = exported_contents(out)
     assert [c for c in contents if c] == ["mine 0", "re: mine 0", "mine 1", "re: mine 1", "mine 2", "re: mine 2"]
     hits = run_chatcli("session", "search", "foreign", env=env, cwd=workdir)

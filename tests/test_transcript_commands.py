@@ -32,7 +32,7 @@ def test_export_md_and_jsonl_default_names_and_modes(repl_env, workdir):
     try:
         repl.send("what is ```code```?")
         out = plain(repl.send("/session export md"))
-        match = re.search(r"Exported 2 messages to (\S+\.md)\.", out)
+        match = re.search(r"Exported 2 messages to (\S+\.md) \(source: journal\)\.", out)
         assert match, out
         md = Path(match.group(1))
         assert md.parent == workdir and re.fullmatch(r"chatcli-notes-\d{8}-\d{6}\.md", md.name)
@@ -41,7 +41,7 @@ def test_export_md_and_jsonl_default_names_and_modes(repl_env, workdir):
         assert "## #1 user" in text and "## #2 assistant" in text and "what is ```code```?" in text
         repl.send("and then?")
         out = plain(repl.send("/session export jsonl"))
-        jsonl = Path(re.search(r"Exported 2 turns \(4 messages\) to (\S+\.jsonl)\.", out).group(1))
+        jsonl = Path(re.search(r"Exported 2 turns \(4 messages\) to (\S+\.jsonl) \(source: journal\)\.", out).group(1))
         rows = [json.loads(line) for line in jsonl.read_text().splitlines()]  # one line per turn
         assert [(r["turn"], r["mode"], r["positions"], r["user"], r["answer"]) for r in rows] == [
             (1, "chat", [1, 2], "what is ```code```?", "You said: what is ```code```?"),
@@ -211,3 +211,69 @@ def test_a_jsonl_export_is_one_line_per_turn_with_its_tool_calls_and_results(env
         {"text": "Left build/ alone.", "tool_calls": []}]
     assert (second["turn"], second["mode"], second["user"], second["answer"]) == (2, "chat", "thanks",
                                                                                   "You're welcome.")
+
+
+def test_a_tool_result_is_named_after_the_call_of_its_own_turn_when_call_ids_repeat(env, workdir, tmp_path):
+    # Local models (llama.cpp among them) number their calls afresh each turn: call_1 twice.
+    conv = make(env, "reused")
+    conv.history += [
+        Message("tool", "left over from a cut history", tool_call_id="call_1"),
+        Message("user", "find the notes"),
+        Message("assistant", "", tool_calls=[{"id": "call_1", "type": "function", "name": "session_search",
+                                              "arguments": {"query": "notes"}}]),
+        Message("tool", "notes.md", tool_call_id="call_1"),
+        Message("assistant", "Found notes.md."),
+        Message("user", "open it"),
+        Message("assistant", "", tool_calls=[{"id": "call_1", "type": "function", "name": "read_file",
+                                              "arguments": {"path": "notes.md"}}]),
+        Message("tool", "# Notes", tool_call_id="call_1"),
+        Message("assistant", "It is a heading."),
+    ]
+    conv.sync_transcript()
+    conv.binding.write_through()
+    result = run_chatcli("session", "export", "reused", "md", str(tmp_path / "r.md"), env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "r.md").read_text()
+    assert "## #4 tool result of session_search for call call_1 · " in text
+    assert "## #8 tool result of read_file for call call_1 · " in text
+    assert "## #1 tool result for call call_1 · " in text  # no call before it: not named after a later one
+    shown = run_chatcli("session", "show", "reused", env=env, cwd=workdir)
+    assert shown.returncode == 0, shown.stderr
+    assert [line for line in shown.stdout.splitlines() if "tool result" in line] == [
+        "#1 tool result (call_1)", "#4 tool result of session_search (call_1)", "#8 tool result of read_file (call_1)"]
+    from chatcli.commands.builtin import build_registry
+
+    shown = build_registry().dispatch("/session transcript show 1 8", conv).text
+    assert [line.split(" · ")[0] for line in shown.splitlines() if "tool result" in line] == [
+        "#1 tool result (call_1)", "#4 tool result of session_search (call_1)", "#8 tool result of read_file (call_1)"]
+
+
+def test_every_export_reply_names_its_source(env, workdir, tmp_path):
+    from chatcli.commands.builtin import build_registry
+
+    make(env, "kept", ("a question", "an answer"))
+    out = tmp_path / "kept.md"
+    result = run_chatcli("session", "export", "kept", "md", str(out), env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"Exported 2 messages to {out} (source: journal).\n"
+    out = tmp_path / "kept.jsonl"
+    result = run_chatcli("session", "export", "kept", "jsonl", str(out), env=env, cwd=workdir)
+    assert result.stdout == f"Exported 1 turn (2 messages) to {out} (source: journal).\n"
+
+    sessions_dir = Path(env["CHATCLI_HOME"]) / "sessions"
+    (sessions_dir / "old.json").write_text(json.dumps({"version": 2, "chat_history": [
+        {"role": "user", "content": "from before journals"}]}))
+    out = tmp_path / "old.md"
+    result = run_chatcli("session", "export", "old", "md", str(out), env=env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"Exported 1 messages to {out} (source: live history).\n"
+
+    registry = build_registry()
+    conv = make(env, "live", ("q", "a"))
+    reply = registry.dispatch(f"/session export md {tmp_path / 'live.md'}", conv).text
+    assert reply.endswith(f"Exported 2 messages to {tmp_path / 'live.md'} (source: journal)."), reply
+    reply = registry.dispatch(f"/session transcript export jsonl {tmp_path / 'live.jsonl'}", conv).text
+    assert reply.endswith(f"to {tmp_path / 'live.jsonl'} (source: journal)."), reply
+    conv = make({**env, "CHATCLI_SESSION_TRANSCRIPT": "off"}, "unjournaled", ("q", "a"))
+    reply = registry.dispatch(f"/session export md {tmp_path / 'unjournaled.md'}", conv).text
+    assert reply.endswith(f"Exported 2 messages to {tmp_path / 'unjournaled.md'} (source: live history)."), reply

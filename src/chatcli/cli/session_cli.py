@@ -90,9 +90,8 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
             cost = session_cost(load_settings(check_key=False), data, args.name)
             if cost:
                 out.write(cost + "\n")
-            names = call_names(data.history)
-            for position, message in enumerate(data.history, 1):
-                out.write(f"\n{plain_block(position, message, names=names)}\n")
+            for position, (message, name) in enumerate(zip(data.history, call_names(data.history)), 1):
+                out.write(f"\n{plain_block(position, message, name=name)}\n")
     elif args.action in ("export", "search"):
         from chatcli.engine import records
 

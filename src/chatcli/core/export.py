@@ -43,7 +43,7 @@ def to_markdown(entries: Sequence[Entry], *, title: str, facts: Sequence[str]) -
     """One section per message; tool calls and results in code blocks; system prompts collapsed."""
     out = [f"# {title}", ""]
     out += [f"- {fact}" for fact in facts]
-    names = call_names([entry.message for entry in entries if entry.message is not None])
+    names = iter(call_names([entry.message for entry in entries if entry.message is not None]))
     for entry in entries:
         out.append("")
         if entry.message is None:
@@ -51,7 +51,7 @@ def to_markdown(entries: Sequence[Entry], *, title: str, facts: Sequence[str]) -
             out.append(f"> The live history was rewritten here ({why}); it continued "
                        f"with {len(entry.live or ())} messages.")
             continue
-        message = entry.message
+        message, name = entry.message, next(names)
         when = f" · {local_time(entry.time)}" if entry.time else ""
         said = flags(message)
         if message.role == "system":
@@ -59,7 +59,6 @@ def to_markdown(entries: Sequence[Entry], *, title: str, facts: Sequence[str]) -
                     "</details>"]
             continue
         if message.role == "tool":
-            name = names.get(str(message.tool_call_id))
             call = f" for call {message.tool_call_id}" if message.tool_call_id else ""
             call = f" of {name}{call}" if name else call
             out += [f"## #{entry.pos} tool result{call}{said}{when}", "", fence(message.content)]
@@ -87,22 +86,32 @@ def flags(message: Message) -> str:
     return out
 
 
-def call_names(messages: Sequence[Message]) -> dict[str, str]:
-    """Tool call id → the tool's name, for the results' headings."""
-    names = {}
+def call_names(messages: Sequence[Message]) -> list[str | None]:
+    """For each message, the name of the tool whose call it answers (None for anything but a
+    tool result, and for a result whose call is not there), for the results' headings.
+
+    A result answers the call with its id in the nearest assistant message before it: call ids
+    are unique only within a turn (local models number them call_0, call_1, … afresh each time),
+    so a later call, or an earlier turn's, with the same id is not its call."""
+    latest: dict[str, str] = {}  # call id → name, as of the messages read so far
+    names: list[str | None] = []
     for message in messages:
+        if message.role == "tool":
+            names.append(latest.get(str(message.tool_call_id)))
+            continue
+        names.append(None)
         for call in message.tool_calls or ():
             if isinstance(call, dict):
-                names[str(call.get("id"))] = call_name(call)
+                latest[str(call.get("id"))] = call_name(call)
     return names
 
 
-def plain_block(pos: int, message: Message, when: str = "", names: dict[str, str] | None = None) -> str:
+def plain_block(pos: int, message: Message, when: str = "", name: str | None = None) -> str:
     """One message as `session show` and `/session transcript show` print it: a heading, its
-    text, then each tool call on a line of its own (name and arguments)."""
+    text, then each tool call on a line of its own (name and arguments). `name`: for a tool
+    result, the tool that made it (see call_names)."""
     role = message.role
     if role == "tool":
-        name = (names or {}).get(str(message.tool_call_id))
         role = f"tool result of {name} ({message.tool_call_id})" if name else f"tool result ({message.tool_call_id})"
     lines = [f"#{pos} {role}{flags(message)}{when}"]
     if message.content:

@@ -211,13 +211,15 @@ def _reader(journal: Journal):
 
 
 def exported(rec: Record, path: Path, fmt: str = "md") -> str:
-    """What an export says it did, with what of the journal it skipped (SPEC §7: damage is
+    """What an export says it did, every surface's reply: what it read ("source: journal" or
+    "source: live history", SPEC §5) and what of the journal it skipped (SPEC §7: damage is
     skipped and counted, never silently included)."""
     count = f"{len(messages(rec))} messages"
     if fmt.lower() == "jsonl":
         turns = len(trajectory(rec.entries))
         count = f"{turns} turn{'s' if turns != 1 else ''} ({count})"
-    text = f"Exported {count} to {path}."
+    source = "live history" if rec.journal is None else "journal"
+    text = f"Exported {count} to {path} (source: {source})."
     skipped = rec.reading.describe_skipped() if rec.reading is not None else ""
     if skipped:
         text += f" Skipped {skipped} of journal {rec.journal.id} (damage, or lines that do not belong there)."
@@ -237,13 +239,14 @@ def stats(rec: Record) -> str:
 
 
 def show(rec: Record, pos: int, count: int = 10) -> str:
-    shown = [entry for entry in messages(rec) if pos <= entry.pos < pos + count]
+    every = messages(rec)
+    # Named over the whole record: a result's call may come before the first message shown.
+    shown = [(entry, name) for entry, name in zip(every, call_names([entry.message for entry in every]))
+             if pos <= entry.pos < pos + count]
     if not shown:
-        total = len(messages(rec))
-        raise UsageError(f"no message at position {pos} (the transcript has {total})")
-    names = call_names([entry.message for entry in messages(rec)])
+        raise UsageError(f"no message at position {pos} (the transcript has {len(every)})")
     return "\n\n".join(plain_block(entry.pos, entry.message, f" · {local_time(entry.time)}" if entry.time else "",
-                                   names) for entry in shown)
+                                   name) for entry, name in shown)
 
 
 def format_hits(hits: Sequence[tuple[int, str, str]]) -> str:
