@@ -545,9 +545,11 @@ def _last_record(raw: bytes) -> int:
     return start
 
 
+# Tool calls of no readable shape. (A call without an id is readable: Go ChatCLI reads it as the
+# empty id it writes for one.)
 _BAD_CALLS = [[{"id": 1, "function": "x"}], [{"id": "1", "function": "x"}], [{"id": "1", "name": "f", "arguments": 5}],
               [{"id": "1", "name": "f", "arguments": {}, "raw": 3}], [{"id": "1", "function": {"name": 7}}],
-              [{"id": "1", "type": "function", "function": {"name": "f", "arguments": [1]}}], [{"name": "f"}],
+              [{"id": "1", "type": "function", "function": {"name": "f", "arguments": [1]}}], [{"name": 5}],
               [{"id": "1"}], ["x"], [None]]
 
 
