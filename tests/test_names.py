@@ -79,3 +79,69 @@ def test_is_valid_name_accepts_exactly_what_validate_name_accepts(name):
         assert not is_valid_name(name)
     else:
         assert is_valid_name(name)
+
+
+# A name typed as several words reaches the name rule on every surface (SPEC §4): one line that
+# says which characters are allowed, never only the action's usage.
+SPACED = "my notes"
+
+
+def assert_refused_as_a_name(message: str) -> None:
+    assert f"invalid session name {SPACED!r}" in message and "no spaces" in message, message
+    assert "usage:" not in message and "\n" not in message.strip() and "Traceback" not in message, message
+
+
+@pytest.mark.parametrize("action", ["save", "load", "attach", "fork", "delete"])
+def test_a_session_name_of_several_words_is_refused_by_the_slash_command(action, make_conversation):
+    from chatcli.commands.builtin import build_registry
+
+    result = build_registry().dispatch(f"/session {action} {SPACED}", make_conversation())
+    assert result.error
+    assert_refused_as_a_name(result.text)
+
+
+@pytest.mark.parametrize("argv", [
+    ("--session", SPACED, "-p", "hi"),
+    ("session", "show", SPACED),
+    ("session", "delete", SPACED),
+    ("session", "fork", SPACED, "copy"),
+    ("session", "export", SPACED, "md"),
+])
+def test_a_session_name_with_a_space_is_a_one_line_usage_error_on_the_command_line(argv, env):
+    from conftest import run_chatcli
+
+    result = run_chatcli(*argv, env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("chatcli: error: ") and result.stdout == ""
+    assert_refused_as_a_name(result.stderr)
+
+
+def test_a_session_name_of_several_words_is_refused_over_mcp(openai_env, openai_server):
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from conftest import CHATCLI
+
+    async def main():
+        from mcp import Client, StdioServerParameters
+
+        params = StdioServerParameters(command=CHATCLI, args=["mcp-server"], env=openai_env)
+        async with Client(params) as client:
+            return [await client.call_tool("manage_session", {"action": action, "name": SPACED})
+                    for action in ("save", "load", "attach", "delete")]
+
+    for result in asyncio.run(main()):
+        assert result.is_error
+        assert_refused_as_a_name("\n".join(part.text for part in result.content if getattr(part, "text", None)))
+
+
+def test_a_session_name_of_several_words_is_refused_from_a_chat(settings, fake_model):
+    from chatcli.gateway.hub import ConversationHub
+
+    hub = ConversationHub(settings, ("telegram:42",), registry=fake_model.registry())
+    try:
+        for action in ("save", "load", "attach"):
+            reply = hub.handle("telegram", "42", f"/session {action} {SPACED}")
+            assert_refused_as_a_name(reply.text)
+    finally:
+        hub.close()

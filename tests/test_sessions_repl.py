@@ -212,7 +212,7 @@ def test_list_shows_counts_titles_and_the_active_session(repl):
 def test_bad_names_and_missing_sessions_are_one_line_errors(repl):
     for command, needle in (
         ("/session save ../escape", "invalid session name '../escape'"),
-        ("/session load has space", "usage: /session load <name>"),
+        ("/session load has space", "invalid session name 'has space'"),
         ("/session delete nothing-here", "session 'nothing-here' does not exist"),
         ("/session frobnicate", "unknown /session action 'frobnicate'"),
     ):

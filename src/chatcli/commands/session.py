@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from chatcli.commands.listing import format_listing
 from chatcli.commands.registry import Command, CommandRegistry, Result
 from chatcli.core.errors import UsageError
-from chatcli.core.names import is_machine_name
+from chatcli.core.names import is_machine_name, validate_name
 from chatcli.engine import records, sessions
 
 if TYPE_CHECKING:
@@ -45,10 +45,12 @@ class Subcommand:
 
 def _one_name(name: str, operation) -> Callable[[Conversation, str], str]:
     def run(conv: Conversation, args: str) -> str:
-        words = args.split()
-        if len(words) != 1:
+        given = args.strip()
+        if not given:
             raise UsageError(f"usage: /session {name} <name>")
-        return _said(operation(conv, words[0]))
+        if len(given.split()) > 1:  # "my notes" is one name with a space: refused, saying what is allowed
+            validate_name(given)
+        return _said(operation(conv, given))
 
     return run
 

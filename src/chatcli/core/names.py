@@ -17,7 +17,7 @@ RESERVED_PREFIXES = (AUTOSAVE_PREFIX, "mcp-")
 MIRROR_PREFIX = "mcp-"  # the rolling mirrors of the MCP server's and the ACP agent's live conversations
 GATEWAY_PREFIX = MIRROR_PREFIX + "gw-"  # the chat gateway's: mcp-gw-<thread>, one per principal's thread
 ALLOWED = (
-    "1 to 128 characters: letters, digits, '-', '_' and '.', starting with a letter or digit, "
+    "1 to 128 characters: letters, digits, '-', '_' and '.' (no spaces), starting with a letter or digit, "
     "with no '..'"
 )
 
