@@ -7,6 +7,10 @@ its floor measured in the same run:
                   beside orjson parsing the same bytes
   first turn      the first turn of a new bound session (the journal is named in the session
                   file under its lock before the first line is written), beside a later turn
+  turn write      one turn written to a plaintext session of 1 KB to 1 MB, whole (temp file,
+                  fsync, rename, fsync of the directory) and appended in place (two fsync'd
+                  steps), beside a bare fsync'd append of the same bytes: where a whole write
+                  stops costing about what the append does (store.sessions.WHOLE_BELOW)
 
 Every message carries `meta.mode` and a fifth are tool calls (in the stored shape, Go ChatCLI's:
 object arguments) with their results, as chatcli writes them, so the checks that only run beyond
@@ -22,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import once_ms, print_floor_table
+from common import bare_fsynced_write, once_ms, print_floor_table
 
 from chatcli.config.settings import Settings
 from chatcli.core import journal as rules
@@ -79,6 +83,53 @@ def median_ms(fn, runs: int = RUNS) -> float:
     return statistics.median(once_ms(fn) for _ in range(runs))
 
 
+def turn_writes(root: Path) -> list[tuple]:
+    """One turn (two messages of 300 characters) written whole and appended in place, by file size."""
+    from chatcli.store import sessions as store_module
+
+    store = SessionStore(root)
+    turn = [Message("user", "q" * 300), Message("assistant", "a" * 300)]
+    body = b",".join(orjson_dumps(m.to_dict()) for m in turn)
+    rows = []
+    for kb in (1, 16, 64, 256, 1024):
+        messages = [Message("user" if i % 2 == 0 else "assistant", "x" * 500) for i in range(max(2, kb * 2))]
+        name = f"t{kb}"
+        store.write(name, SessionData(history=list(messages)))
+        size = store.path(name).stat().st_size
+
+        def whole(messages=messages, name=name) -> None:
+            with store.lock(name):
+                store.write(name, SessionData(history=[*messages, *turn]))
+
+        def appended(messages=messages, name=name) -> None:
+            store.write(name, SessionData(history=list(messages)))  # back to its size (not timed below)
+            stamp = store.stamp(name)
+            start = once_ms(lambda: None)
+            with store.lock(name):
+                ms = once_ms(lambda: store.append(name, turn, len(messages), stamp))
+            return ms - start
+
+        floor_path = root / f"floor{kb}"
+        floor_ms = median_ms(lambda floor_path=floor_path: bare_fsynced_write(floor_path, body, append=True))
+        saved, store_module.WHOLE_BELOW = store_module.WHOLE_BELOW, 0
+        try:
+            append_ms = statistics.median(appended() for _ in range(RUNS * 3))
+        finally:
+            store_module.WHOLE_BELOW = saved
+        label = f"{size / 1024:,.0f} KB"
+        rows.append((f"a turn written whole, session of {label}", median_ms(whole), "bare fsync'd append",
+                     floor_ms, "measured"))
+        rows.append((f"a turn appended in place (two steps), session of {label}", append_ms,
+                     "bare fsync'd append", floor_ms, "measured"))
+    return rows
+
+
+def orjson_dumps(value) -> bytes:
+    import orjson
+
+    return orjson.dumps(value)
+
+
 def main() -> None:
     import orjson
 
@@ -121,6 +172,7 @@ def main() -> None:
             laters.append(once_ms(lambda conv=conv: (conv.sync_transcript(), conv.binding.write_through())))
         rows.append(("first turn of a new bound session (journal claimed)", statistics.median(firsts),
                      "a later turn", statistics.median(laters), "measured"))
+        rows += turn_writes(root / "sizes")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print_floor_table("Data-safety checks (bench/safety.py)", rows)

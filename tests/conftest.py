@@ -97,6 +97,14 @@ def go_readable_sessions(request):
 
 
 @pytest.fixture
+def appends_at_any_size(monkeypatch) -> None:
+    """Turns appended in place to session files of any size, in this process: a small plaintext
+    session is otherwise written whole at every turn (store.sessions.WHOLE_BELOW), and tests of
+    the append itself use small sessions."""
+    monkeypatch.setattr("chatcli.store.sessions.WHOLE_BELOW", 0)
+
+
+@pytest.fixture
 def home(tmp_path: Path) -> Path:
     """The user's home for this test; CHATCLI_HOME is <home>/.chatcli."""
     (tmp_path / "home").mkdir()

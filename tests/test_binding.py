@@ -142,7 +142,8 @@ def test_fork_adopts_first_so_the_copy_is_current(make_conv):
     assert file_contents(a, "p2") == ["written by b", "You said: written by b"]
 
 
-def test_turns_another_surface_appended_are_adopted_from_the_files_end(make_conv, monkeypatch, openai_server):
+def test_turns_another_surface_appended_are_adopted_from_the_files_end(make_conv, monkeypatch, openai_server,
+                                                                       appends_at_any_size):
     a, b = make_conv(), make_conv()
     sessions.attach(a, "shared")
     a.send("a1")

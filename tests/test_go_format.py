@@ -311,7 +311,7 @@ def test_a_planted_file_is_not_chatcli_writing(env, sessions_dir):
     assert run_chatcli("session", "show", "planted", env=env).returncode == 0
 
 
-def test_a_planted_file_chatcli_writes_again_is_checked(env, sessions_dir):
+def test_a_planted_file_chatcli_writes_again_is_checked(env, sessions_dir, appends_at_any_size):
     sessions_dir.mkdir(parents=True)
     (sessions_dir / "planted.json").write_text(json.dumps(PARTS))
     assert run_chatcli("session", "fork", "planted", "copy", env=env).returncode == 0

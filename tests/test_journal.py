@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from repl_driver import Repl
+from test_go_reader import go_reads
 
 from chatcli.config.settings import Settings
 from chatcli.core import journal as rules
@@ -27,7 +28,7 @@ from chatcli.core.messages import Message
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation
 from chatcli.store.journal import Journal
-from chatcli.store.sessions import SessionStore
+from chatcli.store.sessions import WHOLE_BELOW, SessionStore
 
 
 @pytest.fixture
@@ -236,13 +237,32 @@ def test_a_writer_killed_at_random_instants_always_leaves_files_that_load(env, t
         key = os.urandom(32)
         env["CHATCLI_ENCRYPTION_KEY"] = base64.b64encode(key).decode()
     store = SessionStore(home / "sessions", key)
+    # Past the size under which a plaintext session is written whole at every turn: turns are
+    # appended in place, in two steps a kill can come between.
+    seed = Conversation(Settings.load(env), journal=True)
+    sessions.start(seed, name="crashy")
+    seed.history += [Message("user" if i % 2 == 0 else "assistant", f"seed {i} " + "s" * 600) for i in range(500)]
+    seed.sync_transcript()
+    seed.binding.write_through()
+    path = home / "sessions" / "crashy.json"
+    assert path.stat().st_size > WHOLE_BELOW
+    torn = 0
     for kills in range(1, 41):  # `make faults` kills 400 times more
         proc = subprocess.Popen([sys.executable, "-c", _WRITER], env=env, stdout=subprocess.PIPE)
         assert proc.stdout.readline() == b"ready\n"
         time.sleep(rng.uniform(0, 0.03))
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        data, _ = store.load("crashy")  # the session file always loads
+        if not sealed:
+            try:
+                json.loads(path.read_bytes())
+            except ValueError:
+                torn += 1  # a kill between an append's two steps: trailing data, until the next command
+        data, _ = store.load("crashy")  # the next command: the session file always loads
+        if not sealed:  # and is whole JSON again for every reader: json and Go refuse trailing data
+            json.loads(path.read_bytes())
+            read = go_reads(path)
+            assert read.returncode == 0 and read.stdout.startswith("ok "), read.stdout
         reading = Journal(home / "transcripts", data.transcript_id, key).read()
         assert reading.torn <= 1 and reading.foreign + reading.torn <= kills  # a kill tears one line at most
         assert reading.damaged == reading.stray == 0
@@ -253,6 +273,8 @@ def test_a_writer_killed_at_random_instants_always_leaves_files_that_load(env, t
         # from the session file: the journal is written first.
         assert [m.content for m in data.history] == [m.content for m in live][: len(data.history)]
         assert len(recorded) == len({e["hash"] for e in recorded})  # nothing recorded twice
+    if not sealed:
+        assert torn, "no kill came between an append's two steps: the mending was not tried"
 
 
 # -- one journal per session, whatever path the conversation takes ----------------------------

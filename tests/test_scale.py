@@ -35,7 +35,7 @@ def bound(env, name: str) -> Conversation:
     return conv
 
 
-def test_a_turn_is_appended_to_the_session_file_in_place(env):
+def test_a_turn_is_appended_to_the_session_file_in_place(env, appends_at_any_size):
     conv = bound(env, "grow")
     turn(conv, "first question")
     path = conv.store.path("grow")
@@ -199,7 +199,7 @@ def test_a_journal_is_searchable_as_soon_as_it_is_written(env):
     assert offset == conv.transcript.journal.path.stat().st_size and count == 4
 
 
-def test_session_search_indexes_only_the_turns_appended_since(env, monkeypatch):
+def test_session_search_indexes_only_the_turns_appended_since(env, monkeypatch, appends_at_any_size):
     from chatcli.engine import records
 
     conv = bound(env, "notes")
@@ -234,7 +234,7 @@ def test_a_sealed_store_keeps_a_search_index_with_no_word_of_the_conversations(e
     assert (pos, role) == (1, "user") and "rendezvous is at noon" in text
 
 
-def test_a_large_session_read_in_pieces_is_the_session_read_whole(env, monkeypatch):
+def test_a_large_session_read_in_pieces_is_the_session_read_whole(env, monkeypatch, appends_at_any_size):
     from chatcli.core.session import SessionData
     from chatcli.store import sessions as store_module
 
@@ -257,10 +257,13 @@ def test_a_large_session_read_in_pieces_is_the_session_read_whole(env, monkeypat
     assert pieces_read == [True]
     assert [m.to_dict() for m in read.history] == [m.to_dict() for m in whole.history] and read.title == whole.title
 
-    with open(store.path("big"), "ab") as handle:  # an append cut short: read whole, and recovered
+    with open(store.path("big"), "ab") as handle:  # an append stopped between its steps: its second is made
         handle.write(b'{"role":"user","content":"half"}]}')
     recovered, _ = store.load("big")
-    assert pieces_read[-1] is False and len(recovered.history) == len(whole.history)
+    assert pieces_read[-2:] == [False, True]  # read whole, mended, read in pieces as mended
+    assert [m.to_dict() for m in recovered.history] == [m.to_dict() for m in whole.history] + [
+        {"role": "user", "content": "half"}]
+    assert len(json.loads(store.path("big").read_bytes())["chat_history"]) == len(whole.history) + 1
 
 
 def test_a_sealed_session_takes_its_turns_as_sealed_records_and_folds_them(env):
@@ -313,7 +316,7 @@ def test_a_file_with_per_mode_histories_is_written_whole_not_appended_to(env):
     assert [m["content"] for m in document["chat_history"]] == ["agent q", "a", "chat q", "ok"]
 
 
-def test_a_failed_fsync_after_the_second_step_leaves_the_file_as_it_was(env, monkeypatch):
+def test_a_failed_fsync_after_the_second_step_leaves_the_file_as_it_was(env, monkeypatch, appends_at_any_size):
     conv = bound(env, "disk")
     turn(conv, "kept")
     path = conv.store.path("disk")
@@ -337,16 +340,80 @@ def test_a_failed_fsync_after_the_second_step_leaves_the_file_as_it_was(env, mon
 
 
 @pytest.mark.parametrize("tail", [b'{"role":"user","cont', b"\0" * 300], ids=["partial", "zeros"])
-def test_an_append_torn_inside_its_first_step_still_reads(env, tail):
+def test_an_append_torn_inside_its_first_step_is_cut_off_at_the_next_load(env, tail):
     conv = bound(env, "partial")
     turn(conv, "kept question")
-    with open(conv.store.path("partial"), "ab") as handle:
+    path = conv.store.path("partial")
+    whole = path.read_bytes()
+    with open(path, "ab") as handle:
         handle.write(tail)
     data, stamp = SessionStore(conv.store.root).load("partial")
-    assert [m.content for m in data.history] == ["kept question", "ok"] and stamp.size == -1
+    assert [m.content for m in data.history] == ["kept question", "ok"]
+    assert path.read_bytes() == whole and stamp.size == len(whole)  # mended: whole JSON for every reader
     turn(bound(env, "partial"), "next")
     assert [m["content"] for m in json.loads(conv.store.path("partial").read_bytes())["chat_history"]][-2:] == [
         "next", "ok"]
+
+
+def test_a_small_session_is_written_whole_at_every_turn_and_a_large_one_appended_in_place(env):
+    from chatcli.store.sessions import WHOLE_BELOW
+
+    conv = bound(env, "sizes")
+    turn(conv, "first")
+    path = conv.store.path("sizes")
+    inode = path.stat().st_ino
+    turn(conv, "second")  # small: a new file, renamed into place (whole JSON at every moment)
+    assert path.stat().st_ino != inode and json.loads(path.read_bytes())
+    conv.history += [Message("user", "x" * 1000) for _ in range(WHOLE_BELOW // 1000)]
+    conv.sync_transcript()
+    conv.binding.write_through()
+    inode = path.stat().st_ino
+    turn(conv, "third")  # past WHOLE_BELOW: appended in place, a turn costing the same at any size
+    assert path.stat().st_ino == inode
+    assert [m["content"] for m in json.loads(path.read_bytes())["chat_history"]][-2:] == ["third", "ok"]
+
+
+def stopped_between_steps(env, name: str) -> tuple:
+    """A session whose last append a kill stopped between its two steps: the turn is written
+    after the old document's end, which still closes it (json, jq and Go refuse the trailing data)."""
+    conv = bound(env, name)
+    turn(conv, "kept question")
+    path = conv.store.path(name)
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"role":"user","content":"cut question"},{"role":"assistant","content":"ok"}]}')
+    with pytest.raises(ValueError, match="Extra data"):
+        json.loads(path.read_bytes())
+    return conv, path
+
+
+def test_an_append_stopped_between_its_steps_is_finished_by_the_next_load(env):
+    _conv, path = stopped_between_steps(env, "between")
+    data, stamp = SessionStore(path.parent).load("between")
+    contents = ["kept question", "ok", "cut question", "ok"]
+    assert [m.content for m in data.history] == contents and stamp.size == path.stat().st_size
+    assert [m["content"] for m in json.loads(path.read_bytes())["chat_history"]] == contents
+
+
+@pytest.mark.parametrize("how", ["session list", "start-up sweep"])
+def test_an_append_stopped_between_its_steps_is_finished_by_a_listing_or_the_start_up_sweep(env, workdir, how):
+    _conv, path = stopped_between_steps(env, "between")
+    if how == "session list":
+        assert run_chatcli("session", "list", env=env, cwd=workdir).returncode == 0
+    else:
+        from chatcli.store.storage import Storage
+
+        Storage(Settings.load(env)).sweep()
+    assert [m["content"] for m in json.loads(path.read_bytes())["chat_history"]][-2:] == ["cut question", "ok"]
+
+
+def test_mending_never_waits_for_a_writer_holding_the_session(env):
+    _conv, path = stopped_between_steps(env, "held")
+    store = SessionStore(path.parent)
+    before = path.read_bytes()
+    with store.lock("held"):  # a writer between its two steps holds the lock: it finishes them itself
+        data, stamp = store.load("held")
+        assert stamp.size == -1 and path.read_bytes() == before
+    assert store.mend("held") and json.loads(path.read_bytes())
 
 
 def test_a_hard_linked_session_file_is_not_changed_through_its_other_name(env, tmp_path):

@@ -141,6 +141,9 @@ class Catalog:
             return [st.st_mtime_ns, st.st_size, None, "", "", ""]
         try:
             data = self.store.decode(name, read_regular(path)[0])
+            if data.torn and self.store.mend(name):  # an append cut short: whole JSON again for every reader
+                st = os.stat(path)
+                data = self.store.decode(name, read_regular(path)[0])
         except (SessionError, OSError) as exc:
             problem = str(exc) if isinstance(exc, SessionError) else (exc.strerror or str(exc))
             return [st.st_mtime_ns, st.st_size, None, "", problem, ""]
