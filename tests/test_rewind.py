@@ -7,9 +7,15 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from repl_driver import Repl, plain
 
+from chatcli.commands.builtin import build_registry
+from chatcli.config.settings import Settings
 from chatcli.core.journal import checkpoints_line
+from chatcli.core.messages import Message
+from chatcli.engine import sessions
+from chatcli.engine.conversation import Conversation
 from chatcli.store.journal import Journal
 
 
@@ -96,7 +102,9 @@ def test_checkpoints_survive_save_exit_and_load(repl_env, workdir, openai_server
     repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "kept"))
     turns(repl, 1, 2, 3)
     repl.close()
-    assert session_file(repl_env, "kept")["checkpoints"] == []  # a turn does not rewrite the session file for them
+    # Saved with the session (a small one is written whole at every turn), and in the journal.
+    assert [c["label"] for c in session_file(repl_env, "kept")["checkpoints"]] == [
+        "turn 1 question", "turn 2 question", "turn 3 question"]
     events = journal_events(repl_env, session_file(repl_env, "kept"))
     marks = [(e["label"], sum(1 for x in events[:i] if x["type"] == "message"))
              for i, e in enumerate(events) if e["type"] == "checkpoint"]
@@ -229,7 +237,7 @@ def test_a_journal_that_is_off_for_a_while_does_not_cost_the_stored_checkpoints(
         again.close()
     labels = [c["label"] for c in journal_checkpoints(repl_env, "paused")]
     assert labels == ["turn 1 question", "turn 2 question", "turn 3 question"]  # the process-only one is not saved
-    assert session_file(repl_env, "paused")["checkpoints"] == []
+    assert [c["label"] for c in session_file(repl_env, "paused")["checkpoints"]] == labels  # the file's, kept
     back = Repl(repl_env, "m", cwd=workdir, args=("--session", "paused"))
     try:
         assert "before “turn 3 question”  (4 messages)" in listing(back)
@@ -336,3 +344,58 @@ def test_undoing_a_rewind_records_no_message_twice(repl_env, workdir, openai_ser
     contents = [e["message"]["content"] for e in events if e["type"] == "message"]
     assert len(contents) == len(set(contents)) == 6
     assert [e.get("reason") for e in events if e["type"] == "rewrite"] == ["rewind", "rewind"]
+
+
+# -- checkpoints saved with the session -------------------------------------------------------
+def conversation_with_checkpoints(env, name: str | None, *questions: str) -> Conversation:
+    conv = Conversation(Settings.load(env), journal=True)
+    if name:
+        sessions.start(conv, name=name)
+    for question in questions:
+        conv.checkpoint(question)
+        conv.history += [Message("user", question), Message("assistant", "ok")]
+        conv.sync_transcript()
+        conv.binding.write_through()
+    return conv
+
+
+def test_checkpoints_are_written_into_the_file_whenever_it_is_written_whole_and_read_back_once(env):
+    conv = conversation_with_checkpoints(env, "whole", "one", "two")
+    path = Path(env["CHATCLI_HOME"]) / "sessions" / "whole.json"
+    stored = json.loads(path.read_text())["checkpoints"]
+    assert [c["label"] for c in stored] == ["one", "two"] and all("hashes" in c for c in stored)
+    later = Conversation(Settings.load(env), journal=True)  # the file's and the journal's are one list
+    sessions.start(later, name="whole")
+    assert [point.label for point in later.checkpoints] == ["one", "two"]
+    later.checkpoint("three")
+    later.history += [Message("user", "three"), Message("assistant", "ok")]
+    later.sync_transcript()
+    later.binding.write_through()
+    assert [c["label"] for c in json.loads(path.read_text())["checkpoints"]] == ["one", "two", "three"]
+
+
+def test_a_large_session_leaves_its_turns_checkpoints_to_the_journal_until_it_is_written_whole(
+        env, appends_at_any_size):
+    conv = conversation_with_checkpoints(env, "large", "one")
+    path = Path(env["CHATCLI_HOME"]) / "sessions" / "large.json"
+    for question in ("two", "three"):  # appended in place: the file's list as it was
+        conv.checkpoint(question)
+        conv.history += [Message("user", question), Message("assistant", "ok")]
+        conv.sync_transcript()
+        conv.binding.write_through()
+    assert [c["label"] for c in json.loads(path.read_text())["checkpoints"]] == ["one"]
+    assert [point.label for point in conv.checkpoints] == ["one", "two", "three"]
+    conv.session.title = "renamed"  # a change beyond the history: the file is written whole
+    conv.binding.write_through(force=True)
+    assert [c["label"] for c in json.loads(path.read_text())["checkpoints"]] == ["one", "two", "three"]
+
+
+@pytest.mark.parametrize("how", ["save", "attach", "fork"])
+def test_with_the_journal_off_a_save_attach_or_fork_keeps_the_rewind_checkpoints(env, how):
+    env["CHATCLI_SESSION_TRANSCRIPT"] = "off"
+    conv = conversation_with_checkpoints(env, None, "one", "two")
+    assert len(conv.checkpoints) == 2
+    {"save": sessions.save, "attach": sessions.attach, "fork": sessions.fork}[how](conv, "copy")
+    assert [point.label for point in conv.checkpoints] == ["one", "two"]
+    rewound = build_registry().dispatch("/rewind 2", conv).text  # newest first: 2 is before "one"
+    assert rewound.startswith("Rewound to before “one”") and [m.content for m in conv.history] == [], rewound

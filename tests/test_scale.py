@@ -45,7 +45,9 @@ def test_a_turn_is_appended_to_the_session_file_in_place(env, appends_at_any_siz
     assert os.stat(path).st_ino == inode  # not a new file renamed over it: the same one, grown
     assert after[: len(before) - 2] == before[:-2]  # nothing before the old end was rewritten
     document = json.loads(after)  # a plain v2 document to any JSON reader
-    assert list(document)[-1] == "chat_history" and document["checkpoints"] == []
+    assert list(document)[-1] == "chat_history"
+    # The checkpoints the first (whole) write stored; the appended turn's is in the journal.
+    assert [c["label"] for c in document["checkpoints"]] == ["first question"]
     assert [m["content"] for m in document["chat_history"]] == ["first question", "ok", "second question",
                                                                "second answer"]
 

@@ -179,15 +179,18 @@ def decode(items: Sequence[Any]) -> tuple[list[Checkpoint], list[Any], int]:
 
 
 def from_journal(events: Iterable[dict], initial: Sequence[Checkpoint] = ()) -> list[Checkpoint]:
-    """The checkpoints a journal's events leave, after `initial` (those of the session file, from
-    before checkpoints moved to the journal): each `checkpoint` event adds the live history as
-    of that line, each `checkpoints` event replaces the list. The newest MAX_CHECKPOINTS are
+    """The checkpoints a journal's events leave, after `initial` (those of the session file: an
+    older version's, or those a whole write stored, which the journal's own lines replace):
+    each `checkpoint` event adds the live history as of that line, each `checkpoints` event
+    replaces the list. The newest MAX_CHECKPOINTS are
     built, each as a delta on the one before it while the history only grew in between."""
     from chatcli.core.journal import CHECKPOINT, CHECKPOINTS, MESSAGE, REWRITE
 
     # A record: (time, label, command, live list, its length), or a Checkpoint already built.
     # The live list object changes only at a rewrite: records on one list are prefixes of it.
     records: list = list(initial)
+    # A file written whole holds the checkpoints its journal holds too: the journal's line stands.
+    from_file = {(point.time, point.label): point for point in initial}
     live: list[str] = []
     for event in events:
         kind = event["type"]
@@ -196,6 +199,9 @@ def from_journal(events: Iterable[dict], initial: Sequence[Checkpoint] = ()) -> 
         elif kind == REWRITE:
             live = list(event["hashes"])
         elif kind == CHECKPOINT:
+            copy = from_file.pop((event["time"], event["label"]), None)
+            if copy is not None and any(record is copy for record in records):
+                records = [record for record in records if record is not copy]
             records.append((event["time"], event["label"], event.get("command") is True, live, len(live)))
         elif kind == CHECKPOINTS:
             records = list(decode(event["items"])[0])

@@ -238,10 +238,12 @@ class Binding:
                     data, stamp = store.load(name)
                     note = self.merge(name, data, "was also written by another surface", stamp)
                     notes += [note] if note else []
-                data = self.conv.snapshot(share=True)
+                data = self.conv.snapshot(share=True, checkpoints=False)
                 written = self.append(data, stamp)
-                if written is None:
+                if written is None:  # written whole: with every checkpoint
+                    data = self.conv.snapshot(share=True)
                     written = store.write(name, data)
+                    self.conv.wrote_whole(data)
                     self.note_file(data, len(self.conv.history), written)
                 else:
                     self.file = self.file._replace(stamp=written, count=len(self.conv.history))

@@ -165,18 +165,54 @@ class Conversation:
         self._checkpoints = value
         self._checkpoints_rewritten = True
 
-    def snapshot(self, share: bool = False) -> SessionData:
+    def snapshot(self, share: bool = False, checkpoints: bool = True) -> SessionData:
         """The live conversation as a session document: carried fields plus the current history
-        (the live list itself with `share`, for a document written at once: no copy per turn)."""
+        (the live list itself with `share`, for a document written at once: no copy per turn).
+
+        A document written whole carries every checkpoint that has a hash list (SPEC §8: saved
+        with the session), read from the journal when not at hand. `checkpoints=False` carries
+        the file's as they are: a turn appended in place leaves them to the journal until the
+        file is next written whole."""
         s = self.session
         data = SessionData(self.history if share else list(self.history), s.title, s.transcript_id,
                            list(s.attachments), list(s.checkpoints), list(s.shared_memory), dict(s.extra), s.source)
         if self.transcript is not None and self.transcript.id:
             data.transcript_id = self.transcript.id
-        # A rewritten list the journal could not take stays in the file until it can.
-        mine = rewind_points.encode(self._checkpoints) if self._checkpoints_rewritten else self._file_checkpoints
+        points = self._checkpoints_at_hand() if checkpoints else None
+        if points is not None:
+            mine = rewind_points.encode(points)
+        else:  # a rewritten list the journal could not take stays in the file until it can
+            mine = rewind_points.encode(self._checkpoints) if self._checkpoints_rewritten else self._file_checkpoints
         data.checkpoints = self.foreign_checkpoints + mine
         return data
+
+    def _checkpoints_at_hand(self) -> list[rewind_points.Checkpoint] | None:
+        """The checkpoints, for a document written whole, when a journal holds them: read already
+        (a /rewind, a compaction), or read now when the journal is small enough to read at a turn
+        (TRUST_FROM: what the first turn after a load reads anyway). None otherwise: the file's
+        list is written as it is, and the journal holds the rest."""
+        if self.transcript is None or not self.transcript.enabled or not self.transcript.id:
+            return None
+        if self._checkpoints is None and not self.transcript.small():
+            return None
+        return self.checkpoints
+
+    def wrote_whole(self, data: SessionData) -> None:
+        """The bound file was written whole from `data`: its checkpoints are the file's now (a
+        turn appended next leaves them as they are)."""
+        self._file_checkpoints = [item for item in data.checkpoints if rewind_points.is_ours(item)]
+
+    def own_checkpoints(self) -> list[rewind_points.Checkpoint] | None:
+        """The checkpoints no journal holds (it is off): this process's only copy of them, which a
+        bind to a copy of this same conversation (save as, attach-create, fork) carries over
+        (`carry_checkpoints`); None when a journal holds them."""
+        if self.transcript is not None and self.transcript.enabled:
+            return None
+        return list(self._checkpoints or [])
+
+    def carry_checkpoints(self, points: list[rewind_points.Checkpoint] | None) -> None:
+        if points:
+            self._checkpoints = points
 
     def checkpoint(self, label: str, command: bool = False) -> list[str]:
         """Remember the history as it is now, to come back to with /rewind: one journal line,
@@ -187,10 +223,14 @@ class Conversation:
         line = journal_rules.checkpoint_line(time, label, command)
         notes = self.sync_transcript(extra=(line,))
         journaled = self.transcript is not None and self.transcript.enabled and self.transcript.problem is None
-        if journaled and not self._checkpoints_rewritten and (self._checkpoints is None or not command):
+        small = self._checkpoints is not None and self.transcript is not None and self.transcript.small()
+        if journaled and not self._checkpoints_rewritten and (self._checkpoints is None or not command) \
+                and not small:
             # In the journal now, with the rest: read again when /rewind next needs them (taking
             # it here would copy the whole history's hashes at every turn). A command's checkpoint
             # joins a list already read: the command works on it (/rewind keeps what it dropped).
+            # A list at hand for a small journal is kept up to date instead: a small session's
+            # whole write at every turn stores it (see `_checkpoints_at_hand`).
             self._checkpoints = None
             return notes
         hashes = self.transcript.live_hashes(self.history) if journaled else None

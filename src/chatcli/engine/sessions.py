@@ -158,9 +158,11 @@ def save(conv: Conversation, name: str) -> Bound:
             notes.append(f"Session '{name}' held {len(previous.history)} other messages; "
                          f"they were kept as '{kept}'.")
 
+    own = conv.own_checkpoints()  # the same conversation, under another name: its /rewind points too
     with _document_for(conv, copy=conv.session_name is not None) as data:
         stamp = conv.store.save(name, data, before_replace=keep_previous)
     conv.binding.bind(name, data, stamp)
+    conv.carry_checkpoints(own)
     notes += conv.binding.size_notes(name, stamp)
     return Bound("saved", name, len(data.history), notes=tuple(notes))
 
@@ -234,9 +236,11 @@ def attach(conv: Conversation, name: str) -> Bound:
             if conv.read_only:
                 raise SessionError(f"session '{name}' does not exist, and cannot be created: CHATCLI_HOME cannot be "
                                    f"written ({conv.read_only})")
+            own = conv.own_checkpoints()
             with _document_for(conv, copy=conv.session_name is not None) as data:
                 stamp = store.write(name, data)
             conv.binding.bind(name, data, stamp)
+            conv.carry_checkpoints(own)
             return Bound("created", name, len(data.history))
         data, stamp = store.load(name)
     notes = _keep_unsaved(conv, f"'{name}'")
@@ -304,6 +308,7 @@ def fork(conv: Conversation, name: str) -> Forked:
     validate_user_target(name)
     notes = tuple(conv.binding.adopt())  # fork what the session is now, not what this window last saw
     parent = conv.session_name
+    own = conv.own_checkpoints()
     with _document_for(conv, copy=True) as data:
         data.title = None
         try:
@@ -311,6 +316,7 @@ def fork(conv: Conversation, name: str) -> Forked:
         except SessionExists:
             raise UsageError(f"session '{name}' already exists; fork to a new name") from None
     conv.binding.bind(name, data, stamp)
+    conv.carry_checkpoints(own)
     return Forked(parent, name, len(data.history), notes)
 
 

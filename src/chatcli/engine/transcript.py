@@ -98,6 +98,16 @@ class TranscriptSync:
         self._last = ""
         self._by_length: dict[int, list[int]] | None = None
 
+    def small(self) -> bool:
+        """The journal is small enough to read whole at a turn (under TRUST_FROM, what the first
+        turn after a load reads anyway): as far as this process knows it, or by its size."""
+        if self._loaded:
+            return self._offset < TRUST_FROM
+        try:
+            return os.stat(self.home.journal_path(self.id)).st_size < TRUST_FROM if self.id else True
+        except OSError:
+            return True
+
     @property
     def journal(self) -> Journal | None:
         return self.home.journal(self.id) if self.enabled and self.id else None
