@@ -104,8 +104,15 @@ def kills(sealed: bool, times: int) -> None:
     store = SessionStore(Home.of(settings).sessions_dir, settings.encryption_key)
     rng = random.Random(7)
     lost = unreadable = damaged = 0
-    torn = cut_appends = 0
+    torn = cut_appends = left_torn = 0
     path = Home.of(settings).sessions_dir / "crashy.json"
+    # Past the size under which a plaintext session is written whole at every turn: its turns are
+    # appended in place, in two steps a kill can come between.
+    seed = Conversation(settings, journal=True)
+    sessions.start(seed, name="crashy")
+    seed.history += [Message("user" if i % 2 == 0 else "assistant", f"seed {i} " + "s" * 600) for i in range(500)]
+    seed.sync_transcript()
+    seed.binding.write_through()
     for _ in range(times):
         proc = subprocess.Popen([sys.executable, "-c", _KILLED], env=env, stdout=subprocess.PIPE)
         assert proc.stdout.readline() == b"ready\n"
@@ -114,12 +121,13 @@ def kills(sealed: bool, times: int) -> None:
         proc.wait()
         done = [line.decode().removeprefix("done ") for line in proc.stdout.read().splitlines()
                 if line.startswith(b"done ")]
+        cut_appends += _append_cut_short(path, settings.encryption_key)
         try:
-            data, _ = store.load("crashy")
+            data, _ = store.load("crashy")  # the next command: it mends what the kill left
         except SessionError:
             unreadable += 1
             continue
-        cut_appends += _append_cut_short(path, settings.encryption_key)
+        left_torn += 0 if sealed else _not_json_to_every_reader(path)
         have = {m.content.split("x")[0].rstrip() + " " for m in data.history if m.role == "user"}
         lost += sum(1 for prefix in done if prefix.rstrip() + " " not in have)
         reading = Journal(settings.home / "transcripts", data.transcript_id, settings.encryption_key).read()
@@ -128,11 +136,29 @@ def kills(sealed: bool, times: int) -> None:
         recorded = {e["message"]["content"] for e in reading.events if e["type"] == "message"}
         lost += sum(1 for m in data.history if m.content not in recorded)  # the journal has every saved message
     kind = "sealed" if sealed else "plaintext"
-    row(f"SIGKILL of a writer at a random instant of its turns ({kind} store)", times,
-        f"{lost} completed turns; {unreadable} unreadable session files; {damaged} damaged journal lines",
+    mended = "" if sealed else (f"; {left_torn} files left that json or Go ChatCLI's decoder refuses after the "
+                                "next command")
+    row(f"SIGKILL of a writer at a random instant of its turns ({kind} store, a session past 256 KB: turns "
+        "appended in place)", times,
+        f"{lost} completed turns; {unreadable} unreadable session files; {damaged} damaged journal lines{mended}",
         f"at most one torn journal line at a time ({torn} seen over all kills), ended or cut at the next append; "
         f"{cut_appends} session file(s) caught between the two steps of an in-place append (or with a sealed turn "
-        "record cut short) read as the file before that turn")
+        "record cut short): mended by the next command that opens them (plaintext), or read without that turn, "
+        "which the journal gives back (sealed)")
+
+
+def _not_json_to_every_reader(path: Path) -> int:
+    """1 when the session file is not one JSON document to the json module, or to Go ChatCLI's own
+    decoder (tests/go_reader, built by make test), both of which refuse trailing data."""
+    try:
+        json.loads(path.read_bytes())
+    except ValueError:
+        return 1
+    reader = ROOT / ".venv" / "bin" / "go_reader"
+    if reader.exists():
+        read = subprocess.run([str(reader), str(path)], capture_output=True, text=True)
+        return 0 if read.returncode == 0 and read.stdout.startswith("ok ") else 1
+    return 0
 
 
 def _append_cut_short(path: Path, key: bytes | None) -> int:
