@@ -57,11 +57,30 @@ GO        ?= /usr/bin/go
 GO_READER_BIN := $(VENV)/bin/go_reader
 export GO_READER := $(abspath $(GO_READER_BIN))
 
-.PHONY: run test bench faults clean
+# `make run` puts `chatcli` on the PATH the way pipx does: a link in ~/.local/bin (LINK_DIR) to
+# this checkout's environment, made once and said once; a `chatcli` already there that is not a
+# link to this checkout is left alone, and said. chatcli's own lines ("resume it with chatcli -c")
+# then work as printed in a new shell.
+LINK_DIR ?= $(HOME)/.local/bin
 
-run: $(VENV)/.run-installed
+.PHONY: run link test bench faults clean
+
+run: $(VENV)/.run-installed link
 	@$(PY) -m compileall -q src
 	@$(BIN)/chatcli
+
+link:
+	@target='$(abspath $(BIN)/chatcli)'; link='$(LINK_DIR)/chatcli'; \
+	if [ "$$(readlink "$$link" 2>/dev/null)" = "$$target" ]; then :; \
+	elif [ -e "$$link" ] || [ -L "$$link" ]; then \
+	  echo "make: $$link exists and is not this checkout's chatcli; left as it is (run $$target, or remove it)"; \
+	else \
+	  mkdir -p '$(LINK_DIR)' && ln -s "$$target" "$$link" && \
+	  echo "make: linked $$link -> $$target"; \
+	  case ":$$PATH:" in *":$(LINK_DIR):"*) ;; \
+	  *) echo "make: $(LINK_DIR) is not on your PATH: add it (export PATH=\"$(LINK_DIR):\$$PATH\" in your shell's profile) to run chatcli by name";; \
+	  esac; \
+	fi
 
 test: $(VENV)/.test-installed $(CHROMIUM) $(INSPECTOR) $(GO_READER_BIN)
 	@$(PY) -m compileall -q src
