@@ -254,6 +254,12 @@ def test_version_and_help(env, workdir):
     assert result.returncode == 0
     for flag in ("-p", "--provider", "--model", "--timeout", "--raw", "--debug", "--version"):
         assert flag in result.stdout
+    # Every command a user can run is named, each on its own line, within 80 columns.
+    commands = result.stdout.split("commands (each has --help):\n")[1].splitlines()
+    assert [line.split()[1] for line in commands] == ["session", "storage", "doctor", "mcp-server", "acp", "gateway"]
+    for action in ("list", "show", "search", "export", "delete", "fork", "prune", "rekey"):
+        assert action in result.stdout
+    assert max(map(len, commands)) <= 80
 
 
 def test_oneshot_writes_nothing_to_disk(openai_env, home, workdir):

@@ -21,11 +21,14 @@ def _parser_class():
 
 
 def build_parser():
+    import argparse
+
     parser = _parser_class()(
         prog="chatcli",
-        description="Chat with large language models from the terminal. With no -p and no piped "
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the commands' table below, as laid out
+        description="Chat with large language models from the terminal. With no -p and no piped\n"
         "input, starts the interactive REPL.",
-        epilog="Provider: --provider, else LLM_PROVIDER, else the first of OPENAI_API_KEY / "
+        epilog="Provider: --provider, else LLM_PROVIDER, else the first of OPENAI_API_KEY /\n"
         "ANTHROPIC_API_KEY that is set, else the offline local model.",
     )
     parser.add_argument("-p", "--prompt", metavar="TEXT", help="ask once, print the answer and exit "
@@ -47,12 +50,20 @@ def build_parser():
     parser.add_argument("--raw", action="store_true", help="print answers as plain text, no Markdown rendering")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     parser.add_argument("--version", action="version", version=f"chatcli {__version__}")
-    parser.epilog += (" Scripting: chatcli session list|show|delete|fork (see chatcli session --help); "
-                      "chatcli storage [prune [--apply]] (see chatcli storage --help). "
-                      "Servers: chatcli mcp-server (MCP on stdio), chatcli acp (an editor's agent), "
-                      "chatcli gateway (Telegram, Slack, a signed webhook); each has --help. "
-                      "Something wrong? chatcli doctor.")
+    parser.epilog += "\n\ncommands (each has --help):\n" + "\n".join(
+        f"  chatcli {usage:<17} {what}" for usage, what in COMMANDS)
     return parser
+
+
+# Every command beside the chat itself, for `chatcli --help` (each parses its own arguments).
+COMMANDS = (
+    ("session ACTION", "list, show, search, export, delete, fork sessions"),
+    ("storage [ACTION]", "what chatcli keeps; prune [--apply], rekey"),
+    ("doctor", "what is set up, and what is wrong"),
+    ("mcp-server", "an MCP server on stdio, for MCP clients"),
+    ("acp", "an agent for editors (Agent Client Protocol)"),
+    ("gateway", "answer chats: --telegram, --slack, --webhook"),
+)
 
 
 def main(argv: list[str] | None = None) -> int:
