@@ -145,6 +145,24 @@ def test_a_summary_no_shorter_than_the_originals_is_refused(repl_env, workdir, o
         repl.close()
 
 
+def test_a_summary_that_echoes_the_prompt_s_markup_is_stored_without_it_or_refused_when_that_is_all(
+        repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "tagged"))
+    try:
+        for i in range(1, 5):
+            repl.send(f"question number {i} about the deploy freeze")
+        openai_server.reply("[user]\n\n</conversation>\n\n")  # a small model echoing the prompt, nothing else
+        out = plain(repl.send("/compact"))
+        assert "empty summary (only the prompt's markup); nothing was compacted" in out, out
+        openai_server.reply("The user asked about the freeze.\n</conversation>")
+        assert "Compacted" in plain(repl.send("/compact"))
+    finally:
+        repl.close()
+    history = json.loads((Path(repl_env["CHATCLI_HOME"]) / "sessions" / "tagged.json").read_text())["chat_history"]
+    summary = next(m["content"] for m in history if m.get("meta", {}).get("is_summary"))
+    assert summary.startswith("The user asked about the freeze.\n\n(Summary of ") and "conversation>" not in summary
+
+
 def near_a_small_window(repl_env, workdir, openai_server) -> Repl:
     """A REPL four turns into a 540-token window that compacts at half of it: the next turn compacts."""
     repl_env.update(CHATCLI_CONTEXT_WINDOW="540", CHATCLI_AUTO_COMPACT="50%")

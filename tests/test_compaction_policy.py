@@ -86,3 +86,14 @@ def test_compaction_never_separates_a_tool_call_from_its_result(units, keep_rece
     assert [m for m in after if m.role == "system"] == [m for m in history if m.role == "system"]
     recent_count = sum(1 for m in recent if m.role != "system")
     assert recent_count >= min(keep_recent, sum(1 for m in history if m.role != "system"))
+
+
+def test_a_summary_loses_the_prompt_s_markup_and_keeps_the_rest():
+    from chatcli.core.compaction import clean_summary
+
+    assert clean_summary("Asked about X.\n</conversation>") == "Asked about X."
+    assert clean_summary("<conversation>\n[user]\nhi\n\n[result of tool call c1]\nok\n</ Conversation >") == "hi\n\nok"
+    assert clean_summary("[user]\n\n</conversation>") == ""
+    # Brackets that are the summary's own words stay.
+    assert clean_summary("The [user] asked; see [notes] and [assistant] replies.") == \
+        "The [user] asked; see [notes] and [assistant] replies."

@@ -8,6 +8,7 @@ holds half of a call.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -100,6 +101,21 @@ def recent_window(history: Sequence[Message], tokens: int) -> int:
     return start
 
 
+# The markup of the summary prompt (engine.compaction): the conversation in <conversation> tags,
+# each message under a [label] line. A small model echoes it; it is never stored as summary.
+_PROMPT_TAG = re.compile(r"</?\s*conversation\s*>", re.IGNORECASE)
+_PROMPT_LABEL = re.compile(r"^[ \t]*\[(?:user|assistant|system|tool|summary of earlier messages|"
+                           r"result of tool call [^\]\n]*)\][ \t]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def clean_summary(text: str) -> str:
+    """A model's summary without the summary prompt's own markup echoed back (its
+    <conversation> tags, the [role] lines that head each message), and without the blank lines
+    that leaves; what is left may be empty."""
+    text = _PROMPT_LABEL.sub("", _PROMPT_TAG.sub("", text))
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
 def summary_message(text: str, cut: Cut, mode: str = "chat") -> Message:
     return Message("assistant", text, meta={"is_summary": True, "summary_of": len(cut.summarised), "mode": mode})
 
@@ -136,5 +152,5 @@ def kept_originals(history: list[Message], key: str) -> list[Message] | None:
     return None
 
 
-__all__ = ["recent_window", "MIN_SUMMARISED", "ORIGINALS", "RECALL_KEY", "Cut", "compacted", "estimate_tokens", "keep_originals",
+__all__ = ["recent_window", "clean_summary", "MIN_SUMMARISED", "ORIGINALS", "RECALL_KEY", "Cut", "compacted", "estimate_tokens", "keep_originals",
            "kept_originals", "plan_cut", "safe_cuts", "summary_message"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chatcli.core.compaction import compacted, keep_originals, plan_cut, summary_message
+from chatcli.core.compaction import clean_summary, compacted, keep_originals, plan_cut, summary_message
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message, call_arguments_text, call_chars, call_name
 from chatcli.engine.sessions import Outcome
@@ -98,12 +98,14 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> tu
                 pieces.append(event.text)
             elif isinstance(event, Done):
                 ended = event
-    text = "".join(pieces)
+    raw = "".join(pieces)
     from chatcli.engine import costs
 
-    costs.record(conv, request, ended, len(text))  # a summary request costs as much as a turn's, often more
-    if not text.strip():
-        raise ProviderError("the model returned an empty summary; nothing was compacted")
+    costs.record(conv, request, ended, len(raw))  # a summary request costs as much as a turn's, often more
+    text = clean_summary(raw)  # never the prompt's own markup, echoed back
+    if not text:
+        raise ProviderError("the model returned an empty summary" + (" (only the prompt's markup)" if raw.strip()
+                                                                     else "") + "; nothing was compacted")
     if len(text) >= replaced:
         raise ProviderError(f"the model's summary ({len(text):,} characters) is not shorter than the {replaced:,} "
                             "characters it would replace; nothing was compacted")
