@@ -6,6 +6,7 @@ import sys
 from typing import Protocol, TextIO
 
 from chatcli.config.settings import Settings
+from chatcli.core.line_breaks import keep_line_breaks
 from chatcli.core.terminal import printable
 
 INTERRUPTED = "[interrupted]"
@@ -62,7 +63,8 @@ class MarkdownStream:
 
     Finished blocks (text before a blank line outside a code fence) are printed for good;
     only the block still being written is redrawn, so long answers never make the live
-    area taller than the screen.
+    area taller than the screen. Both go through keep_line_breaks, so a line the model
+    ended looks the same while it streams and once printed.
     """
 
     def __init__(self, out: TextIO | None = None) -> None:
@@ -98,7 +100,7 @@ class MarkdownStream:
             cut, separate = self._pending.rfind("\n") + 1, False
         done, self._pending = self._pending[:cut], self._pending[cut:]
         # The live area first: a print redraws it below, and it must not show the printed block again.
-        self._live.update(Markdown(self._pending))
+        self._live.update(Markdown(keep_line_breaks(self._pending)))
         if done:
             self._print(done, separate=separate)
 
@@ -130,7 +132,7 @@ class MarkdownStream:
         if self._printed_any and self._separate_next:
             self.console.print()
         self._separate_next = separate
-        self.console.print(Markdown(block.strip("\n")))
+        self.console.print(Markdown(keep_line_breaks(block.strip("\n"))))
         self._printed_any = True
 
 
