@@ -142,3 +142,92 @@ def test_a_page_position_that_is_a_digit_but_no_number_is_ignored_not_a_server_e
         assert status == 200 and len(answer["messages"]) == 2, answer
     finally:
         view.stop()
+
+
+# -- /web and --continue: a page nobody chatted in leaves no session ---------------------------
+def _left(repl: Repl) -> str:
+    """Leave the REPL by /exit; what it printed on the way out."""
+    import pexpect
+
+    repl.child.send("/exit\r")
+    repl.child.expect(pexpect.EOF)
+    return plain(repl.child.before)
+
+
+def test_a_web_page_nobody_chatted_in_leaves_no_session_and_continue_resumes_the_last_chat(
+        repl_env, workdir, sessions_dir):
+    from conftest import run_chatcli
+
+    first = run_chatcli("--session", "notes", "-p", "a first note", env=repl_env, cwd=workdir)
+    assert first.returncode == 0, first.stderr
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        said = plain(repl.send("/web"))
+        assert re.search(r"session 'web-[0-9a-f]{8}'", said), said
+        leaving = _left(repl)
+        assert "saved in session 'web-" not in leaving, leaving  # it is not: it goes
+    finally:
+        repl.close()
+    listed = run_chatcli("session", "list", env=repl_env, cwd=workdir)
+    assert listed.returncode == 0 and "notes" in listed.stdout, listed.stdout + listed.stderr
+    assert "web-" not in listed.stdout, listed.stdout
+    assert not list(sessions_dir.glob("web-*")), "the unused page's session file is gone"
+    resumed = run_chatcli("-c", "-p", "hi", env=repl_env, cwd=workdir)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Resumed session 'notes' (2 messages)." in resumed.stderr, resumed.stderr
+
+
+def test_a_web_page_whose_conversation_was_chatted_in_keeps_its_session_and_continue_picks_it(
+        repl_env, workdir, sessions_dir):
+    from conftest import run_chatcli
+
+    assert run_chatcli("--session", "notes", "-p", "a first note", env=repl_env, cwd=workdir).returncode == 0
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        name = re.search(r"session '(web-[0-9a-f]{8})'", plain(repl.send("/web"))).group(1)
+        repl.send("a thought while the page is open")
+        _left(repl)
+    finally:
+        repl.close()
+    later = Repl(repl_env, "m", cwd=workdir)  # a page opened later and left unused does not take its place
+    try:
+        unused = re.search(r"session '(web-[0-9a-f]{8})'", plain(later.send("/web"))).group(1)
+        _left(later)
+    finally:
+        later.close()
+    listed = run_chatcli("session", "list", env=repl_env, cwd=workdir)
+    assert name in listed.stdout and unused not in listed.stdout, listed.stdout
+    resumed = run_chatcli("-c", "-p", "hi", env=repl_env, cwd=workdir)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"Resumed session '{name}' (2 messages)." in resumed.stderr, resumed.stderr
+
+
+def test_web_stop_removes_the_session_of_a_page_nobody_chatted_in(env, sessions_dir):
+    from chatcli.commands.web import web_command
+
+    conv = Conversation(Settings.load(env), journal=True)
+    name = re.search(r"session '(web-[0-9a-f]{8})'", web_command(conv, "").text).group(1)
+    assert (sessions_dir / f"{name}.json").exists()
+    stopped = web_command(conv, "stop").text
+    assert name in stopped and not (sessions_dir / f"{name}.json").exists(), stopped
+    assert conv.session_name is None  # not bound to a session that is gone
+
+
+def test_web_stop_keeps_a_session_written_to_meanwhile(env, sessions_dir):
+    from chatcli.commands.web import web_command
+
+    conv = Conversation(Settings.load(env), journal=True)
+    name = re.search(r"session '(web-[0-9a-f]{8})'", web_command(conv, "").text).group(1)
+    other = Conversation(Settings.load(env), journal=True)  # another surface attaches and writes a turn
+    sessions.attach(other, name)
+    other.history += [Message("user", "from elsewhere"), Message("assistant", "noted")]
+    sessions.save(other, name)
+    web_command(conv, "stop")
+    assert (sessions_dir / f"{name}.json").exists()
+
+
+def test_continue_passes_over_a_newer_empty_session(env):
+    saved(env, "notes", ("Where do herons nest?", "By the north pond."))
+    sessions.attach(Conversation(Settings.load(env), journal=True), "blank")  # created, 0 messages, newer
+    later = Conversation(Settings.load(env), journal=True)
+    assert sessions.start(later, resume=True) == ["Resumed session 'notes' (2 messages)."]

@@ -336,7 +336,8 @@ def listing(conv: Conversation) -> list[SessionInfo]:
 
 
 def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:
-    """The newest readable session, and the newer ones passed over because they cannot be read."""
+    """The newest readable session that holds messages (the one last chatted in), and the newer
+    ones passed over because they cannot be read."""
     skipped: list[str] = []
     store = conv.store
     for info in store.list(fresh=True):  # correctness over speed: every file is stat'ed
@@ -345,11 +346,17 @@ def most_recent(conv: Conversation) -> tuple[str | None, list[str]]:
             # A server's mirror is its record of a live conversation, not a session the user
             # left: the latest-session pointer passes over it too (engine/hosted.py).
             continue
+        # --continue means "where I left off": an empty session (made by --session NEW or /web,
+        # then never chatted in) holds nothing to continue, and a demanding user expects it to
+        # be passed over for the last conversation they had, not to resume zero messages.
+        if info.messages == 0:
+            continue
         if info.messages is not None:
             return info.name, skipped
         if store.private and not problem:  # encryption on: the listing does not open files; this does
             try:
-                store.load(info.name)
+                if not store.load(info.name)[0].history:
+                    continue
                 return info.name, skipped
             except SessionError as exc:
                 problem = str(exc)
@@ -422,8 +429,8 @@ def finish(conv: Conversation) -> list[str]:
             return [*journal_notes, f"The last {conv.binding.unsynced} message(s) were not written to session '{name}' "
                                     f"({conv.read_only})."]
         notes = journal_notes + (conv.binding.write_through(force=True) if conv.binding.unsynced else [])
-        if not conv.binding.unsynced:
-            return [*notes, f"Conversation saved in session '{name}'."]
+        if not conv.binding.unsynced:  # an empty one says nothing (a /web page's, unused, goes next)
+            return [*notes, f"Conversation saved in session '{name}'."] if conv.history else notes
         if not conv.settings.session_autosave:
             return [*notes, f"Session '{name}' could not be written; the last turns are lost "
                             "(CHATCLI_SESSION_AUTOSAVE is off)."]

@@ -1,4 +1,4 @@
-"""`/web` (issue 19): a page of the user's sessions (list, read, search) served on 127.0.0.1 to
+"""`/web`: a page of the user's sessions (list, read, search) served on 127.0.0.1 to
 this user's browser, from the same store every surface uses.
 
 Access: the URL `/web` prints carries a one-time token. Its first visit trades it for a cookie
@@ -11,7 +11,8 @@ text on screen as text, never as markup (CSP: its own script only, by nonce).
 
 The conversation that opened it is bound to a session named `web-<id>` (unless it was bound
 already), so what it says is in the list like any other session, written after each turn and
-never copied to an autosave.
+never copied to an autosave. One made for an empty conversation that nobody then chatted in is
+removed again (`remove_if_unused`): opening the page leaves no session behind.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from chatcli.engine import records
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
+    from chatcli.store.sessions import SessionStore, Stamp
 
 PAGE_SIZE = 200  # messages a page of a session shows (the newest first page; "older" for more)
 COOKIE = "chatcli_web_"  # + the port: two chatcli pages at once keep a cookie each
@@ -196,6 +198,21 @@ class WebView:
                                            for group in groups]}
 
 
+def remove_if_unused(store: SessionStore, name: str, created: Stamp) -> bool:
+    """Remove session `name`, made empty for a page, if it is still the file written then (same
+    inode, mtime and size, checked under its lock): nothing was chatted or saved in it, from
+    this conversation or another surface. Anything written since keeps it. Best effort: it may
+    run as the process ends, where a failure has no one to be told to (the session stays, and
+    --continue passes over an empty one)."""
+    try:
+        removed = store.remove_if_unchanged(name, created.mtime_ns, created.size, created.inode)
+    except (ChatcliError, OSError):
+        return False
+    if removed:
+        store.catalog.forget_journals([name])
+    return removed
+
+
 def _json(payload: dict) -> bytes:
     return json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
@@ -272,4 +289,4 @@ loadSessions();
 </script></body></html>
 """
 
-__all__ = ["WebView"]
+__all__ = ["WebView", "remove_if_unused"]

@@ -226,8 +226,12 @@ class Catalog:
     def note_latest(self, name: str, mtime_ns: int, messages: int | None) -> None:
         """Remember the session written last (every chatcli write comes through
         SessionStore.write), so the REPL can name it at start-up without a listing. A hint: not
-        fsync'd, and ignored when it no longer matches the file."""
+        fsync'd, and ignored when it no longer matches the file. A write of no messages (a
+        session created empty by --session NEW or /web) leaves it naming the one before: like
+        --continue, it offers where the user left off, never an empty session."""
         # Names and counts only: nothing of a conversation's content (SPEC §9 encrypts that).
+        if messages == 0:
+            return
         payload = json.dumps({"name": name, "mtime_ns": mtime_ns, "messages": messages}, ensure_ascii=False)
         with contextlib.suppress(OSError):
             atomic_write(self.latest_path, payload.encode("utf-8"), durable=False)
