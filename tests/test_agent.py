@@ -85,7 +85,8 @@ def test_a_coder_turn_reads_greps_edits_with_approval_and_answers(coder, fake_mo
     assert fake_model.requests[3].messages[-1].content == "wrote app.py (+1 −1 lines)"
     # Coder mode offers the file tools; the session tools come in every mode.
     offered = [tool.name for tool in fake_model.requests[0].tools]
-    assert offered == ["session_search", "read_file", "list_dir", "grep", "run_shell", "write_file", "edit_file"]
+    assert offered == ["session_search", "session_read", "read_file", "list_dir", "grep", "run_shell", "write_file",
+                       "edit_file"]
     # The saved session holds the unified history in the v2 fields.
     saved = json.loads((sessions_dir / "fixing.json").read_text())["chat_history"]
     assert [m["role"] for m in saved] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool",
@@ -247,7 +248,7 @@ def test_chat_mode_offers_the_session_tools(make_conversation, fake_model, sessi
     fake_model.reply(tool_calls=[call("s1", "session_search", query="heron pond")])
     fake_model.reply("You talked about the heron in 'birds'.")
     conv.send("where did I mention the heron?")
-    assert [tool.name for tool in fake_model.requests[-2].tools] == ["session_search"]
+    assert [tool.name for tool in fake_model.requests[-2].tools] == ["session_search", "session_read"]
     [found] = results(conv)
     assert found.startswith("birds  (") and "heron nests by the north pond" in found
     assert conv.history[-1].to_dict()["meta"] == {"mode": "chat"}  # every message carries its mode, chat's too
@@ -485,7 +486,7 @@ def test_anthropic_is_told_of_called_tools_the_mode_no_longer_offers(coder, fake
     build_registry().dispatch("/chat", coder)
     coder.send("thanks")
     offered = {tool.name: tool.description for tool in fake_model.requests[-1].tools}
-    assert list(offered) == ["session_search", "read_file"]
+    assert list(offered) == ["session_search", "session_read", "read_file"]
     assert offered["read_file"].startswith("NOT AVAILABLE NOW (chat mode has no file or shell tools")
 
 
@@ -596,3 +597,86 @@ def test_the_working_directory_set_after_a_first_turn_is_the_one_used(make_conve
     fake_model.reply("Read.")
     conv.send("read the app")
     assert results(conv)[-1].startswith("def greet")
+
+
+KEY = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+
+def read_call(id: str, **arguments) -> dict:
+    """A scripted session_read call (its `name` argument would clash with tool_call's own)."""
+    return {"id": id, "name": "session_read", "arguments": json.dumps(arguments)}
+
+
+def saved_session(make_conversation, name: str, *prompts: str, **variables: str):
+    """A saved session of the prompts and the fake model's echoes ("You said: …")."""
+    conv = make_conversation(**variables)
+    for prompt in prompts:
+        conv.send(prompt)
+    sessions.save(conv, name)
+    return conv
+
+
+def test_the_model_reads_a_sealed_session_at_the_position_its_search_found(openai_env, openai_server, make_conversation,
+                                                                          sessions_dir, workdir):
+    from conftest import run_chatcli
+
+    openai_env["CHATCLI_ENCRYPTION_KEY"] = KEY
+    saved_session(make_conversation, "birds", "the ducks are back", "the heron nests by the north pond",
+                  "the swallows left early")
+    assert b"heron" not in (sessions_dir / "birds.json").read_bytes()  # sealed: read through the store's key
+    openai_server.reply(tool_calls=[call("s1", "session_search", query="heron")])
+    openai_server.reply(tool_calls=[read_call("r1", name="birds", position=3, count=2)])
+    openai_server.reply("After the heron you talked about swallows.")
+    result = run_chatcli("-p", "what came after the heron?", env=openai_env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "After the heron you talked about swallows." in result.stdout
+    assert "read session 'birds' (#3–#4 of 6)" in result.stderr  # the call, said in one line
+    first, second, last = openai_server.requests
+    for request in (first, second, last):
+        assert [t["function"]["name"] for t in request.body["tools"]] == ["session_search", "session_read"]
+    found, read = [m["content"] for m in last.body["messages"] if m["role"] == "tool"]
+    assert "  #3 user …the heron nests by the north pond…" in found.splitlines()
+    assert read == ("Session 'birds': messages #3–#4 of 6\n\n"
+                    "#3 user\nthe heron nests by the north pond\n\n"
+                    "#4 assistant\nYou said: the heron nests by the north pond")
+
+
+def test_session_read_is_cut_to_the_output_limit_at_a_message_boundary(make_conversation, fake_model):
+    words = [f"{index} " + "word " * 60 for index in range(1, 6)]  # about 300 characters each
+    saved_session(make_conversation, "long", *words, "x" * 5000)
+    conv = make_conversation(CHATCLI_AGENT_OUTPUT_LIMIT="1000")
+    fake_model.reply(tool_calls=[read_call("r1", name="long", position=1),
+                                 read_call("r2", name="long", position=11, count=500)])
+    fake_model.reply("Read.")
+    notes = []
+    conv.send("read it", on_notice=notes.append)
+    paged, huge = results(conv)
+    assert len(paged) <= 1000 and len(huge) <= 1000
+    assert paged.startswith("Session 'long': messages #1–#2 of 12\n\n#1 user\n1 word ")
+    assert paged.endswith(f"#2 assistant\nYou said: {words[0]}\n\n[cut to fit 1,000 characters "
+                          "(CHATCLI_AGENT_OUTPUT_LIMIT): call session_read with position 3 for the rest]")
+    assert huge.startswith("Session 'long': message #11 of 12\n\n#11 user\nxxx")
+    assert "characters left out …]" in huge  # one message longer than the limit: its start and its end
+    assert huge.endswith("[cut to fit 1,000 characters (CHATCLI_AGENT_OUTPUT_LIMIT): #11 alone is longer: its start "
+                         "and end are shown; call session_read with position 12 for the rest]")
+    assert "read session 'long' (#1–#2 of 12, cut to fit the output limit)" in notes
+    assert "read session 'long' (#11 of 12, cut to fit the output limit)" in notes
+
+
+def test_session_read_of_an_unknown_name_or_past_the_end_answers_in_one_line(make_conversation, fake_model):
+    saved_session(make_conversation, "birds", "the heron nests by the north pond")
+    conv = make_conversation()
+    fake_model.reply(tool_calls=[read_call("r1", name="fish", position=1),
+                                 read_call("r2", name="birds", position=3),
+                                 read_call("r3", name="birds", position=0),
+                                 read_call("r4", name="../birds", position=1)])
+    fake_model.reply("Nothing there.")
+    notes = []
+    result = conv.send("read them", on_notice=notes.append)
+    assert result.text == "Nothing there."
+    assert results(conv) == ["error: no session named 'fish' (session_search shows the names)",
+                             "error: session 'birds' has 2 messages; position 3 is past its end",
+                             "error: position is a whole number from 1",
+                             "error: invalid session name '../birds': use 1 to 128 characters: letters, digits, "
+                             "'-', '_' and '.' (no spaces), starting with a letter or digit, with no '..'"]
+    assert "The model's session_read call failed: no session named 'fish' (session_search shows the names)" in notes

@@ -81,7 +81,8 @@ def test_a_coder_session_in_the_repl_reads_greps_asks_writes_and_answers(env, to
         ("", "wrote app.py (+1 −1 lines)", False)]
     assert exchange(last, tool_server.kind)[5][1].startswith("refused: the user did not allow this (run: rm -rf build)")
     offered = [t.get("name") or t["function"]["name"] for t in last.body["tools"]]
-    assert offered == ["session_search", "read_file", "list_dir", "grep", "run_shell", "write_file", "edit_file"]
+    assert offered == ["session_search", "session_read", "read_file", "list_dir", "grep", "run_shell", "write_file",
+                       "edit_file"]
     saved = json.loads((sessions_dir / "fix.json").read_text())["chat_history"]
     assert {m["meta"]["mode"] for m in saved} == {"coder"}
     refused = next(m for m in saved if m.get("tool_call_id") == "c3")
@@ -208,7 +209,7 @@ def test_mcp_agent_task_only_reads_unless_the_server_allows_writes(openai_env, o
         "writes no files (the user can restart it with chatcli mcp-server --allow-writes)]",
         "I can only read here."]
     assert [t["function"]["name"] for t in model.requests[0].body["tools"]] == [
-        "session_search", "read_file", "list_dir", "grep"]
+        "session_search", "session_read", "read_file", "list_dir", "grep"]
     assert "helo" in (project / "app.py").read_text()
 
     model.reply(tool_calls=[call("c1", "edit_file", path="app.py", old_text="'helo'", new_text="'hello'")])
@@ -224,7 +225,7 @@ def test_mcp_agent_task_only_reads_unless_the_server_allows_writes(openai_env, o
                                        "Fixed."]  # the restarted server took its conversation back
     assert (project / "app.py").read_text() == "def greet():\n    return 'hello'\n"
     assert [t["function"]["name"] for t in model.requests[-1].body["tools"]] == [
-        "session_search"]  # back in chat: only chat's tools (OpenAI needs no others described)
+        "session_search", "session_read"]  # back in chat: only chat's tools (OpenAI needs no others described)
 
 
 def test_yes_goes_with_a_mode(env):

@@ -173,7 +173,7 @@ def test_a_wildcard_sender_is_a_guest_with_no_access_to_the_sessions(make_hub, m
     assert say(hub, "hi", sender="7") == "You said: hi"  # a guest gets its own conversation
     assert [tool.name for tool in fake_model.requests[-1].tools] == []  # and no tool that reads sessions
     say(hub, "hi", sender="42")
-    assert "session_search" in [tool.name for tool in fake_model.requests[-1].tools]
+    assert {"session_search", "session_read"} <= {tool.name for tool in fake_model.requests[-1].tools}
     for command in ("/session list", "/session load thesis", "/session attach thesis", "/session search notes",
                     "/session save mine"):
         assert "is not available from this chat" in say(hub, command, sender="7"), command
@@ -211,3 +211,49 @@ def test_a_message_whose_answer_failed_is_answered_when_it_comes_again(make_hub,
     with pytest.raises(RuntimeError):
         hub.handle("telegram", "42", "first try", message_id="9", on_text=broken)
     assert say(hub, "first try", message_id="9") == "You said: first try"
+
+
+def read_call(id: str, name: str, position: int = 1) -> dict:
+    return {"id": id, "name": "session_read", "arguments": json.dumps({"name": name, "position": position})}
+
+
+def tool_results(request) -> list[str]:
+    return [m.content for m in request.messages if m.role == "tool"]
+
+
+def test_session_read_answers_another_senders_thread_as_a_name_that_does_not_exist(make_hub, fake_model):
+    hub = make_hub(allowed=("slack:UBOSS", "slack:UEVE"))
+    say(hub, "the merger closes Friday", sender="UBOSS", channel="slack")
+    theirs = "mcp-gw-" + hub.hub.get("slack", "UBOSS").thread
+    fake_model.reply(tool_calls=[read_call("r1", theirs), read_call("r2", "mcp-gw-nothing-here"),
+                                 {"id": "s1", "name": "session_search", "arguments": json.dumps({"query": "merger"})}])
+    fake_model.reply("I cannot see it.")
+    say(hub, "what closes Friday?", sender="UEVE", channel="slack")
+    hidden, unknown, searched = tool_results(fake_model.requests[-1])
+    assert hidden == f"error: no session named '{theirs}' (session_search shows the names)"
+    assert unknown == "error: no session named 'mcp-gw-nothing-here' (session_search shows the names)"
+    assert searched == "No saved session matches."  # as session_search hides it
+    fake_model.reply(tool_calls=[read_call("r3", theirs)])
+    fake_model.reply("Friday.")
+    say(hub, "what did I say?", sender="UBOSS", channel="slack")  # its own thread, it reads
+    [own] = tool_results(fake_model.requests[-1])[-1:]
+    assert own.startswith(f"Session '{theirs}': messages #1–") and "#1 user\nthe merger closes Friday" in own
+
+
+def test_a_guest_is_refused_session_read_as_it_is_session_search(make_hub, make_conversation, fake_model):
+    from chatcli.providers.base import ToolCall
+
+    mine = make_conversation()
+    mine.send("my private notes")
+    sessions.save(mine, "thesis")
+    hub = make_hub(allowed=("telegram:*", "telegram:42"))
+    fake_model.reply(tool_calls=[read_call("r1", "thesis")])  # called though not offered: not run
+    say(hub, "read my thesis", sender="7")
+    assert [tool.name for tool in fake_model.requests[-1].tools] == []
+    assert tool_results(fake_model.requests[-1]) == [] and len(fake_model.requests) == 2
+    [guest] = hub.hosts[True].live.values()  # and were it called, it would be refused as session_search is
+    read, searched = (guest.conv.agent.call(guest.conv, ToolCall("c1", name, json.dumps(arguments)), None)
+                      for name, arguments in (("session_read", {"name": "thesis", "position": 1}),
+                                              ("session_search", {"query": "notes"})))
+    assert read.text == "error: session_read is not available: the user turned chat's tools off (CHATCLI_CHAT_TOOLS)"
+    assert searched.text == read.text.replace("session_read", "session_search") and read.error

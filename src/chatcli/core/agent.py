@@ -2,7 +2,8 @@
 approval, how an edit applies and how a long output is cut. Values and pure functions only;
 the tools themselves run in engine/tools.py.
 
-- chat: the session tools (`session_search`, `recall`), which only read the user's own store;
+- chat: the session tools (`session_search`, `session_read`, `recall`), which only read the user's
+  own store;
 - agent: those, plus reading the working directory (`read_file`, `list_dir`, `grep`) and
   `run_shell`;
 - coder: all of agent's, plus `write_file` and `edit_file`.

@@ -87,8 +87,9 @@ class Agent:
 
     def allowed(self, conv: Conversation) -> tuple[list[str], set[str]]:
         """The tools the model may call now, and those the history called. `recall` is offered
-        while a summary names recall entries, in every mode; `session_search` in every mode
-        unless CHATCLI_CHAT_TOOLS turns chat's tools off."""
+        while a summary names recall entries, in every mode; the other session tools
+        (`session_search`, `session_read`) in every mode, in chat unless CHATCLI_CHAT_TOOLS turns
+        chat's tools off (as a gateway guest's conversation has them)."""
         summary, called = self._tool_state(conv.history)
         kinds = rules.kinds_for(self.mode, self.writes)
         if self.mode == "chat" and not conv.settings.chat_tools:

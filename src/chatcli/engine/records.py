@@ -238,15 +238,21 @@ def stats(rec: Record) -> str:
     return "\n".join(lines)
 
 
-def show(rec: Record, pos: int, count: int = 10) -> str:
+def show_blocks(rec: Record, pos: int, count: int = 10) -> list[str]:
+    """The record's messages from position `pos` on (at most `count`), each as `plain_block`
+    prints it: /session transcript show, and the model's session_read tool on a saved session."""
     every = messages(rec)
     # Named over the whole record: a result's call may come before the first message shown.
-    shown = [(entry, name) for entry, name in zip(every, call_names([entry.message for entry in every]))
-             if pos <= entry.pos < pos + count]
+    return [plain_block(entry.pos, entry.message, f" · {local_time(entry.time)}" if entry.time else "", name)
+            for entry, name in zip(every, call_names([entry.message for entry in every]))
+            if pos <= entry.pos < pos + count]
+
+
+def show(rec: Record, pos: int, count: int = 10) -> str:
+    shown = show_blocks(rec, pos, count)
     if not shown:
-        raise UsageError(f"no message at position {pos} (the transcript has {len(every)})")
-    return "\n\n".join(plain_block(entry.pos, entry.message, f" · {local_time(entry.time)}" if entry.time else "",
-                                   name) for entry, name in shown)
+        raise UsageError(f"no message at position {pos} (the transcript has {len(messages(rec))})")
+    return "\n\n".join(shown)
 
 
 def format_hits(hits: Sequence[tuple[int, str, str]]) -> str:
@@ -331,4 +337,4 @@ def format_session_hits(groups: list[SessionHits]) -> str:
 
 
 __all__ = ["FORMATS", "Record", "SessionHits", "export", "exported", "format_hits", "format_session_hits", "messages", "record", "remove_journal", "search",
-           "index_recorded", "search_index", "search_sessions", "show", "stats", "warm_index"]
+           "index_recorded", "search_index", "search_sessions", "show", "show_blocks", "stats", "warm_index"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from chatcli.config.providers import KEY_VARS
 from chatcli.core import agent as rules
 from chatcli.core.errors import ChatcliError
-from chatcli.engine import confined, recall
+from chatcli.engine import confined, recall, session_tools
 from chatcli.providers.base import Tool
 from chatcli.store.atomic import atomic_write, os_cause
 
@@ -494,19 +494,16 @@ def _plan_edit_file(args: dict, ctx: Context) -> Plan:
 
 
 # -- the user's sessions -----------------------------------------------------------------------
-def _plan_session_search(args: dict, ctx: Context) -> Plan:
-    query = args.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise ToolError("give a 'query' (words to look for)")
-    from chatcli.engine import records  # the index and its store: only when the model searches
+def _answering(answer: Callable[[dict, Conversation], tuple[str, str]]) -> Planner:
+    """The planner of a tool that only reads and answers at once (engine/session_tools.py)."""
 
-    conv = ctx.conv
-    try:
-        groups = records.search_sessions(conv.settings, conv.store, query, sessions=5, hidden=conv.hidden)
-    except ChatcliError as exc:
-        raise ToolError(str(exc)) from None
-    return _done(records.format_session_hits(groups), f"searched the saved sessions for {query!r}: "
-                 f"{len(groups)} {'session' if len(groups) == 1 else 'sessions'}")
+    def planner(args: dict, ctx: Context) -> Plan:
+        try:
+            return _done(*answer(args, ctx.conv))
+        except ChatcliError as exc:
+            raise ToolError(str(exc)) from None
+
+    return planner
 
 
 def _plan_recall(args: dict, ctx: Context) -> Plan:
@@ -522,9 +519,8 @@ def _plan_recall(args: dict, ctx: Context) -> Plan:
 
 _PATH = _string("a path relative to the working directory")
 TOOLS: dict[str, Spec] = {spec.tool.name: spec for spec in (
-    Spec(Tool("session_search", "Search the user's saved chatcli sessions (ranked, best first) for earlier "
-              "conversations; returns session names and matching lines.",
-              _object({"query": _string("words to look for")}, ("query",))), rules.SESSION, _plan_session_search),
+    Spec(session_tools.SEARCH, rules.SESSION, _answering(session_tools.search)),
+    Spec(session_tools.READ, rules.SESSION, _answering(session_tools.read)),
     Spec(recall.TOOL, rules.SESSION, _plan_recall),
     Spec(Tool("read_file", "Read a text file in the working directory.",
               _object({"path": _PATH, "start_line": {"type": "integer", "description": "first line (from 1)"},
