@@ -64,7 +64,7 @@ def test_help_is_generated_from_the_registry(repl):
 
 def test_unknown_command_is_an_error_line(repl, openai_server):
     out = plain(repl.send("/frobnicate now"))
-    assert "Unknown command '/frobnicate'" in out
+    assert "error: unknown command /frobnicate (/help lists them" in out
     assert openai_server.requests == []
 
 

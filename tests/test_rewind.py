@@ -217,7 +217,8 @@ def test_rewind_arguments_are_checked(repl_env, workdir, openai_server):
     try:
         assert "No checkpoints yet" in listing(repl)
         assert "no checkpoints to rewind to" in plain(repl.send("/rewind 1"))
-        assert "'back' is not a checkpoint number" in plain(repl.send("/rewind back"))
+        assert "unknown action 'back' for /rewind (actions: compact; or a checkpoint number" in \
+            plain(repl.send("/rewind back"))
         assert openai_server.requests == []
     finally:
         repl.close()

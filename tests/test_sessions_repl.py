@@ -214,7 +214,7 @@ def test_bad_names_and_missing_sessions_are_one_line_errors(repl):
         ("/session save ../escape", "invalid session name '../escape'"),
         ("/session load has space", "invalid session name 'has space'"),
         ("/session delete nothing-here", "session 'nothing-here' does not exist"),
-        ("/session frobnicate", "unknown /session action 'frobnicate'"),
+        ("/session frobnicate", "unknown action 'frobnicate' for /session (actions: save, load"),
     ):
         out = plain(repl.send(command))
         assert needle in out, command

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chatcli.commands.mistyped import unknown_action
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
 from chatcli.core.retention import human_size
@@ -13,8 +14,6 @@ from chatcli.core.retention import human_size
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
 
-USAGE = ("/context save NAME PATH… · list · show NAME · delete NAME · attach NAME [priority] [chunks] "
-         "[full|relevant] · detach NAME · attached")
 ACTIONS = ("save", "list", "show", "delete", "attach", "detach", "attached")
 
 
@@ -71,7 +70,7 @@ def context_command(conv: Conversation, args: str) -> Result:
         return Result(contexts.detach(conv, rest[0]))
     if action == "attached":
         return Result(contexts.attached(conv))
-    raise UsageError(f"unknown /context action '{action}'; usage: {USAGE}")
+    raise unknown_action("context", action, ACTIONS)
 
 
 def register(registry: CommandRegistry) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from chatcli.commands.mistyped import unknown_action
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
 
@@ -30,7 +31,7 @@ def memory_command(conv: Conversation, args: str) -> Result:
         if not rest or len(rest.split()) != 1:
             raise UsageError(f"usage: /memory {action} <n|id> (the number or id /memory list shows)")
         return Result(memory.show(conv.settings, rest) if action == "show" else memory.forget(conv.settings, rest))
-    raise UsageError(f"unknown /memory action '{action}'; usage: {USAGE}")
+    raise unknown_action("memory", action, ACTIONS)
 
 
 def register(registry: CommandRegistry) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from chatcli.commands.mistyped import unknown_action
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
 from chatcli.engine import compaction, rewind
@@ -38,6 +39,8 @@ def register(registry: CommandRegistry) -> None:
             outcome = rewind.uncompact(conv)
         elif re.fullmatch(r"[0-9]+", args):
             outcome = rewind.rewind(conv, int(args))
+        elif args.isalpha():  # a word: a mistyped action, not a mistyped number
+            raise unknown_action("rewind", args.lower(), ("compact",), "or a checkpoint number from the /rewind list")
         else:
             raise UsageError(f"'{args}' is not a checkpoint number: /rewind lists the checkpoints, /rewind N "
                              "restores one, /rewind compact undoes the last compaction")

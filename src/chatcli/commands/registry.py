@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from chatcli.commands.mistyped import unknown_command
 from chatcli.core.errors import ChatcliError
 
 if TYPE_CHECKING:
@@ -94,10 +95,7 @@ class CommandRegistry:
         word, _, args = line.strip().partition(" ")
         command = self.find(word)
         if command is None:
-            return Result(
-                f"Unknown command '{word}'. Type /help for the list (start a message with // to send it as text).",
-                error=True,
-            )
+            return Result(unknown_command(word, self._by_alias), error=True)
         try:
             return command.handler(conversation, args.strip())
         except ChatcliError as exc:

@@ -6,11 +6,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chatcli.commands import storage as storage_commands
+from chatcli.commands.mistyped import unknown_action
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
+
+ACTIONS = ("list", "remove")
 
 
 def schedule_command(conv: Conversation, args: str) -> Result:
@@ -23,6 +26,8 @@ def schedule_command(conv: Conversation, args: str) -> Result:
         if len(words) != 2:
             raise UsageError("usage: /schedule remove ID")
         return Result(schedule.remove(conv.settings, words[1]))
+    if words[0].isalpha() and words[0].lower() not in ACTIONS:  # no cron begins with a word (@daily does with @)
+        raise unknown_action("schedule", words[0].lower(), ACTIONS, "or CRON /COMMAND")
     _cron, command = schedule.split(args)
     name, _, rest = command.partition(" ")
     if name.lower() == "/storage":

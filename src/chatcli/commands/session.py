@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chatcli.commands.listing import format_listing
+from chatcli.commands.mistyped import unknown_action
 from chatcli.commands.registry import Command, CommandRegistry, Result
 from chatcli.core.errors import UsageError
 from chatcli.core.names import is_machine_name, validate_name
@@ -125,7 +126,7 @@ def session_command(conv: Conversation, args: str) -> Result:
         return Result(sessions.status(conv).text + f"\nUsage: {USAGE}")
     sub = BY_NAME.get(action)
     if sub is None:
-        raise UsageError(f"unknown /session action '{action}'; usage: {USAGE}")
+        raise unknown_action("session", action, BY_NAME)
     return Result(sub.run(conv, rest))
 
 
@@ -175,8 +176,10 @@ def transcript_command(conv: Conversation, args: str) -> str:
     """/session transcript search <words> | show <pos> [count] | export [md|jsonl] [path] | stats."""
     usage = "/session transcript search <words> | show <pos> [count] | export [md|jsonl] [path] | stats"
     words = args.split()
-    if not words or words[0].lower() not in TRANSCRIPT_ACTIONS:
+    if not words:
         raise UsageError(f"usage: {usage}")
+    if words[0].lower() not in TRANSCRIPT_ACTIONS:
+        raise unknown_action("session transcript", words[0].lower(), TRANSCRIPT_ACTIONS)
     action, rest = words[0].lower(), words[1:]
     if action == "stats" and not rest:
         return records.stats(_current(conv))
@@ -196,7 +199,10 @@ def transcript_command(conv: Conversation, args: str) -> str:
 
 
 def config_command(conv: Conversation, args: str) -> Result:
-    if args.strip().lower() not in ("", "session"):
+    words = args.lower().split()
+    if words and words[0] != "session":
+        raise unknown_action("config", words[0], ("session",))
+    if len(words) > 1:
         raise UsageError("usage: /config session")
     rows = conv.settings.session_report(conv.store.root)
     rows.append(("bound session", conv.session_name or "(none)", "this conversation"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from chatcli.commands.mistyped import unknown_action
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core import retention
 from chatcli.core.errors import UsageError
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
 
 USAGE = "/storage · /storage prune [store] [--apply]"
+ACTIONS = ("report", "prune")
 # The REPL shows this many files per reason; `chatcli storage prune` shows every one.
 SHOWN_PER_REASON = 20
 
@@ -46,6 +48,8 @@ def parse(words: list[str]) -> tuple[str | None, bool] | None:
     UsageError for arguments it does not take (said before anything runs, as /schedule does)."""
     if not words or words == ["report"]:
         return None
+    if words[0].lower() not in ACTIONS:
+        raise unknown_action("storage", words[0].lower(), ACTIONS)
     if words[0].lower() != "prune":
         raise UsageError(f"usage: {USAGE}")
     rest = [word for word in words[1:] if word != "--apply"]

@@ -7,6 +7,7 @@ import os
 import weakref
 from typing import TYPE_CHECKING
 
+from chatcli.commands.mistyped import unknown_action
 from chatcli.commands.registry import CommandRegistry, Result
 from chatcli.core.errors import UsageError
 from chatcli.engine import sessions
@@ -41,6 +42,8 @@ def web_command(conv: Conversation, args: str) -> Result:
         if removed:
             lines.append(f"Session '{removed}' was never chatted in, so it was removed.")
         return Result("\n".join(lines))
+    if words and words[0].lower() != "stop":
+        raise unknown_action("web", words[0].lower(), ("stop",))
     if words:
         raise UsageError("usage: /web (a one-time link to your sessions' page) · /web stop")
     lines = []
