@@ -522,3 +522,79 @@ def test_a_gateway_toml_chatcli_cannot_use_is_refused_in_one_line_and_left_alone
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and error in result.stderr, result.stderr
     assert path.read_text() == text and path.stat().st_mode & 0o777 == mode
+
+
+# -- tokens are never said, and a token refused at start is one line ----------------------------------
+def said_nowhere(token: str, env: dict[str, str], *outputs: str) -> None:
+    """`token` is in none of `outputs` and not in the daemon's log."""
+    log = Path(env["CHATCLI_HOME"]) / "logs" / "gateway.log"
+    for text in (*outputs, log.read_text() if log.exists() else ""):
+        assert token not in text, text
+
+
+def test_a_telegram_token_telegram_refuses_is_one_line_that_does_not_say_it(openai_env, telegram):
+    openai_env["TELEGRAM_BOT_TOKEN"] = token = "999:wrong-token"
+    telegram.failure = (401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+    telegram.failing.add("getMe")
+    result = run_chatcli("gateway", "--telegram", env=openai_env)
+    assert result.returncode == 2
+    assert result.stderr == "chatcli: error: Telegram refused TELEGRAM_BOT_TOKEN (Unauthorized); check it\n"
+    assert "polling" not in result.stderr and "internal error" not in result.stderr
+    said_nowhere(token, openai_env, result.stdout, result.stderr)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_telegram_api_that_cannot_be_reached_is_one_line_at_start(openai_env):
+    port = closed_port()
+    openai_env.update(CHATCLI_GATEWAY_ALLOW="telegram:42", TELEGRAM_BOT_TOKEN="999:wrong-token",
+                      TELEGRAM_API_URL=f"http://127.0.0.1:{port}")
+    result = run_chatcli("gateway", "--telegram", env=openai_env)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"chatcli: error: cannot reach 127.0.0.1:{port} (TELEGRAM_API_URL): ")
+    assert len(result.stderr.splitlines()) == 1 and "polling" not in result.stderr
+    said_nowhere("999:wrong-token", openai_env, result.stdout, result.stderr)
+
+
+def test_a_token_in_a_failure_logged_while_serving_is_redacted_in_the_log(openai_env, telegram):
+    log = Path(openai_env["CHATCLI_HOME"]) / "logs" / "gateway.log"
+    # A proxy before the Bot API that quotes the path it could not serve: the path holds the token.
+    telegram.failure = (502, {"ok": False, "error_code": 502,
+                              "description": "Bad Gateway: no upstream for /bot123:test-token/getUpdates"})
+    telegram.failing.add("getUpdates")
+    daemon = telegram_daemon(openai_env)
+    try:
+        assert wait_until(lambda: log.exists() and "getUpdates failed" in log.read_text())
+        telegram.failing.clear()
+        telegram.say(42, "ping")
+        telegram.wait_for(42, lambda texts: texts == ["You said: ping"])
+    finally:
+        daemon.stop()
+    assert "no upstream for /bot[REDACTED]/getUpdates" in log.read_text()
+    said_nowhere("123:test-token", openai_env, daemon.process.stderr.read())
+
+
+@pytest.mark.parametrize("method, setting", [("auth.test", "SLACK_BOT_TOKEN"),
+                                             ("apps.connections.open", "SLACK_APP_TOKEN")])
+def test_a_slack_token_slack_refuses_is_one_line_that_does_not_say_it(openai_env, slack, method, setting):
+    openai_env.update(SLACK_BOT_TOKEN="xoxb-wrong", SLACK_APP_TOKEN="xapp-wrong")
+    slack.failure = (200, {"ok": False, "error": "invalid_auth"})
+    slack.failing.add(method)
+    result = run_chatcli("gateway", "--slack", env=openai_env)
+    assert result.returncode == 2
+    assert result.stderr == f"chatcli: error: Slack refused {setting} (invalid_auth); check it\n"
+    said_nowhere("xoxb-wrong", openai_env, result.stdout, result.stderr)
+    said_nowhere("xapp-wrong", openai_env, result.stdout, result.stderr)
+
+
+def test_a_configured_secret_is_redacted_whole_and_as_a_url_writes_it():
+    from chatcli.core.redact import redact_secrets
+
+    text = "POST /bot123:abc-def/getMe failed; retried /bot123%3Aabc-def/getMe; 123:abc alone too"
+    assert redact_secrets(text, ["123:abc", "123:abc-def", ""]) == (
+        "POST /bot[REDACTED]/getMe failed; retried /bot[REDACTED]/getMe; [REDACTED] alone too")
+    assert redact_secrets("nothing secret here", ["", "123:abc"]) == "nothing secret here"

@@ -1,8 +1,11 @@
-"""Redaction of strings that look like credentials, for anything written to disk as typed."""
+"""Redaction of strings that look like credentials, for anything written to disk as typed,
+and of the exact secret values a caller knows (a daemon's own tokens), for what it prints or logs."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from urllib.parse import quote
 
 REDACTED = "[REDACTED]"
 
@@ -41,8 +44,12 @@ _ASSIGN = re.compile(
 _BARE_KEY = re.compile(r"(?i)\b(key\s*[=:]\s*)(['\"]?)(?=[^\s'\"]*\d)[^\s'\"]{12,}\2")
 
 
-def redact_secrets(text: str) -> str:
-    """Return `text` with anything that looks like a credential replaced by [REDACTED]."""
+def redact_secrets(text: str, known: Iterable[str] = ()) -> str:
+    """Return `text` with anything that looks like a credential, and each of the `known` values
+    (also as it is written in a URL), replaced by [REDACTED]."""
+    for value in sorted({form for value in known if value for form in (value, quote(value, safe=""))},
+                        key=len, reverse=True):  # longest first: a secret holding another goes whole
+        text = text.replace(value, REDACTED)
     for pattern in _PATTERNS:
         text = pattern.sub(REDACTED, text)
     text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)

@@ -2,7 +2,13 @@
 adapters (a signed JSON webhook, Telegram, Slack), configured by flags, environment variables and
 $CHATCLI_HOME/gateway.toml (config/gateway.py). It stops on SIGTERM or Ctrl-C,
 ending every conversation as a REPL's ends (bound ones written, unbound ones in their mirrors).
-Its log is `$CHATCLI_HOME/logs/gateway.log`: refusals and failures, never what was said."""
+Its log is `$CHATCLI_HOME/logs/gateway.log`: refusals and failures, never what was said.
+
+Its tokens and secrets are never said either: each configured value (and anything shaped like a
+credential) is redacted from every line of the log, from a thread's crash on stderr and from the
+error it stops with, whatever library quoted it. A token the service refuses at start, or a
+service that cannot be reached, is one line naming the setting (exit code 2), said before the
+adapter would say it is ready."""
 
 from __future__ import annotations
 
@@ -11,12 +17,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+import traceback
+from collections.abc import Callable, Mapping
 
 from chatcli.config import gateway as gateway_config
 from chatcli.config.gateway import GatewayConfig
 from chatcli.config.settings import Settings
-from chatcli.core.errors import UsageError
+from chatcli.core.errors import ChatcliError, UsageError
+from chatcli.core.redact import redact_secrets
 from chatcli.engine import upkeep
 from chatcli.gateway.hub import ConversationHub
 
@@ -40,6 +48,28 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
     each refused in one line when it cannot run (no secret, no token, its extra not installed),
     then serve until SIGTERM, SIGINT or SIGHUP."""
     config = gateway_config.load(settings, os.environ if env is None else env)
+    secrets = tuple(getattr(config.settings, gateway_config.KEYS[key][1]) or "" for key in gateway_config.SECRETS)
+
+    def redact(text: str) -> str:
+        return redact_secrets(text, secrets)
+
+    try:
+        return _serve(config, webhook, telegram, slack, redact)
+    except ChatcliError as exc:
+        # Said as main says it, the token taken out; what it was raised from may quote the token.
+        exc.args = (redact(str(exc)),)
+        raise exc from None
+    except Exception as exc:  # noqa: BLE001 - main's "internal error", without the token a library put in it
+        if config.settings.debug:
+            sys.stderr.write(redact(traceback.format_exc()))
+        else:
+            sys.stderr.write(f"chatcli: internal error: {type(exc).__name__}: {redact(str(exc))} "
+                             "(run with --debug for details)\n")
+        return 1
+
+
+def _serve(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bool,
+           redact: Callable[[str], str]) -> int:
     settings = config.settings
     if webhook is None and not telegram and not slack:
         if not config.adapters:
@@ -54,6 +84,7 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
     what = "--webhook" if webhook is None or webhook != config.listen else f"{config.path}: webhook.listen"
     address = parse_address(webhook, what) if webhook is not None else None
     upkeep.log_to_file(settings, "gateway.log", log.name)
+    _redact_output(redact)
     if config.found:
         log.info("read %s (%s from it; set variables win)", config.path, ", ".join(config.from_file) or "nothing")
     upkeep.start_sweep(settings, on_error=lambda exc: log.warning("retention sweep: %s", exc))
@@ -61,6 +92,7 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
         sys.stderr.write(f"chatcli gateway: warning: CHATCLI_GATEWAY_ALLOW (or allow in {config.path}) is empty: "
                          "every sender will be refused\n")
     hub = ConversationHub(settings, settings.gateway_allow, warn=log.warning)
+    setting = _setting(config)
     scheduler = _scheduler(settings)
     server = socket = None
     try:
@@ -79,15 +111,15 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
             from chatcli.gateway.slack import build as build_slack
 
             socket = build_slack(hub, settings.slack_bot_token, settings.slack_app_token, settings.slack_api_url,
-                                 log=log.warning)
+                                 log=log.warning, setting=setting)
             socket.connect()  # its own threads
             _say("slack connected in Socket Mode")
         if telegram:
             from chatcli.gateway.telegram import build, serve
 
-            poller = build(hub, settings.telegram_token, settings.telegram_api_url, log=log.warning)
-            _say("telegram polling for updates")
-            serve(poller, signals)
+            poller = build(hub, settings.telegram_token, settings.telegram_api_url, log=log.warning,
+                           setting=setting)
+            serve(poller, signals, ready=lambda: _say("telegram polling for updates"))
         else:
             stop = threading.Event()
             for signum in signals:
@@ -134,6 +166,40 @@ def _check(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
             import slack_bolt as _slack  # noqa: F401 - the extra is there
         except ImportError:
             raise UsageError("the Slack adapter needs slack-bolt: pip install 'chatcli[slack]'") from None
+
+
+def _setting(config: GatewayConfig) -> Callable[[str], str]:
+    """How a variable is named to the user: itself, or its key in gateway.toml when it came from there."""
+    keys = {var: ".".join(part for part in key if part)
+            for key, (var, _field) in gateway_config.KEYS.items() if var}
+    return lambda var: f"{keys[var]} in {config.path}" if var in config.from_file else var
+
+
+class _RedactingFormatter(logging.Formatter):
+    """A handler's formatter, whose whole line (a traceback included) is redacted."""
+
+    def __init__(self, inner: logging.Formatter | None, redact: Callable[[str], str]) -> None:
+        super().__init__()
+        self.inner, self.redact = inner or logging.Formatter(), redact
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redact(self.inner.format(record))
+
+
+def _redact_output(redact: Callable[[str], str]) -> None:
+    """Every log line, and a thread's crash on stderr, without the tokens (the SDKs log
+    exceptions that may quote a request's URL, and the Bot API's URLs hold the token)."""
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(_RedactingFormatter(handler.formatter, redact))
+
+    def thread_crashed(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is SystemExit:
+            return
+        name = args.thread.name if args.thread is not None else "a thread"
+        text = "".join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback))
+        sys.stderr.write(redact(f"Exception in thread {name}:\n{text}"))
+
+    threading.excepthook = thread_crashed
 
 
 CHANNELS = ("webhook", "telegram", "slack")

@@ -16,13 +16,19 @@ An answer streams by edits (gateway/preview.py): its first words are sent as a m
 is edited as more arrive, and a last time with the whole reply. Replies longer than Telegram's
 4,096 characters continue in further messages; when the last edit fails (a rate limit, say),
 the reply is sent as new messages instead.
+
+The token is checked (getMe) before the poller says it is ready: a token Telegram refuses, or
+an API that cannot be reached, stops the start in one line naming the setting, never the token.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
+from urllib.parse import urlsplit
 
+from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.gateway.hub import ConversationHub
 from chatcli.gateway.preview import Streamer
 
@@ -45,8 +51,10 @@ def streamer(message, loop: asyncio.AbstractEventLoop) -> Streamer:
 class Poller:
     """Long polling that confirms an update only when it and every one before it are answered."""
 
-    def __init__(self, hub: ConversationHub, bot, log=lambda _line: None) -> None:
+    def __init__(self, hub: ConversationHub, bot, log=lambda _line: None, api_url: str | None = None,
+                 setting: Callable[[str], str] = str) -> None:
         self.hub, self.bot, self.log = hub, bot, log
+        self.api_url, self.setting = api_url, setting  # `setting`: how a variable is named to the user
         self.answering: dict[int, asyncio.Task] = {}
         self.done: set[int] = set()  # answered, but not yet confirmed to Telegram
         self.highest = -1
@@ -59,8 +67,11 @@ class Poller:
             return min(running)
         return self.highest + 1 if self.highest >= 0 else None
 
-    async def run(self, stop: asyncio.Event) -> None:
-        async with self.bot:
+    async def run(self, stop: asyncio.Event, ready: Callable[[], None] = lambda: None) -> None:
+        """Check the token, say `ready`, then poll until `stop`."""
+        await self._check_token()
+        ready()
+        async with self.bot:  # initialized already: this only shuts it down at the end
             stopping = asyncio.create_task(stop.wait())
             try:
                 while not stop.is_set():
@@ -70,6 +81,27 @@ class Poller:
                 running = [task for task in self.answering.values() if not task.done()]
                 if running:
                     await asyncio.wait(running, timeout=STOP_GRACE)
+
+    async def _check_token(self) -> None:
+        """getMe, or one line saying why the bot cannot start (a ChatcliError; the token is not in it)."""
+        from telegram.error import InvalidToken, NetworkError, TelegramError
+
+        try:
+            await self.bot.initialize()  # its getMe checks the token
+            return
+        except InvalidToken as exc:
+            # The library's own text quotes the token; the one it was raised from is Telegram's reason.
+            reason = str(exc.__cause__) if exc.__cause__ is not None else "invalid token"
+            problem: ChatcliError = UsageError(f"Telegram refused {self.setting('TELEGRAM_BOT_TOKEN')} ({reason}); "
+                                               "check it")
+        except NetworkError as exc:
+            where = (f"{urlsplit(self.api_url).netloc} ({self.setting('TELEGRAM_API_URL')})" if self.api_url
+                     else "api.telegram.org")
+            problem = UsageError(f"cannot reach {where}: {exc}")
+        except TelegramError as exc:
+            problem = ChatcliError(f"telegram: the bot could not start: {type(exc).__name__}: {exc}")
+        await self.bot.shutdown()
+        raise problem
 
     async def _poll(self, stopping: asyncio.Task) -> None:
         from telegram.error import TelegramError
@@ -129,27 +161,28 @@ class Poller:
             self.log(f"telegram: a message could not be answered: {type(exc).__name__}: {exc}")
 
 
-def build(hub: ConversationHub, token: str, base_url: str | None = None, log=lambda _line: None) -> Poller:
+def build(hub: ConversationHub, token: str, base_url: str | None = None, log=lambda _line: None,
+          setting: Callable[[str], str] = str) -> Poller:
     """The poller answering through `hub` (`base_url`: a Bot API other than Telegram's, such
-    as a local one)."""
+    as a local one; `setting` names a variable as the user set it, in the lines that say one)."""
     from telegram import Bot
 
     if base_url:
         bot = Bot(token, base_url=base_url.rstrip("/") + "/bot", base_file_url=base_url.rstrip("/") + "/file/bot")
     else:
         bot = Bot(token)
-    return Poller(hub, bot, log)
+    return Poller(hub, bot, log, base_url, setting)
 
 
-def serve(poller: Poller, signals: tuple[signal.Signals, ...]) -> None:
-    """Poll in this thread until one of `signals` arrives."""
+def serve(poller: Poller, signals: tuple[signal.Signals, ...], ready: Callable[[], None] = lambda: None) -> None:
+    """Poll in this thread until one of `signals` arrives; `ready` is called once Telegram accepted the token."""
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in signals:
             loop.add_signal_handler(signum, stop.set)
-        await poller.run(stop)
+        await poller.run(stop, ready)
 
     asyncio.run(main())
 
