@@ -14,6 +14,7 @@ from fakes import tool_call as call
 from chatcli.commands.builtin import build_registry
 from chatcli.core import agent as rules
 from chatcli.engine import sessions
+from chatcli.engine.agent import TOOL_PROVIDERS
 from chatcli.store.home import Home
 
 
@@ -265,7 +266,7 @@ def test_modes_are_commands_and_a_provider_without_tools_is_refused(make_convers
     fake_model.supports_tools = False
     refused = registry.dispatch("/agent", conv)
     assert refused.error and refused.text == ("agent mode needs a model that calls tools, and provider 'openai' "
-                                              "does not (openai and anthropic do)")
+                                              f"does not; these do: {TOOL_PROVIDERS}")
     assert conv.agent.mode == "chat"
 
 

@@ -111,8 +111,11 @@ def test_agent_mode_is_refused_in_one_line_without_tool_calling(env):
     env.update(LLM_PROVIDER="local")
     result = run_chatcli("--agent", "-p", "list the files", env=env)
     assert result.returncode == 2
-    assert result.stderr == ("chatcli: error: agent mode needs a model that calls tools, and provider 'local' does "
-                             "not (openai and anthropic do)\n")
+    # One line that says what would work: the providers that call tools and what to set for each.
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(
+        "chatcli: error: agent mode needs a model that calls tools, and provider 'local' does not; these do: openai "
+        "(set OPENAI_API_KEY; OPENAI_BASE_URL for a compatible server")
+    assert "anthropic (set ANTHROPIC_API_KEY)" in result.stderr and "--provider NAME" in result.stderr
 
 
 def test_a_one_shot_agent_without_a_terminal_refuses_commands_unless_yes(env, tool_server, project):

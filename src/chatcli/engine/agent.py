@@ -37,6 +37,12 @@ def _tools():
 Approve = Callable[[rules.Approval], str]
 
 
+# What a user sets for a provider that calls tools (the local model and Ollama's endpoint do not).
+TOOL_PROVIDERS = ("openai (set OPENAI_API_KEY; OPENAI_BASE_URL for a compatible server such as llama.cpp's "
+                  "llama-server --jinja or vLLM), anthropic (set ANTHROPIC_API_KEY); then /provider NAME, or "
+                  "start chatcli with --provider NAME")
+
+
 @dataclass
 class Agent:
     mode: str = "chat"
@@ -69,8 +75,8 @@ class Agent:
         if mode not in rules.MODES:
             raise UsageError(f"no mode {mode!r}; the modes are {', '.join(rules.MODES)}")
         if mode != "chat" and not getattr(conv.provider, "supports_tools", False):
-            raise UsageError(f"{mode} mode needs a model that calls tools, and provider "
-                             f"'{conv.settings.provider}' does not (openai and anthropic do)")
+            raise UsageError(f"{mode} mode needs a model that calls tools, and provider '{conv.settings.provider}' "
+                             f"does not; these do: {TOOL_PROVIDERS}")
         if mode == "chat":
             self.always.clear()  # leaving agent work: the next agent run asks again
         self.mode = mode
