@@ -10,6 +10,7 @@ from pathlib import Path
 from conftest import run_chatcli
 from repl_driver import Repl, plain
 
+from chatcli.commands.builtin import build_registry
 from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
 from chatcli.engine import sessions
@@ -277,3 +278,20 @@ def test_every_export_reply_names_its_source(env, workdir, tmp_path):
     conv = make({**env, "CHATCLI_SESSION_TRANSCRIPT": "off"}, "unjournaled", ("q", "a"))
     reply = registry.dispatch(f"/session export md {tmp_path / 'unjournaled.md'}", conv).text
     assert reply.endswith(f"Exported 2 messages to {tmp_path / 'unjournaled.md'} (source: live history)."), reply
+
+
+def test_two_default_exports_in_one_second_get_two_names_and_a_missing_directory_is_refused(env, workdir, tmp_path,
+                                                                                           monkeypatch):
+    monkeypatch.chdir(workdir)  # the default path is the working directory
+    conv = make(env, "twice")
+    conv.history += [Message("user", "hello"), Message("assistant", "hi")]
+    conv.sync_transcript()
+    registry = build_registry()
+    first = registry.dispatch("/session export md", conv).text
+    second = registry.dispatch("/session export md", conv).text  # within the same second, as a script does
+    names = [re.search(r"to (\S+\.md) ", text).group(1) for text in (first, second)]
+    assert len(set(names)) == 2 and all(Path(name).parent == workdir and Path(name).exists() for name in names)
+    missing = tmp_path / "no-such-dir"
+    refused = registry.dispatch(f"/session export jsonl {missing}/x.jsonl", conv)
+    assert refused.error and f"the directory {missing} does not exist (nothing was written)" in refused.text
+    assert not missing.exists()

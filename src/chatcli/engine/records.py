@@ -9,6 +9,7 @@ the live history and says so.
 from __future__ import annotations
 
 import datetime
+import itertools
 import os
 import time
 from collections import namedtuple
@@ -102,14 +103,24 @@ def export(rec: Record, fmt: str, label: str, path: str | None, cwd: Path | None
     if fmt not in FORMATS:
         raise UsageError(f"unknown export format '{fmt}' (choose md or jsonl)")
     now = datetime.datetime.now()
+    directory, named = (cwd or Path.cwd()), None
     if path:
-        target = Path(os.path.expanduser(path))
-        if target.is_dir():
-            target = target / f"chatcli-{label}-{now:%Y%m%d-%H%M%S}.{fmt}"
-    else:
-        target = (cwd or Path.cwd()) / f"chatcli-{label}-{now:%Y%m%d-%H%M%S}.{fmt}"
-    if target.exists():
-        raise UsageError(f"{target} already exists; choose another path (nothing was written)")
+        given = Path(os.path.expanduser(path))
+        if given.is_dir():
+            directory = given
+        else:
+            directory, named = given.parent, given
+    if not directory.is_dir():  # never made on the way: a mistyped directory is said, not created
+        raise UsageError(f"cannot write {named or directory}: the directory {directory} does not exist "
+                         "(nothing was written)")
+    if named is not None:
+        target = named
+        if target.exists():
+            raise UsageError(f"{target} already exists; choose another path (nothing was written)")
+    else:  # the default name: a second export within the same second gets the next free one
+        stem = f"chatcli-{label}-{now:%Y%m%d-%H%M%S}"
+        target = next(candidate for n in itertools.count(1)
+                      if not (candidate := directory / f"{stem}{'' if n == 1 else f'-{n}'}.{fmt}").exists())
     count = len(messages(rec))
     if fmt == "md":
         facts = [f"session: {label}", f"messages: {count}", f"source: {rec.described}",
