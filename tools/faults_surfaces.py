@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fakes import FakeModelServer, FakeProvider, tool_call  # noqa: E402
+from test_approval_race import tree  # noqa: E402
 
 from chatcli.config.settings import Settings  # noqa: E402
 from chatcli.core import agent as rules  # noqa: E402
@@ -80,23 +81,6 @@ def _size(count: int) -> str:
 
 
 # -- a coder-mode write whose path is swapped for a link while the approval question waits ---------
-def _tree(directory: Path) -> dict[str, str]:
-    """Every path under `directory` (links not followed) → its bytes as text, "dir/" or "-> target"."""
-    out = {}
-    for where, dirs, files in os.walk(directory):
-        for name in dirs + files:
-            path = os.path.join(where, name)
-            shown = os.path.relpath(path, directory)
-            if os.path.islink(path):
-                out[shown] = "-> " + os.readlink(path)
-            elif os.path.isdir(path):
-                out[shown] = "dir/"
-            else:
-                with open(path, "rb") as file:
-                    out[shown] = file.read().decode("utf-8", "replace")
-    return out
-
-
 def approval_race(times: int, row: Row) -> None:
     """Coder mode asks before it writes. While the question waits, a directory on the write's
     path (at a random depth), the file itself, or a directory the write was to create is replaced
@@ -153,8 +137,8 @@ def approval_race(times: int, row: Row) -> None:
             elif kind == "new directory":  # the directory the write was to make, made first as a link
                 (outside / "n2").mkdir()
                 (project / swapped).symlink_to(outside, target_is_directory=True)
-            seen_outside.update(_tree(outside))
-            seen_inside.update(_tree(project))
+            seen_outside.update(tree(outside))
+            seen_inside.update(tree(project))
             return rules.YES
 
         model.reply(tool_calls=[call])
@@ -175,9 +159,9 @@ def approval_race(times: int, row: Row) -> None:
             shutil.rmtree(base)
             continue
         swaps[kind] += 1
-        if _tree(outside) != seen_outside or sorted(os.listdir(base)) != ["outside", "work"]:
+        if tree(outside) != seen_outside or sorted(os.listdir(base)) != ["outside", "work"]:
             escaped += 1
-        touched += _tree(project) != seen_inside
+        touched += tree(project) != seen_inside
         said = refusal.fullmatch(result)
         if not said:
             unsaid += 1

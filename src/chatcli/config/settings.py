@@ -208,20 +208,8 @@ class Settings:
         keep = _whole(env, "CHATCLI_SESSION_AUTOSAVE_KEEP", warnings, "a whole number of sessions",
                       f"using {DEFAULT_AUTOSAVE_KEEP}", least=0)
         keep = DEFAULT_AUTOSAVE_KEEP if keep is None else keep
-        ccr_max = DEFAULT_CCR_MAX_SIZE
-        if env.get("CHATCLI_CCR_MAX_SIZE", "").strip():
-            try:
-                ccr_max = parse_size(env["CHATCLI_CCR_MAX_SIZE"])
-            except ValueError:
-                warnings.append(f"CHATCLI_CCR_MAX_SIZE={env['CHATCLI_CCR_MAX_SIZE']!r} is not a size like 100MB; "
-                                "using 100MB")
-        log_max = DEFAULT_LOG_MAX_SIZE
-        if env.get("CHATCLI_LOG_MAX_SIZE", "").strip():
-            try:
-                log_max = parse_size(env["CHATCLI_LOG_MAX_SIZE"])
-            except ValueError:
-                warnings.append(f"CHATCLI_LOG_MAX_SIZE={env['CHATCLI_LOG_MAX_SIZE']!r} is not a size like 1MB; "
-                                "using 1MB")
+        ccr_max = _size(env, "CHATCLI_CCR_MAX_SIZE", DEFAULT_CCR_MAX_SIZE, "100MB", warnings)
+        log_max = _size(env, "CHATCLI_LOG_MAX_SIZE", DEFAULT_LOG_MAX_SIZE, "1MB", warnings)
         context_window = _whole(env, "CHATCLI_CONTEXT_WINDOW", warnings,
                                 f"a number of tokens of at least {MIN_CONTEXT_WINDOW}", "using the provider's default",
                                 least=MIN_CONTEXT_WINDOW)
@@ -478,6 +466,17 @@ def _fraction(env: Mapping[str, str], var: str, default: float, warnings: list[s
     except ValueError:
         warnings.append(f"{var}={env[var]!r} is not a share of the context window like 80% or 0.8 "
                         f"(off disables); using {default:.0%}")
+        return default
+
+
+def _size(env: Mapping[str, str], name: str, default: int, shown: str, warnings: list[str]) -> int:
+    """A size setting (`100MB`, `512k`), or `default` (`shown`) with a warning when it is not one."""
+    if not env.get(name, "").strip():
+        return default
+    try:
+        return parse_size(env[name])
+    except ValueError:
+        warnings.append(f"{name}={env[name]!r} is not a size like {shown}; using {shown}")
         return default
 
 
