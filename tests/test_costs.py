@@ -109,3 +109,14 @@ def test_requests_made_before_a_save_count_as_the_sessions(repl_env, workdir):
         assert "This session (savedcost): 2 requests, 10 tokens in, 4 out" in said, said
     finally:
         repl.close()
+
+
+def test_the_local_model_s_cost_is_said_to_be_free_not_a_sum_of_dollars():
+    from chatcli.engine.costs import describe
+    from chatcli.store.costs import Line
+
+    local = Line(0.0, "s", "local", "SmolLM2-135M-Instruct", 12, 30, True, None)
+    assert describe([local]) == "1 request, 12 tokens in, 30 out, free (the model runs on your machine); tokens estimated"
+    paid = Line(0.0, "s", "openai", "gpt-4o-mini", 10, 5, False, 0.5)
+    assert describe([local, paid]) == ("2 requests, 22 tokens in, 35 out, ≈ $0.5000 for 1 of them; tokens estimated "
+                                       "for 1 of them")

@@ -56,19 +56,24 @@ def store(conv: Conversation) -> CostStore:
 
 
 def describe(lines: list) -> str:
-    """"3 requests, 12.3k tokens in, 1.1k out, ≈ $0.0123 (2 estimated)"."""
+    """"3 requests, 12.3k tokens in, 1.1k out, ≈ $0.0123; tokens estimated for 2 of them"."""
     if not lines:
         return "no requests"
     tokens_in = sum(line.input_tokens for line in lines)
     tokens_out = sum(line.output_tokens for line in lines)
     priced = [line.cost for line in lines if line.cost is not None]
-    cost = pricing.money(sum(priced)) if priced else pricing.money(None)
-    if priced and len(priced) < len(lines):
-        cost += f" for {len(priced)} of them"
+    if all(line.provider in pricing.FREE_PROVIDERS for line in lines):  # the local model, Ollama: no bill
+        cost = "free (the model runs on your machine)"
+    else:
+        cost = "≈ " + (pricing.money(sum(priced)) if priced else pricing.money(None))
+        if priced and len(priced) < len(lines):
+            cost += f" for {len(priced)} of them"
     estimated = sum(1 for line in lines if line.estimated)
-    guess = f"; tokens of {estimated} estimated" if estimated else ""
+    guess = ""
+    if estimated:
+        guess = "; tokens estimated" if estimated == len(lines) else f"; tokens estimated for {estimated} of them"
     return (f"{len(lines)} request{'s' if len(lines) != 1 else ''}, {pricing.tokens(tokens_in)} tokens in, "
-            f"{pricing.tokens(tokens_out)} out, ≈ {cost}{guess}")
+            f"{pricing.tokens(tokens_out)} out, {cost}{guess}")
 
 
 def own(lines: list[Line], name: str) -> list[Line]:
