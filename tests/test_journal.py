@@ -192,19 +192,21 @@ def test_fork_seeds_a_new_journal_and_then_the_two_diverge(repl_env, workdir, tr
         "shared turn", "You said: shared turn", "parent turn", "You said: parent turn"]
 
 
-def test_kill_9_mid_turn_loses_at_most_the_turn_in_flight(repl_env, workdir, transcripts, openai_server):
+def test_kill_9_mid_turn_keeps_the_question_and_loses_at_most_the_answer_in_flight(repl_env, workdir, transcripts,
+                                                                                  openai_server):
     repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "crash"))
     repl.send("kept turn")
     openai_server.reply("half", hang_after=True)
-    repl.child.send("lost turn\r")
+    repl.child.send("asked turn\r")
     repl.child.expect("half")
     repl.child.kill(signal.SIGKILL)
     repl.child.expect(pexpect.EOF)
     transcript_id = session_doc(repl_env, "crash")["transcript_id"]
     reading = Journal(transcripts, transcript_id).read()
     assert reading.torn == 0 and reading.foreign == 0
-    assert [e["message"]["content"] for e in reading.events if e["type"] == "message"] == ["kept turn",
-                                                                                           "You said: kept turn"]
+    # The question is journaled as it is asked, before the model answers: what the user said stays.
+    assert [e["message"]["content"] for e in reading.events if e["type"] == "message"] == [
+        "kept turn", "You said: kept turn", "asked turn"]
     SessionStore(Path(repl_env["CHATCLI_HOME"]) / "sessions").load("crash")
 
 

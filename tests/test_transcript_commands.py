@@ -295,3 +295,18 @@ def test_two_default_exports_in_one_second_get_two_names_and_a_missing_directory
     refused = registry.dispatch(f"/session export jsonl {missing}/x.jsonl", conv)
     assert refused.error and f"the directory {missing} does not exist (nothing was written)" in refused.text
     assert not missing.exists()
+
+
+def test_a_question_is_journaled_with_the_time_it_was_asked_and_its_answer_with_its_own(openai_env, openai_server,
+                                                                                       workdir, monkeypatch):
+    monkeypatch.chdir(workdir)
+    conv = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(conv, name="timed")
+    openai_server.reply("a slow ", "answer", delay=1.2)  # past a second boundary, whatever the start
+    conv.send("when was I asked?")
+    out = build_registry().dispatch("/session export jsonl", conv).text
+    [row] = [json.loads(line) for line in Path(re.search(r"to (\S+\.jsonl) ", out).group(1)).read_text().splitlines()]
+    assert row["time"] < row["end"], row  # the question's time, then the answer's
+    markdown = Path(re.search(r"to (\S+\.md) ", build_registry().dispatch("/session export md", conv).text).group(1))
+    stamps = re.findall(r"^## #\d (?:user|assistant) · (\S+ \S+)", markdown.read_text(), re.MULTILINE)
+    assert len(stamps) == 2 and stamps[0] != stamps[1], markdown.read_text()

@@ -103,6 +103,10 @@ def run(
         notice(note)
     question = Message("user", text, meta=conv.agent.meta())
     conv.history.append(question)
+    # In the journal now, with the time it was asked (an export's question and its answer carry
+    # their own times), and on disk before the model is asked: one fsync'd line.
+    for note in conv.sync_transcript():
+        notice(note)
     try:
         if refusal is not None:
             raise ProviderError(refusal)
