@@ -248,8 +248,11 @@ def test_a_writer_killed_at_random_instants_always_leaves_files_that_load(env, t
     seed.binding.write_through()
     path = home / "sessions" / "crashy.json"
     assert path.stat().st_size > WHOLE_BELOW
-    torn = 0
-    for kills in range(1, 41):  # `make faults` kills 400 times more
+    torn = kills = 0
+    # 40 kills, and on until one has come between an append's two steps (about one in eight does)
+    # so that the mending is tried: `make faults` kills 400 times more.
+    while kills < 40 or (not sealed and not torn and kills < 240):
+        kills += 1
         proc = subprocess.Popen([sys.executable, "-c", _WRITER], env=env, stdout=subprocess.PIPE)
         assert proc.stdout.readline() == b"ready\n"
         time.sleep(rng.uniform(0, 0.03))
