@@ -123,10 +123,13 @@ def test_a_flipped_byte_and_a_file_copied_over_another_session_are_detected(seal
                    if p.stem == json.loads(run_chatcli("session", "show", "gamma", "--json", env=sealed_env)
                                            .stdout)["transcript_id"])
     lines = journal.read_bytes().split(b"\n")
-    lines[2], lines[3] = lines[3], lines[2]  # two sealed lines (the turn's question and answer) swapped
+    # Two sealed lines swapped: the turn's question and its answer (a checkpoint, a `synced` line,
+    # the question and the `synced` line journaling it as it was asked, then the answer).
+    lines[2], lines[4] = lines[4], lines[2]
     journal.write_bytes(b"\n".join(lines))
     export = run_chatcli("session", "export", "gamma", "jsonl", str(workdir / "gamma.jsonl"), env=sealed_env)
-    assert export.returncode == 0 and "Skipped 2 damaged line(s)" in export.stdout, export
+    # The two, and the `synced` line between them, which the swap moved off the offset it was sealed for.
+    assert export.returncode == 0 and "Skipped 3 damaged line(s)" in export.stdout, export
     assert "gamma's secret" not in (workdir / "gamma.jsonl").read_text()  # neither is read out of place
 
 
@@ -253,9 +256,9 @@ def test_a_plaintext_line_slipped_into_a_sealed_journal_is_detected_and_skipped(
     with journal.open("a") as handle:
         handle.write(json.dumps(forged) + "\n")
     broken = journal.read_bytes().splitlines(keepends=True)
-    # A newline put into the middle of a sealed line (the answer: a checkpoint, a `synced` line and
-    # the question come before it).
-    journal.write_bytes(b"".join(broken[:3]) + broken[3][:30] + b"\n" + broken[3][30:] + b"".join(broken[4:]))
+    # A newline put into the middle of a sealed line (the answer: a checkpoint, a `synced` line, the
+    # question and the `synced` line of its own sync come before it).
+    journal.write_bytes(b"".join(broken[:4]) + broken[4][:30] + b"\n" + broken[4][30:] + b"".join(broken[5:]))
     exported = run_chatcli("session", "export", "slipped", "jsonl", str(workdir / "x.jsonl"), env=sealed_env)
     assert exported.returncode == 0, exported.stderr
     # Detected, counted, not read: the two halves, and the `synced` line after them, which the
