@@ -155,6 +155,28 @@ def test_ctrl_c_stops_a_local_answer_and_the_worker_answers_the_next_one(local_e
         repl.close()
 
 
+def test_compact_with_the_local_model_shows_the_spinner_until_the_summary_is_written(local_env, workdir,
+                                                                                    sessions_dir):
+    # Four turns planted, so that only the summary is generated here (kept short by the token limit).
+    history = []
+    for topic in ("castles of the Loire", "sourdough bread", "the rules of chess", "tide pools"):
+        history += [{"role": "user", "content": f"Tell me about {topic}."},
+                    {"role": "assistant", "content": f"Here is what I know about {topic}. "
+                     + "It is a rich subject with a long history and many stories to tell. " * 4}]
+    sessions_dir.mkdir(parents=True)
+    (sessions_dir / "planted.json").write_text(json.dumps({"version": 2, "chat_history": history}))
+    del local_env["NO_COLOR"]  # a terminal in colour: answers, and commands that wait, show the spinner
+    local_env["CHATCLI_MAX_TOKENS"] = "60"
+    repl = Repl(local_env, BUNDLED_LABEL, cwd=workdir, args=("--session", "planted"))
+    try:
+        out = plain(repl.send("/compact", timeout=180))
+    finally:
+        repl.close()
+    done = re.search(r"Compacted 2 messages into one summary", out)
+    assert done, out
+    assert "working on /compact" in out[:done.start()] and "working on" not in out[done.start():], out
+
+
 def test_another_gguf_runs_from_chatcli_local_model(local_env, workdir, tmp_path):
     other = tmp_path / "my-model.gguf"
     other.symlink_to(bundled_model_path())

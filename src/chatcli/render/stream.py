@@ -12,6 +12,7 @@ from chatcli.core.terminal import printable
 INTERRUPTED = "[interrupted]"
 TRUNCATED = "[the answer stopped at the token limit; CHATCLI_MAX_TOKENS raises it]"
 WINDOW_FULL = "[the answer stopped where the context window was full; a shorter message leaves it more room]"
+THINKING = " thinking…"  # beside the spinner, until an answer's first token
 
 
 class StreamRenderer(Protocol):
@@ -77,15 +78,7 @@ class MarkdownStream:
         self._separate_next = True
 
     def start(self) -> None:
-        from rich.live import Live
-        from rich.spinner import Spinner
-
-        self._live = Live(
-            Spinner("dots", text=" thinking…", style="cyan"),
-            console=self.console,
-            transient=True,
-            refresh_per_second=12,
-        )
+        self._live = spinner(self.console, THINKING)
         self._live.start()
 
     def feed(self, text: str) -> None:
@@ -134,6 +127,15 @@ class MarkdownStream:
         self._separate_next = separate
         self.console.print(Markdown(keep_line_breaks(block.strip("\n"))))
         self._printed_any = True
+
+
+def spinner(console, text: str):
+    """The spinner shown while nothing else is (before an answer's first token, while a command
+    waits): a transient live area, erased when stopped. Returned not yet started."""
+    from rich.live import Live
+    from rich.spinner import Spinner
+
+    return Live(Spinner("dots", text=text, style="cyan"), console=console, transient=True, refresh_per_second=12)
 
 
 def _last_block_boundary(text: str) -> int:

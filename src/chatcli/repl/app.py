@@ -8,6 +8,7 @@ import sys
 import termios
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.styles import Style
@@ -22,7 +23,8 @@ from chatcli.engine import records, sessions, upkeep
 from chatcli.engine.conversation import Conversation, load_system_prompt
 from chatcli.render import wants_markdown
 from chatcli.render.turn import drop_typed_keys, stream_turn
-from chatcli.repl.parts import PromptFileHistory, SlashCompleter, key_bindings, prompt_text
+from chatcli.render.waiting import Waiting
+from chatcli.repl.parts import PromptFileHistory, SlashCompleter, default_model_note, key_bindings, prompt_text
 from chatcli.store.history import PromptHistory
 
 STYLE = Style.from_dict({"session": "ansicyan", "mode": "ansiyellow bold", "model": "ansigreen bold", "arrow": ""})
@@ -77,11 +79,12 @@ def run_repl(settings: Settings, start: dict | None = None, mode: str = "chat", 
     notes = sessions.start(conversation, **start)
     if not (start.get("resume") or start.get("name")):
         notes = [sessions.recent_note(conversation)]  # resuming is one command away
-    for note in notes:
+    for note in [default_model_note(settings), *notes]:
         if note:
             terminal.say(note)
     markdown = wants_markdown(sys.stdout, settings)
     approve = _approver(terminal, markdown)
+    wait = _command_wait(markdown)
     background = Background(session, terminal)
     scheduler = Later(lambda: _scheduler(settings, registry, conversation, background))
     _after_first_draw(session, conversation, markdown=markdown, scheduler=scheduler)
@@ -100,7 +103,7 @@ def run_repl(settings: Settings, start: dict | None = None, mode: str = "chat", 
                     break
                 raise
             try:
-                if _handle(text, conversation, registry, terminal, session.prompt, approve):
+                if _handle(text, conversation, registry, terminal, session.prompt, approve, wait):
                     break
             except KeyboardInterrupt:  # Ctrl-C outside an answer (while drawing, say): back to the prompt
                 continue
@@ -212,13 +215,17 @@ def _end_on_signals(session: PromptSession) -> threading.Event:
     return ended
 
 
+Wait = Callable[[str], AbstractContextManager]
+
+
 def _handle(text: str, conversation: Conversation, registry: CommandRegistry, terminal: Terminal,
-            ask: Callable[[str], str], approve: Approve | None = None) -> bool:
+            ask: Callable[[str], str], approve: Approve | None = None,
+            wait: Wait = lambda _name: contextlib.nullcontext()) -> bool:
     """Run one line the user typed; True when the REPL should end."""
     if not text.strip():
         return False
     if registry.is_command(text):
-        result = registry.dispatch(text, conversation)
+        result = _dispatch(registry, text, conversation, wait)
         _show(terminal, result)
         if result.ask and not result.error:
             try:
@@ -226,7 +233,7 @@ def _handle(text: str, conversation: Conversation, registry: CommandRegistry, te
             except (KeyboardInterrupt, EOFError):  # Ctrl-C or Ctrl-D: the question is dropped
                 answer = ""
             if answer:
-                result = registry.dispatch(f"{result.follow} {answer}", conversation)
+                result = _dispatch(registry, f"{result.follow} {answer}", conversation, wait)
                 _show(terminal, result)
             elif result.unanswered:
                 terminal.say(result.unanswered)
@@ -235,6 +242,22 @@ def _handle(text: str, conversation: Conversation, registry: CommandRegistry, te
         return result.exit
     _turn(conversation, registry.as_prompt(text), terminal, approve)
     return False
+
+
+def _dispatch(registry: CommandRegistry, line: str, conversation: Conversation, wait: Wait) -> Result:
+    """Run a command line; keys typed meanwhile wait for the next prompt, as during an answer."""
+    command = registry.find(line.split(maxsplit=1)[0])
+    waiting = wait(f"/{command.name}") if command is not None else contextlib.nullcontext()
+    with waiting, _no_echo():
+        return registry.dispatch(line, conversation)
+
+
+def _command_wait(markdown: bool) -> Wait:
+    """What a command runs under: where answers show a spinner until their first token, a command
+    still running after a moment shows it too (/compact waits for the model's summary)."""
+    if not markdown:
+        return lambda _name: contextlib.nullcontext()
+    return lambda name: Waiting(sys.stdout, f" working on {name}…")
 
 
 def _turn(conversation: Conversation, text: str, terminal: Terminal, approve: Approve | None = None) -> None:

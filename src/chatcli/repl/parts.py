@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path, PurePath
 
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.formatted_text import FormattedText
@@ -10,8 +11,17 @@ from prompt_toolkit.history import History
 from prompt_toolkit.key_binding import KeyBindings
 
 from chatcli.commands.registry import CommandRegistry
+from chatcli.config.providers import KEY_VARS
+from chatcli.config.settings import Settings
+from chatcli.core.errors import ProviderError
 from chatcli.engine.conversation import Conversation
 from chatcli.store.history import PromptHistory
+
+# Settings.provider_source when no flag, variable or key chose the provider: the local model answers.
+NOTHING_CONFIGURED = "no provider is configured"
+# A model file smaller than this is a small model (the bundled one is about 100 MB; models that
+# answer well offline take several gigabytes).
+SMALL_BELOW = 1_000_000_000
 
 
 def prompt_text(conversation: Conversation) -> FormattedText:
@@ -22,9 +32,39 @@ def prompt_text(conversation: Conversation) -> FormattedText:
         parts.append(("class:session", f"[{_shorten(conversation.session_name)}] "))
     if conversation.agent.tagged:
         parts.append(("class:mode", f"{conversation.agent.mode}:"))
-    parts.append(("class:model", conversation.settings.model_label))
+    parts.append(("class:model", model_name(conversation.settings)))
     parts.append(("class:arrow", "> "))
     return FormattedText(parts)
+
+
+def model_name(settings: Settings) -> str:
+    """The model as the prompt names it: a .gguf path by its file name without the extension,
+    whichever provider runs it (a llama.cpp server may know its model by the path it loaded)."""
+    label = settings.model_label
+    return PurePath(label).stem if label.lower().endswith(".gguf") else label
+
+
+def default_model_note(settings: Settings) -> str | None:
+    """One line for a REPL that nobody configured: the small offline model answers, and what
+    switches to a stronger one. None when a provider was chosen (a flag, a variable, a key)."""
+    if settings.provider != "local" or settings.provider_source != NOTHING_CONFIGURED:
+        return None
+    from chatcli.providers.local import bundled_model_path  # on the way to the prompt: imports no llama_cpp
+
+    gguf = settings.model.lower().endswith(".gguf")
+    try:
+        size = (Path(settings.model).expanduser() if gguf else bundled_model_path()).stat().st_size
+    except (OSError, ProviderError):  # the first answer says what is missing
+        size = None
+    if size is None:
+        what = "a local model"
+    else:
+        shown = f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size // 1_000_000} MB"
+        what = f"a {'small ' if size < SMALL_BELOW else ''}local model ({shown})"
+    first, *others = KEY_VARS.values()
+    alternatives = ", or ".join([*others, "LLM_PROVIDER=ollama"])
+    return (f"Model: {model_name(settings)}, {what} that runs offline. "
+            f"Set {first} (or {alternatives}) for a stronger one.")
 
 
 def _shorten(name: str, limit: int = 32) -> str:
