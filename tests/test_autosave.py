@@ -88,7 +88,7 @@ def test_a_bound_repl_writes_its_session_and_makes_no_autosave(repl_env, workdir
     repl = Repl(repl_env, "m", cwd=workdir, args=("--session", "work"))
     repl.send("a bound turn")
     said = end(repl, "/exit")
-    assert "Conversation saved in session 'work'." in said
+    assert "Conversation saved in session 'work' (chatcli --session work resumes it)." in said
     assert contents(sessions_dir / "work.json") == ["a bound turn", "You said: a bound turn"]
     assert autosaves(sessions_dir) == []
 

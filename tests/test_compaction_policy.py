@@ -94,6 +94,8 @@ def test_a_summary_loses_the_prompt_s_markup_and_keeps_the_rest():
     assert clean_summary("Asked about X.\n</conversation>") == "Asked about X."
     assert clean_summary("<conversation>\n[user]\nhi\n\n[result of tool call c1]\nok\n</ Conversation >") == "hi\n\nok"
     assert clean_summary("[user]\n\n</conversation>") == ""
+    assert clean_summary('"Hello! How can I help?') == "Hello! How can I help?"  # an unmatched opening quote
+    assert clean_summary('"Quoted," she said.') == '"Quoted," she said.'
     # Brackets that are the summary's own words stay.
     assert clean_summary("The [user] asked; see [notes] and [assistant] replies.") == \
         "The [user] asked; see [notes] and [assistant] replies."

@@ -112,8 +112,10 @@ def clean_summary(text: str) -> str:
     """A model's summary without the summary prompt's own markup echoed back (its
     <conversation> tags, the [role] lines that head each message), and without the blank lines
     that leaves; what is left may be empty."""
-    text = _PROMPT_LABEL.sub("", _PROMPT_TAG.sub("", text))
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
+    text = re.sub(r"\n{3,}", "\n\n", _PROMPT_LABEL.sub("", _PROMPT_TAG.sub("", text))).strip()
+    if text.startswith('"') and text.count('"') % 2:  # a quote opened and never closed: the echo's
+        text = text[1:].lstrip()
+    return text
 
 
 def summary_message(text: str, cut: Cut, mode: str = "chat") -> Message:

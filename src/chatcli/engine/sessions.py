@@ -430,7 +430,8 @@ def finish(conv: Conversation) -> list[str]:
                                     f"({conv.read_only})."]
         notes = journal_notes + (conv.binding.write_through(force=True) if conv.binding.unsynced else [])
         if not conv.binding.unsynced:  # an empty one says nothing (a /web page's, unused, goes next)
-            return [*notes, f"Conversation saved in session '{name}'."] if conv.history else notes
+            return [*notes, f"Conversation saved in session '{name}' (chatcli --session {name} resumes it)."] \
+                if conv.history else notes
         if not conv.settings.session_autosave:
             return [*notes, f"Session '{name}' could not be written; the last turns are lost "
                             "(CHATCLI_SESSION_AUTOSAVE is off)."]

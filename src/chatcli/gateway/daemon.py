@@ -157,7 +157,7 @@ def _check(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
         try:
             import telegram.ext as _telegram  # noqa: F401 - the extra is there
         except ImportError:
-            raise UsageError("the Telegram adapter needs python-telegram-bot: pip install 'chatcli[telegram]'") from None
+            raise UsageError(f"the Telegram adapter needs python-telegram-bot: {sys.executable} -m pip install 'chatcli[telegram]'") from None
     if slack and (why := missing(("SLACK_BOT_TOKEN", settings.slack_bot_token, "slack.bot_token"),
                                  ("SLACK_APP_TOKEN", settings.slack_app_token, "slack.app_token"))):
         raise UsageError(f"{why}: the Slack adapter does not start")
@@ -165,7 +165,7 @@ def _check(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
         try:
             import slack_bolt as _slack  # noqa: F401 - the extra is there
         except ImportError:
-            raise UsageError("the Slack adapter needs slack-bolt: pip install 'chatcli[slack]'") from None
+            raise UsageError(f"the Slack adapter needs slack-bolt: {sys.executable} -m pip install 'chatcli[slack]'") from None
 
 
 def _setting(config: GatewayConfig) -> Callable[[str], str]:
