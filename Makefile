@@ -99,6 +99,7 @@ bench: $(VENV)/.bench-installed
 	$(PY) bench/encryption.py
 	$(PY) bench/servers.py
 	$(PY) bench/local.py
+	$(PY) bench/sampling.py
 	$(PY) bench/safety.py
 	$(PY) bench/scale.py
 

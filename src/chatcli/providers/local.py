@@ -65,10 +65,9 @@ def bundled_model_path() -> Path:
 
 def worker_threads() -> int:
     """The cores this process may run on: llama.cpp's default can be several times slower on a busy machine."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    from chatcli.providers.local_worker import cores
+
+    return cores()
 
 
 class LocalProvider:
@@ -129,7 +128,7 @@ _workers_lock = threading.Lock()
 
 def worker_for(path: Path, threads: int | None = None, context: int = CONTEXT_TOKENS) -> "LocalWorker":
     """The process-wide worker of this model file and window (started on first use), computing
-    with `threads` (None: every core this process may run on)."""
+    with `threads` (None: the cores free as each answer starts, local_worker.free_cores)."""
     key = f"{path}\0{context}"
     with _workers_lock:
         if not _workers:
@@ -137,7 +136,7 @@ def worker_for(path: Path, threads: int | None = None, context: int = CONTEXT_TO
         if key not in _workers:
             # More threads than cores only make each token wait for the slowest of them.
             cores = worker_threads()
-            _workers[key] = LocalWorker(str(path), min(threads or cores, cores), context)
+            _workers[key] = LocalWorker(str(path), min(threads, cores) if threads else 0, context)
         return _workers[key]
 
 
