@@ -310,3 +310,51 @@ def test_a_question_is_journaled_with_the_time_it_was_asked_and_its_answer_with_
     markdown = Path(re.search(r"to (\S+\.md) ", build_registry().dispatch("/session export md", conv).text).group(1))
     stamps = re.findall(r"^## #\d (?:user|assistant) · (\S+ \S+)", markdown.read_text(), re.MULTILINE)
     assert len(stamps) == 2 and stamps[0] != stamps[1], markdown.read_text()
+
+
+def test_a_compaction_after_a_turn_does_not_stretch_that_turn_s_end():
+    from chatcli.core.export import Entry, trajectory
+
+    summary = Message("user", "Summary of the earlier conversation: a greeting.", meta={"is_summary": True})
+    entries = [Entry(1, Message("user", "hi"), "2026-12-05T10:00:00+00:00"),
+               Entry(2, Message("assistant", "hello"), "2026-12-05T10:00:02+00:00"),
+               # /compact typed an hour later: a rewrite and its summary, before the next question
+               Entry(None, None, "2026-12-05T11:00:00+00:00", [3, 2], "compact"),
+               Entry(3, summary, "2026-12-05T11:00:00+00:00"),
+               Entry(4, Message("user", "again"), "2026-12-05T11:05:00+00:00"),
+               Entry(5, Message("assistant", "yes"), "2026-12-05T11:05:01+00:00")]
+    first, second = trajectory(entries)
+    assert (first["time"], first["end"]) == ("2026-12-05T10:00:00+00:00", "2026-12-05T10:00:02+00:00")
+    assert first["rewrites"] == [{"time": "2026-12-05T11:00:00+00:00", "reason": "compact", "live": [3, 2]}]
+    assert first["summaries"][0]["content"].startswith("Summary of")
+    assert (second["time"], second["end"]) == ("2026-12-05T11:05:00+00:00", "2026-12-05T11:05:01+00:00")
+
+
+def test_search_session_show_and_transcript_show_give_a_message_one_number(env, workdir):
+    """After a rewrite (a compaction, a rewind) the session file's positions drift from the
+    journal's; every view numbers a message by the journal, so a hit's #N is what `transcript
+    show N` shows."""
+    conv = make(env, "drift", ("first question", "first answer"), ("second question", "second answer"))
+    conv.history[:] = conv.history[2:]  # the first turn dropped from the live history, as a rewind does
+    conv.sync_transcript()
+    conv.binding.write_through()
+    conv.history += [Message("user", "where is the zebra?"), Message("assistant", "at the crossing")]
+    conv.sync_transcript()
+    conv.binding.write_through()
+    found = run_chatcli("session", "search", "zebra", env=env, cwd=workdir)
+    assert found.returncode == 0, found.stderr
+    assert "  #5 user …where is the zebra?…" in found.stdout, found.stdout  # the file's #3
+    shown = run_chatcli("session", "show", "drift", env=env, cwd=workdir).stdout
+    assert "\n#5 user\nwhere is the zebra?" in shown and "\n#3 user\nsecond question" in shown, shown
+    transcript = build_registry().dispatch("/session transcript show 5 1", conv).text
+    assert transcript.startswith("#5 user") and "where is the zebra?" in transcript, transcript
+    json_hits = json.loads(run_chatcli("session", "search", "zebra", "--json", env=env, cwd=workdir).stdout)
+    assert json_hits[0]["hits"][0]["pos"] == 5
+
+
+def test_a_hit_cut_by_the_index_is_marked_once(env, workdir):
+    long = " ".join(f"word{i}" for i in range(80)) + " and then the okapi appeared"
+    make(env, "long", (long, "noted"))
+    out = run_chatcli("session", "search", "okapi", env=env, cwd=workdir).stdout
+    [line] = [line for line in out.splitlines() if "okapi" in line]
+    assert line.startswith("  #1 user …") and "……" not in line and line.endswith("okapi appeared…"), line

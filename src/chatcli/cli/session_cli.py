@@ -83,6 +83,7 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
             out.write(json.dumps(encode_session(data), ensure_ascii=False, indent=2) + "\n")
         else:
             from chatcli.core.export import call_names, plain_block
+            from chatcli.engine.records import numbering
 
             out.write(f"# {args.name}: {data.title or '(untitled)'} — {len(data.history)} messages\n")
             from chatcli.engine.costs import session_cost
@@ -90,8 +91,10 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
             cost = session_cost(load_settings(check_key=False), data, args.name)
             if cost:
                 out.write(cost + "\n")
+            # Numbered as search hits and `transcript show` number them (the journal's positions).
+            number = numbering(load_settings(check_key=False), data.transcript_id, len(data.history))
             for position, (message, name) in enumerate(zip(data.history, call_names(data.history)), 1):
-                out.write(f"\n{plain_block(position, message, name=name)}\n")
+                out.write(f"\n{plain_block(number(position), message, name=name)}\n")
     elif args.action in ("export", "search"):
         from chatcli.engine import records
 

@@ -143,7 +143,8 @@ def to_trajectory(entries: Sequence[Entry]) -> str:
 def trajectory(entries: Sequence[Entry]) -> list[dict]:
     """Each turn as a dict:
 
-    turn, mode, time, end      its number (1-based), mode, and the times of its first and last entry
+    turn, mode, time, end      its number (1-based), mode, and the times of its first and last
+                               message (a later compaction folded into it keeps its own time)
     positions                  [first, last]: its messages' positions in the transcript
     user                       what the user typed (None only for a transcript with no prompt)
     answer                     the last thing the assistant said in it (None if nothing)
@@ -165,7 +166,10 @@ def trajectory(entries: Sequence[Entry]) -> list[dict]:
                           "end": None, "positions": None, "user": None, "answer": None, "steps": []})
             calls = {}
         turn = turns[-1]
-        turn["end"] = entry.time or turn["end"]
+        # A turn ends with its last message. A rewrite or a summary folded into it (a /compact
+        # typed after the answer) keeps its own time under "rewrites" and does not stretch it.
+        if message is not None and not message.is_summary or turn["end"] is None:
+            turn["end"] = entry.time or turn["end"]
         if message is None:
             turn.setdefault("rewrites", []).append({"time": entry.time or None, "reason": entry.reason or None,
                                                     "live": list(entry.live or ())})

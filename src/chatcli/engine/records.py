@@ -266,8 +266,47 @@ def show(rec: Record, pos: int, count: int = 10) -> str:
     return "\n\n".join(shown)
 
 
+def numbering(settings: Settings, transcript_id: str | None, count: int | None = None) -> Callable[[int], int]:
+    """One numbering for a session's messages everywhere (search hits, `session show`,
+    `/session transcript show`, the model's session tools): a message's number is its position
+    in the session's journal, the complete record. The session file holds only the live
+    history, whose positions drift from the journal's after a compaction or a /rewind; this
+    maps a live position (1-based, as the file and its search index count) to the journal's.
+
+    While the journal has recorded nothing but the live history (its last line a `synced` one
+    with no dead hashes: no compaction, rewind or damage yet, the common case), the two agree
+    and nothing more is read. Otherwise the journal is replayed once; a live position the
+    journal does not hold (it lags the file, or `count`, the file's message count, says they
+    are out of step) keeps its own number, as the record would (it falls back to the file)."""
+    same = lambda pos: pos  # noqa: E731
+    if not settings.session_transcript or not transcript_id or not ID_RE.fullmatch(transcript_id):
+        return same
+    journal = Home.of(settings).journal(transcript_id)
+    found = journal.last_event()
+    if found is not None and found[0]["type"] == rules.SYNCED and found[0]["dead"] == 0 \
+            and not rules.damage_said(found[0]):
+        return same
+    try:
+        reading = journal.read()
+    except (JournalError, OSError):
+        return same
+    state = rules.Replay()
+    state.apply(reading.events)
+    if count is not None and count != len(state.live):
+        return same
+    live, positions = state.live, state.positions
+    return lambda pos: positions.get(live[pos - 1], pos) if 0 < pos <= len(live) else pos
+
+
 def format_hits(hits: Sequence[tuple[int, str, str]]) -> str:
-    return "\n".join(f"#{pos} {role} …{snippet.strip()}…" for pos, role, snippet in hits)
+    return "\n".join(f"#{pos} {role} {_elided(snippet)}" for pos, role, snippet in hits)
+
+
+def _elided(snippet: str) -> str:
+    """A hit's snippet between ellipses: the index marks where it cut the text with one already,
+    and a mark is not doubled."""
+    text = snippet.strip()
+    return ("" if text.startswith("…") else "…") + text + ("" if text.endswith("…") else "…")
 
 
 # -- every saved session ----------------------------------------------------------------------
@@ -324,8 +363,24 @@ def search_sessions(settings: Settings, store: SessionStore, query: str, session
             group = grouped[hit.source] = SessionHits(hit.source, mtime, hit.score, [])
         if len(group.hits) < per_session:
             group.hits.append((hit.pos, hit.role, hit.snippet))
-    ranked = sorted(grouped.values(), key=lambda g: (round(g.score, 6), -g.mtime))
-    return ranked[:sessions]
+    ranked = sorted(grouped.values(), key=lambda g: (round(g.score, 6), -g.mtime))[:sessions]
+    for group in ranked:  # numbered as `transcript show` numbers them (the index counts the file's)
+        number = numbering(settings, *_journal_of(store, rows, group.name))
+        group.hits[:] = [(number(pos), role, snippet) for pos, role, snippet in group.hits]
+    return ranked
+
+
+def _journal_of(store: SessionStore, rows: dict[str, list], name: str) -> tuple[str | None, int | None]:
+    """A session's transcript id and message count: from the catalog's row, or (encryption on:
+    the catalog holds nothing from inside a session) from the session itself."""
+    row = rows.get(name)
+    if row is not None and row[2] is not None:
+        return row[5] or None, row[2]
+    try:
+        data, _ = store.load(name)
+    except Exception:  # noqa: BLE001 - unreadable now: its hits keep the index's numbers
+        return None, None
+    return data.transcript_id, len(data.history)
 
 
 def _reason(exc: Exception) -> str:
@@ -343,7 +398,7 @@ def format_session_hits(groups: list[SessionHits]) -> str:
     for group in groups:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(group.mtime)) if group.mtime else ""
         lines.append(f"{group.name}  ({when})")
-        lines += [f"  #{pos} {role} …{snippet.strip()}…" for pos, role, snippet in group.hits]
+        lines += [f"  #{pos} {role} {_elided(snippet)}" for pos, role, snippet in group.hits]
     return "\n".join(lines)
 
 

@@ -180,11 +180,12 @@ class WebView:
         end = len(history) if before is None else max(0, min(before - 1, len(history)))
         start = max(0, end - PAGE_SIZE)
         messages = []
+        number = records.numbering(self.conv.settings, data.transcript_id, len(history))  # as search and transcript show
         for position in range(start, end):
             message = history[position]
             calls = [f"{call.get('name') or (call.get('function') or {}).get('name')}" for call in message.tool_calls or ()
                      if isinstance(call, dict)]
-            messages.append({"pos": position + 1, "role": message.role, "content": message.content,
+            messages.append({"pos": number(position + 1), "role": message.role, "content": message.content,
                              "calls": calls, "summary": message.is_summary})
         return {"name": name, "title": data.title or "", "count": len(history), "first": start + 1,
                 "messages": messages}
