@@ -31,7 +31,7 @@ from chatcli.providers.local import LocalProvider, bundled_model_path
 BUNDLED_LABEL = "SmolLM2-135M-Instruct.Q4_1"
 CRASHED = "local model crashed (signal 11); the conversation is kept"
 # A question that makes even the small model write at length, so there is an answer to interrupt.
-LONG_ANSWER = "Tell me a long story about a dragon."
+LONG_ANSWER = "Write a long story about a dragon."
 # The echo of that question, up to the newline Enter prints, then 20 letters of answer (escape codes have digits).
 ECHOED = r"dragon\.[^\n]*\n"
 STREAMING = r"[A-Za-z ,']{20}"
