@@ -122,11 +122,16 @@ def test_automatic_compaction_can_be_turned_off(repl_env, workdir, openai_server
     repl_env.update(CHATCLI_CONTEXT_WINDOW="540", CHATCLI_AUTO_COMPACT="off")
     repl = Repl(repl_env, "m", cwd=workdir)
     try:
+        said = ""
         for i in range(1, 7):
             openai_server.reply(LONG_ANSWER)
-            assert "Automatic compaction" not in plain(repl.send(f"turn {i} question"))
-        assert len(openai_server.requests) == 6
-        assert sent(openai_server)[0] == "turn 1 question"
+            said += plain(repl.send(f"turn {i} question"))
+        assert "Automatic compaction" not in said
+        assert len(openai_server.requests) == 6  # no summary was asked for
+        request = sent(openai_server)
+        # Without compaction, the latest messages that fit the window, said once
+        assert request[-1] == "turn 6 question" and "turn 1 question" not in request
+        assert said.count("older messages were not sent") == 1, said
     finally:
         repl.close()
 

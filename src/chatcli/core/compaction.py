@@ -83,24 +83,6 @@ def estimate_tokens(system: str, history: Sequence[Message], text: str = "") -> 
     return chars // 4 + 4 * (len(history) + 2)
 
 
-def recent_window(history: Sequence[Message], tokens: int) -> int:
-    """Where the latest part of `history` that fits in about `tokens` begins: a place a cut is
-    allowed (no tool call split from its result), on a user message when there is one, so the
-    model never gets an answer without its question. len(history) when not even the last fits."""
-    allowed = safe_cuts(history)
-    used, start = 0, len(history)
-    while start > 0:
-        message = history[start - 1]
-        cost = (len(message.content) + call_chars(message)) // 4 + 4
-        if used + cost > tokens:
-            break
-        used += cost
-        start -= 1
-    while start < len(history) and not (allowed[start] and history[start].role == "user"):
-        start += 1
-    return start
-
-
 # The markup of the summary prompt (engine.compaction): the conversation in <conversation> tags,
 # each message under a [label] line. A small model echoes it; it is never stored as summary.
 _PROMPT_TAG = re.compile(r"</?\s*conversation\s*>", re.IGNORECASE)
@@ -154,5 +136,5 @@ def kept_originals(history: list[Message], key: str) -> list[Message] | None:
     return None
 
 
-__all__ = ["recent_window", "clean_summary", "MIN_SUMMARISED", "ORIGINALS", "RECALL_KEY", "Cut", "compacted", "estimate_tokens", "keep_originals",
+__all__ = ["clean_summary", "MIN_SUMMARISED", "ORIGINALS", "RECALL_KEY", "Cut", "compacted", "estimate_tokens", "keep_originals",
            "kept_originals", "plan_cut", "safe_cuts", "summary_message"]

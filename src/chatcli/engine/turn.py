@@ -1,25 +1,31 @@
 """One turn of a conversation, the pipeline every surface calls (REPL, one-shot, MCP, ACP):
 adopt → compact if due → checkpoint → send → record → journal → persist.
 
+Every request carries what fits the model's context window (core/request_window.py), whatever
+the compaction setting: the latest messages, never the history whole when it is larger; the
+history and the journal keep everything.
+
 `run` is the whole of it; `Conversation.send` is its entry point. The binding steps (adopt,
 write-through) are engine/binding.py's, the journal's engine/transcript.py's.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from chatcli.core import checkpoints as rewind_points
+from chatcli.core import request_window
 from chatcli.core.terminal import printable
-from chatcli.core.compaction import estimate_tokens, plan_cut, recent_window
+from chatcli.core.compaction import estimate_tokens, plan_cut
 from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message, new_call, well_formed
 from chatcli.engine import compaction
 from chatcli.engine.agent import Approve
-from chatcli.providers.base import Delta, Done, Request, Stop, ToolCall, streaming
+from chatcli.providers.base import Delta, Done, Request, Stop, Tool, ToolCall, streaming
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
@@ -56,10 +62,17 @@ class Pacing:
     """What a conversation's turns remember between them about its context window."""
 
     compact_after: int = 0  # after a failed automatic compaction: not before this length
-    window_from: int = 0  # this turn sends the history from here on (see _auto_compact)
-    # What came before window_from that every request of this turn carries (system messages and
-    # summaries), read once a turn, not at each agent step: (window_from, history version, them).
-    window_kept: tuple[int, int, list[Message]] | None = None
+    # Where this turn's first request starts sending the history (see _plan): microcompact looks
+    # no further back.
+    window_from: int = 0
+    # The share of the window this turn's requests fill, when an automatic compaction could not
+    # make room and sends the latest messages instead (CHATCLI_AUTO_COMPACT); 0: all of it but
+    # the answer's room.
+    share: float = 0.0
+    # For which (window, session) the "older messages were not sent" notice was given: once,
+    # and again only after a request that sent the whole history, in another session, or with
+    # another window (/model, /provider).
+    left_out_said: tuple[int, str | None] | None = None
     full_window_said: bool = False  # the "compacting would not help" note is given once
     too_large_said: bool = False  # the "too large to summarise" note too
     # What this turn's requests carry after the system prompt: the memory and the attached
@@ -97,6 +110,7 @@ def run(
     if refusal is None:  # a compaction cannot make room for a message longer than the window
         for note in _auto_compact(conv, text):
             notice(note)
+        _plan(conv, text)
         for note in microcompact.apply(conv):
             notice(note)
     for note in conv.checkpoint(rewind_points.label_of(text)):
@@ -127,7 +141,7 @@ def run(
             notice(note)
         raise
     finally:
-        conv.pacing.window_from, conv.pacing.window_kept = 0, None
+        conv.pacing.window_from, conv.pacing.share = 0, 0.0
     return replace(result, notes=tuple(conv.sync_transcript() + conv.binding.write_through()))
 
 
@@ -142,7 +156,7 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
     Never compacted automatically: a session just loaded, at its first turn, and one whose
     older part is more than a summary request can carry. A turn whose request would not fit
     the window at all (those, or after a failed compaction) sends the latest messages that
-    fit, after the system messages and summaries before them (`_sent`), and says so."""
+    fit in CHATCLI_AUTO_COMPACT of it (`_window_view`), and says so."""
     share = conv.settings.auto_compact
     window = conv.settings.context_tokens
     used = estimate_tokens(_system(conv), conv.history, text)
@@ -151,7 +165,7 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
     too_big = used > window
     if len(conv.history) < conv.pacing.compact_after:  # a compaction failed lately: said then
         if too_big:
-            _window_view(conv, text)
+            _window_view(conv, text, said=True)  # said with the failure
         return []
     cut = plan_cut(conv.history, compaction.KEEP_RECENT)
     if cut is None:  # nothing old enough to summarise
@@ -181,7 +195,7 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
                                                 *conv.history[cut.index:]], text)
     if used - left < used / 4:
         if too_big:
-            _window_view(conv, text)
+            _window_view(conv, text, said=False)  # the notice of what was left out says it
         if conv.pacing.full_window_said:
             return []
         conv.pacing.full_window_said = True
@@ -221,12 +235,72 @@ def _system(conv: Conversation) -> str:
     return f"{conv.system_prompt}\n\n{conv.pacing.extra_system}" if conv.pacing.extra_system else conv.system_prompt
 
 
-def _window_view(conv: Conversation, text: str) -> int:
-    """This turn sends only the latest messages that fit (see `_sent`); how many."""
-    budget = int(conv.settings.auto_compact * conv.settings.context_tokens) \
-        - estimate_tokens(_system(conv), (), text)
-    conv.pacing.window_from = recent_window(conv.history, budget)
-    return len(conv.history) - conv.pacing.window_from
+def _window_view(conv: Conversation, text: str, said: bool = True) -> int:
+    """This turn's requests fill at most CHATCLI_AUTO_COMPACT of the window, with the latest
+    messages (see `_plan`); how many of the history's it sends. `said`: the caller's note says
+    so, the notice of what was left out need not."""
+    conv.pacing.share = conv.settings.auto_compact
+    if said:
+        conv.pacing.left_out_said = _said_key(conv)
+    return len(conv.history) - _plan(conv, text)
+
+
+def _plan(conv: Conversation, text: str) -> int:
+    """Where this turn's first request will start sending the history (its question not yet in
+    it), for microcompact, which looks no further back, and the notes that say how much is sent."""
+    planned = request_window.fit(request_window.Appended(conv.history, Message("user", text)),
+                                 _budget(conv, _overhead(_system(conv), ())))
+    conv.pacing.window_from = min(planned.start, len(conv.history))
+    return conv.pacing.window_from
+
+
+def _overhead(system: str, tools: Sequence[Tool]) -> int:
+    """The tokens a request takes besides its messages: the system prompt, the tools' descriptions."""
+    described = sum(len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters)) for tool in tools)
+    return estimate_tokens(system, ()) + described // 4
+
+
+def _budget(conv: Conversation, overhead: int) -> int:
+    """The tokens a request's messages may take: the context window but the answer's room (or
+    the share `_window_view` set) and the `overhead`."""
+    window = conv.settings.context_tokens
+    limit = window - request_window.answer_room(window, conv.settings.max_tokens)
+    if conv.pacing.share:
+        limit = min(limit, int(conv.pacing.share * window))
+    return limit - overhead
+
+
+def _over_window(conv: Conversation, window: request_window.Window, system: str) -> str | None:
+    """Why a request is not sent when even what it cannot leave out (the question, and between
+    two steps of a turn the latest tool results) is, with the system prompt, more than a context
+    window the user set, as `_too_long` says for a question before it is asked. A default
+    window is a guess at the model's, so it refuses nothing; the tools' descriptions are left
+    to the provider to judge (they take most of a tiny window)."""
+    limit = conv.settings.context_window
+    needed = window.tokens + estimate_tokens(system, ())
+    if not window.over or limit is None or needed <= limit:
+        return None
+    what = "this message" if conv.history[-1].role == "user" else "the latest step of this turn"
+    return (f"{what} is about {needed:,} tokens with the system prompt, more than the {limit:,}-token context "
+            "window (CHATCLI_CONTEXT_WINDOW), so it was not sent; it stays in the conversation")
+
+
+def _said_key(conv: Conversation) -> tuple[int, str | None]:
+    return conv.settings.context_tokens, conv.session_name
+
+
+def _left_out_note(conv: Conversation, window: request_window.Window) -> str | None:
+    """The notice that older messages were not sent: once (see Pacing.left_out_said)."""
+    if not window.left_out:
+        conv.pacing.left_out_said = None
+        return None
+    if conv.pacing.left_out_said == _said_key(conv):
+        return None
+    conv.pacing.left_out_said = _said_key(conv)
+    count = window.left_out
+    return (f"{count:,} older message{'s were' if count != 1 else ' was'} not sent (they do not fit the model's "
+            f"{conv.settings.context_tokens:,}-token context window; /compact summarises them). The session keeps "
+            "them all; later turns send their latest messages too.")
 
 
 def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable[[str], None],
@@ -260,9 +334,15 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
             if agent.tagged and tools and rounds == limit:
                 notice(f"This {agent.mode} turn reached its limit of {limit} tool steps (CHATCLI_AGENT_MAX_STEPS) "
                        "and was asked to answer now.")
+            overhead = _overhead(system, tools)
+            window = request_window.fit(conv.history, _budget(conv, overhead))
+            if refusal := _over_window(conv, window, system):
+                raise ProviderError(refusal)
+            if note := _left_out_note(conv, window):
+                notice(note)
             request = Request(
                 model=conv.settings.model,
-                messages=_sent(conv),
+                messages=window.messages(conv.history),
                 system=system,
                 timeout=conv.settings.timeout,
                 max_tokens=conv.settings.max_tokens,
@@ -318,20 +398,6 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
     answer = "".join(parts)
     conv.history.append(Message("assistant", answer, meta=agent.meta()))
     return TurnResult("\n\n".join([*said, answer] if answer else said), done=done)
-
-
-def _sent(conv: Conversation) -> list[Message]:
-    """The messages a request carries: the history, or on a first turn after a resume that
-    does not fit (see _auto_compact) its latest part, after the system messages and
-    summaries that came before it (as a compaction would keep them)."""
-    start, history = conv.pacing.window_from, conv.history
-    if not start:
-        return list(history)
-    cached = conv.pacing.window_kept
-    if cached is None or cached[:2] != (start, history.version):
-        cached = conv.pacing.window_kept = (start, history.version,
-                                            [m for m in history[:start] if m.role == "system" or m.is_summary])
-    return cached[2] + history[start:]
 
 
 def _run_tools(conv: Conversation, text: str, calls: list[ToolCall], notice: Callable[[str], None],
