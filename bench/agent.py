@@ -1,4 +1,4 @@
-"""Agent-mode benchmarks (issue 17), each beside its floor: what one agent step costs the
+"""Agent-mode benchmarks, each beside its floor: what one agent step costs the
 conversation at 100, 10,000 and 100,000 messages.
 
 A step is what `engine/turn.py` does between two requests of an agent turn: the journal sync

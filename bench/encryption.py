@@ -1,4 +1,4 @@
-"""Encryption at rest benchmarks (issue 7): each sealed figure beside the same operation in plaintext.
+"""Encryption at rest benchmarks: each sealed figure beside the same operation in plaintext.
 
   save / load     SessionStore.write / SessionStore.load of a 10,000-message session
   journal append  Conversation.sync_transcript() after a turn added two messages, 10,000 lines

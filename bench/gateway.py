@@ -1,4 +1,4 @@
-"""Chat gateway benchmarks (issue 18), each beside its floor, at 100, 10,000 and 100,000.
+"""Chat gateway benchmarks, each beside its floor, at 100, 10,000 and 100,000.
 
   hub bookkeeping   what hub.db does for one message (store/hub.py): claim it, see the
                     sender, read it back, persist its binding, mark it answered: the calls

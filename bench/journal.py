@@ -1,4 +1,4 @@
-"""Transcript journal and search benchmarks (issue 5), each beside its floor.
+"""Transcript journal and search benchmarks, each beside its floor.
 
 Floors, measured in the same run:
   fsync'd append   open(O_APPEND) + one write of the same bytes + fsync + close, nothing else

@@ -1,4 +1,4 @@
-"""Retention benchmarks (issue 4): the start-up sweep must not show in the time to the prompt,
+"""Retention benchmarks: the start-up sweep must not show in the time to the prompt,
 and a full prune of 10,000 expired machine sessions, each beside its floor.
 
 Floors, measured in the same run:

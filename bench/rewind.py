@@ -1,4 +1,4 @@
-"""Rewind benchmarks (issue 6), each beside its floor.
+"""Rewind benchmarks, each beside its floor.
 
 Every figure is the real engine call on a conversation freshly loaded from its session file, as
 a user's first /rewind after `chatcli -c` would be: the journal is read from disk. Only the

@@ -1,4 +1,4 @@
-"""What the data-safety checks cost (issue 14), at 100, 10,000 and 100,000 messages, each beside
+"""What the data-safety checks cost, at 100, 10,000 and 100,000 messages, each beside
 its floor measured in the same run:
 
   journal read    `Journal.read()` of a whole plaintext journal (stamps checked, copies and

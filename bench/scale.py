@@ -1,4 +1,4 @@
-"""Cost against size (issue 15): every persistence and search path at 100, 10,000 and 100,000
+"""Cost against size: every persistence and search path at 100, 10,000 and 100,000
 messages, each figure beside a floor measured in the same run, and a plot of the growth.
 
 Rows (whole processes where the figure is what a user waits for):

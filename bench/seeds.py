@@ -1,4 +1,4 @@
-"""What issue 19's additions cost a turn, at 100, 10,000 and 100,000 messages, each beside the
+"""What memory, attached contexts, cost tracking and microcompact cost a turn, at 100, 10,000 and 100,000 messages, each beside the
 same turn with them off, measured in the same run.
 
 A turn here is `Conversation.send` on a bound, journaled session loaded from disk, the model
@@ -103,7 +103,7 @@ def main() -> int:
         for size in SIZES:
             rows.append((f"first turn after a load, everything on, {size:,} msgs", full[size][0],
                          "same turn, all off", plain[size][0], "measured (the first microcompact)"))
-        print_floor_table(f"Issue 19 additions in a turn (median of {RUNS} turns)", rows, digits=2)
+        print_floor_table(f"Memory, contexts, costs and microcompact in a turn (median of {RUNS} turns)", rows, digits=2)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0

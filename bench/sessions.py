@@ -1,4 +1,4 @@
-"""Session store benchmarks (issue 3): save, load, write-through and listing, each beside its floor.
+"""Session store benchmarks: save, load, write-through and listing, each beside its floor.
 
 Floors, measured in the same run on the same bytes:
   parse floor      orjson.loads of the session file (the fastest JSON parser available)

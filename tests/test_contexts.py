@@ -1,4 +1,4 @@
-"""/context (issue 19): snapshots of files saved by name, attached to a conversation, carried by
+"""/context: snapshots of files saved by name, attached to a conversation, carried by
 its session and attached again when it is loaded in a new process, through the real REPL and
 the real HTTP path to the fake model."""
 

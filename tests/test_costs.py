@@ -1,4 +1,4 @@
-"""Cost tracking (issue 19): tokens and an estimated cost per turn and per session, through the
+"""Cost tracking: tokens and an estimated cost per turn and per session, through the
 real REPL and the real HTTP path to the fake model (which reports its token counts); a fork
 keeps the cost reference; `session show` says it; /storage lists the snapshots and prunes
 bursts of them on demand only."""

@@ -1,4 +1,4 @@
-"""/memory (issue 19): notes kept in no session, surviving restarts, offered to the model in
+"""/memory: notes kept in no session, surviving restarts, offered to the model in
 every conversation, through the real REPL and the real HTTP path to the fake model."""
 
 from __future__ import annotations

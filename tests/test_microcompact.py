@@ -1,4 +1,4 @@
-"""Microcompact (issue 19): tool results older than CHATCLI_MICROCOMPACT_TURNS turns become stubs
+"""Microcompact: tool results older than CHATCLI_MICROCOMPACT_TURNS turns become stubs
 naming their recall entry; the journal records the rewrite and keeps the original; the bound
 session holds the stub; /recall brings the text back; the model is offered the recall tool."""
 

@@ -1,4 +1,4 @@
-"""Costs that do not grow with the session (issue 15): a turn is appended to the session file in
+"""Costs that do not grow with the session: a turn is appended to the session file in
 place, a crash mid-append leaves a file that reads, listings see appended turns, the first sync
 after a load trusts the journal's own record of itself, and a freshly resumed session that no
 longer fits the context window is not compacted behind the user's back."""

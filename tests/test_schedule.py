@@ -1,4 +1,4 @@
-"""/schedule (issue 19): slash commands on a cron schedule while the REPL (or the gateway) runs;
+"""/schedule: slash commands on a cron schedule while the REPL (or the gateway) runs;
 jobs persisted in schedule.json, listed in /storage, and a due run made once whoever notices it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""/web (issue 19): the user's sessions as a page on 127.0.0.1, tested in a real browser
+"""/web: the user's sessions as a page on 127.0.0.1, tested in a real browser
 (Debian's Chromium, headless, driven by Playwright) against the real REPL: the page lists,
 opens and searches sessions; its link works once; a session's text is shown as text; the
 REPL's conversation is bound as web-<id> and leaves no autosave copy."""

@@ -1,4 +1,4 @@
-"""The chat gateway's config file: `$CHATCLI_HOME/gateway.toml` (issue 18).
+"""The chat gateway's config file: `$CHATCLI_HOME/gateway.toml`.
 
 A daemon's tokens are better kept in a private file than in the environment of every shell, so
 `chatcli gateway` also reads this file. Each setting it holds has an environment variable, and a

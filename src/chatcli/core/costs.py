@@ -1,4 +1,4 @@
-"""What a request costs (issue 19): tokens in and out, and an estimate in US dollars from a price
+"""What a request costs: tokens in and out, and an estimate in US dollars from a price
 table. Pure: no I/O.
 
 Prices are per million tokens, as the providers listed them when this table was written

@@ -1,4 +1,4 @@
-"""Cron expressions for /schedule (issue 19), pure: five fields (minute hour day-of-month month
+"""Cron expressions for /schedule, pure: five fields (minute hour day-of-month month
 day-of-week), each `*`, a number, a range `a-b`, a list `a,b`, with an optional step `/n`;
 day-of-week 0-7 (0 and 7 are Sunday). As in cron, when both day fields are restricted a day
 matches either. Shorthands: @hourly, @daily (@midnight), @weekly, @monthly, @yearly

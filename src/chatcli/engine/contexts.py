@@ -1,4 +1,4 @@
-"""Contexts attached to a conversation (`/context attach`, issue 19): which snapshots
+"""Contexts attached to a conversation (`/context attach`): which snapshots
 (store/contexts.py), with what priority, which chunks and which retrieval mode. The records live
 in the session's `attachments` (SPEC §4), so a saved session carries them, a load attaches them
 again (skipping, with a note, a snapshot that no longer exists) and a fork keeps them.

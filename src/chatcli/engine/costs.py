@@ -1,4 +1,4 @@
-"""Cost tracking (issue 19): each request a conversation makes is counted (tokens in and out,
+"""Cost tracking: each request a conversation makes is counted (tokens in and out,
 reported by the provider or estimated, and a cost from core/costs.py) in the cost snapshot its
 session names (`cost_ref`, store/costs.py), and the last turn's requests are kept in memory for
 `/cost`. A one-shot that keeps no session writes no snapshot, as it writes nothing else. A fork keeps the reference: its lines and its parent's are in one snapshot, each saying

@@ -1,4 +1,4 @@
-"""Microcompact (issue 19): before a turn, the results of tool calls made more than
+"""Microcompact: before a turn, the results of tool calls made more than
 CHATCLI_MICROCOMPACT_TURNS turns ago that are at least MIN_CHARS long are replaced by a stub
 naming their recall entry (`<<ccr:KEY>>`: /recall, or the model's recall tool, brings the text
 back), as the seed's microcompact does. The history is rewritten the way a compaction rewrites

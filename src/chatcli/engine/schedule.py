@@ -1,4 +1,4 @@
-"""/schedule (issue 19): slash commands run on a cron schedule while a REPL or the gateway daemon
+"""/schedule: slash commands run on a cron schedule while a REPL or the gateway daemon
 runs (store/schedule.py keeps the jobs; core/cron.py reads the times). Each running process
 looks every TICK seconds, and a due run is claimed before it starts, so it runs once however
 many processes notice it. A run missed while nothing ran is made once, when one next looks.

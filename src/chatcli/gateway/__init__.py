@@ -1,1 +1,1 @@
-"""The chat gateway (issue 18): the Conversation Hub now; its daemon and adapters next."""
+"""The chat gateway: the Conversation Hub now; its daemon and adapters next."""

@@ -1,4 +1,4 @@
-"""The Conversation Hub (issue 18): the chat gateway's live conversations, one per principal (a
+"""The Conversation Hub: the chat gateway's live conversations, one per principal (a
 sender in a channel), hosted like MCP's and ACP's (engine/hosted.py) and remembered in hub.db
 (store/hub.py). The gateway's adapters (webhook, Telegram, Slack) hand each message to
 `ConversationHub.handle` and send back its reply; everything else is here, once.

@@ -1,4 +1,4 @@
-"""Named context snapshots (`/context`, issue 19): files and directories read once, cut into
+"""Named context snapshots (`/context`): files and directories read once, cut into
 chunks, kept as `contexts/<name>.json` (0600, written atomically, sealed with the master key
 when there is one). A snapshot has an id of its own: saving it again under its name keeps the
 id (what was attached follows the new snapshot); deleting it and saving another under the same

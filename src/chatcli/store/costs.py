@@ -1,4 +1,4 @@
-"""Cost snapshots (issue 19): `costs/<ref>.jsonl`, one fsync'd line per request a conversation
+"""Cost snapshots: `costs/<ref>.jsonl`, one fsync'd line per request a conversation
 made (time, session, provider, model, tokens in and out, whether they were estimated, cost).
 A session names its snapshot (`cost_ref`); a fork keeps the reference, so the lineage's cost
 stays in one place while each line says which session made it. Lines hold no conversation

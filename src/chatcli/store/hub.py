@@ -1,4 +1,4 @@
-"""hub.db: the Conversation Hub's state, for the chat gateway (issue 18). SQLite in WAL mode,
+"""hub.db: the Conversation Hub's state, for the chat gateway. SQLite in WAL mode,
 each change one transaction, synchronous=FULL: a daemon killed at any point restarts where it
 was.
 

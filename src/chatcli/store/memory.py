@@ -1,4 +1,4 @@
-"""Global memory (`/memory`, issue 19): notes the user asked chatcli to remember, in no session,
+"""Global memory (`/memory`): notes the user asked chatcli to remember, in no session,
 offered to the model in every conversation. One file per note (`memory/<id>.json`, 0600,
 written atomically, sealed with the master key when there is one), so two surfaces saving at
 once never lose each other's note, and forgetting one removes exactly that file. Never pruned:

@@ -1,4 +1,4 @@
-"""The /schedule jobs (issue 19): `schedule.json` (0600, written atomically), a list of jobs, each
+"""The /schedule jobs: `schedule.json` (0600, written atomically), a list of jobs, each
 a cron expression, a slash command, and when it last ran and what it said. Every running REPL
 and gateway daemon runs the due jobs, and a job runs once per time it is due whoever notices
 first: a run is claimed under `.schedule.lock` by writing its time before it starts.
