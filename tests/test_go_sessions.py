@@ -200,3 +200,37 @@ def test_v1_agent_and_coder_system_prompts_are_left_out_of_the_merge(tmp_path):
     }))
     data, _ = store.load("v1")
     assert [m.content for m in data.history] == ["You are helpful.", "c1", "a1", "k1"]
+
+
+def test_a_go_session_s_first_turn_reads_its_file_once_and_writes_it_whole_once(make_conversation, fake_model,
+                                                                                 sessions_dir, monkeypatch):
+    """A session another program wrote (no journal named in it): the first turn names a journal
+    in it, in chatcli's shape, and appends the turn after that; the file is parsed once, at load."""
+    sessions_dir.mkdir(parents=True, exist_ok=True)  # past the size written whole at every turn
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"old {i} " + "x" * 800} for i in range(400)]
+    (sessions_dir / "theirs.json").write_text(json.dumps({"name": "theirs", "chat_history": history,
+                                                          "created_at": "2026-01-01T00:00:00Z"}))
+    decoded, wrote = [], []
+    monkeypatch.setattr(SessionStore, "decode", lambda self, name, raw, _d=SessionStore.decode:
+                        decoded.append(name) or _d(self, name, raw))
+    monkeypatch.setattr(SessionStore, "write", lambda self, name, data, _w=SessionStore.write, **kw:
+                        wrote.append(name) or _w(self, name, data, **kw))
+    conv = make_conversation()
+    sessions.attach(conv, "theirs")
+    fake_model.reply("new answer")
+    conv.send("new question")
+    assert decoded == ["theirs"] and wrote == ["theirs"]  # the journal's name; the turn was appended
+    on_disk = json.loads((sessions_dir / "theirs.json").read_text())
+    assert on_disk["transcript_id"] and [m["content"] for m in on_disk["chat_history"][-2:]] == \
+        ["new question", "new answer"] and len(on_disk["chat_history"]) == 402
+    assert on_disk["title"] and on_disk.get("cost_ref")
+
+
+def test_a_v1_file_with_one_mode_keeps_its_order_whatever_its_times():
+    from chatcli.core.session import decode_session
+
+    data = decode_session({"chat_history": [
+        {"role": "user", "content": "first", "timestamp": "2026-01-02T00:00:00Z"},
+        {"role": "assistant", "content": "second", "timestamp": "2026-01-01T00:00:00Z"}]})
+    assert [m.content for m in data.history] == ["first", "second"]
+    assert all(m.meta["mode"] == "chat" for m in data.history)

@@ -358,3 +358,17 @@ def test_a_hit_cut_by_the_index_is_marked_once(env, workdir):
     out = run_chatcli("session", "search", "okapi", env=env, cwd=workdir).stdout
     [line] = [line for line in out.splitlines() if "okapi" in line]
     assert line.startswith("  #1 user …") and "……" not in line and line.endswith("okapi appeared…"), line
+
+
+def test_a_sync_too_large_to_index_at_once_is_found_by_the_next_search(env, monkeypatch):
+    from chatcli.engine import records
+
+    monkeypatch.setattr(records, "INDEX_AT_SYNC_MAX", 3)  # as a 100,000-message first turn is
+    conv = make(env, "bulk")
+    conv.history += [Message("user", "question 1"), Message("assistant", "answer 1"), Message("user", "question 2"),
+                     Message("assistant", "answer 2"), Message("user", "where is the okapi?"),
+                     Message("assistant", "in the forest")]
+    conv.sync_transcript()  # six messages recorded at once: left to the search
+    conv.binding.write_through()
+    found = build_registry().dispatch("/session transcript search okapi", conv).text
+    assert "#5 user …where is the okapi?…" in found, found

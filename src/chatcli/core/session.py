@@ -133,6 +133,13 @@ def merge_mode_histories(chat: list[Message], agent: list[Message], coder: list[
     lists' system messages are left out, as Go ChatCLI leaves them out when it merges: they are
     that mode's instructions, not conversation, and the mode in use gives its own.
     """
+    if all(message.role == "system" for message in (*agent, *coder)):
+        # Nothing to merge (the common file: one mode's history): the file's own order, without
+        # reading 100,000 timestamps to sort a list that is already in it.
+        for message in chat:
+            if "mode" not in message.meta:
+                message.meta["mode"] = "chat"
+        return list(chat)
     tagged: list[tuple[int, int, Message]] = []
     for rank, (mode, messages) in enumerate((("chat", chat), ("agent", agent), ("coder", coder))):
         for index, message in enumerate(messages):

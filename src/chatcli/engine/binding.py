@@ -141,9 +141,20 @@ class Binding:
         name = self.name
         try:
             with self.conv.store.lock(name):
-                if self.conv.store.stamp(name) is None:
+                stamp = self.conv.store.stamp(name)
+                if stamp is None:
                     return
-                data, stamp = self.conv.store.load(name)
+                if stamp == self.stamp and self.synced_count == len(self.conv.history) and self.unchanged_since_load():
+                    # The file is still the one this conversation loaded, and the history is still
+                    # what it read there: not parsed again (a 100,000-message file another program
+                    # wrote costs seconds to decode). The turn's requests will name their cost
+                    # record in it: named now, in this write, the turn is appended after it.
+                    from chatcli.engine.costs import reference
+
+                    reference(self.conv)
+                    data = self.conv.session.copy()
+                else:
+                    data, stamp = self.conv.store.load(name)
                 self.take_back_journal(name, data)
                 if data.transcript_id:  # another surface got there first (or it is taken back): write that one
                     self.conv.transcript.attach(data.transcript_id)
@@ -156,8 +167,14 @@ class Binding:
         self.conv.session.transcript_id = data.transcript_id
         if stamp == self.stamp:  # the file was ours: this write changed nothing else
             self.stamp = written
+            if self.conv.session.title is None:
+                self.conv.session.title = data.title  # the write named it (the file says so now)
             if self.file is not None and self.file.stamp == stamp:
                 self.note_file(data, self.file.count, written)
+            elif self.file is None and self.synced_count == len(data.history):
+                # Another program's file, now in chatcli's own shape: the turn is appended to it,
+                # not written whole a second time.
+                self.note_file(data, len(data.history), written)
 
     @property
     def unsynced(self) -> int:

@@ -161,13 +161,23 @@ def warm_index(settings: Settings, transcript_id: str | None, store: SessionStor
         search_index(settings).update_sessions(current, read)
 
 
+# A sync that records more messages than this at once (the first turn of a long session another
+# program wrote, or an older chatcli: its whole history) leaves them to the next search, which
+# reads what the index lacks (the REPL does that in the background): indexing costs about 35 µs
+# a message, 3.5 s of a first turn at 100,000 messages, before its answer.
+INDEX_AT_SYNC_MAX = 2_000
+
+
 def index_recorded(settings: Settings, journal: Journal, recorded: int, end: int, events: list[dict]) -> None:
     """A sync wrote `events` to `journal`, after `recorded` message lines, ending at byte `end`:
     their messages go into the search index now, if it holds the journal's first `recorded`
     (see SearchIndex.append_journal), so a journal written by chatcli is searchable at once.
     A cache: any failure is left to the next search, which reads what the index lacks."""
+    if not settings.session_transcript or \
+            sum(1 for event in events if event["type"] == rules.MESSAGE) > INDEX_AT_SYNC_MAX:
+        return
     messages = _message_rows(events)
-    if not messages or not settings.session_transcript:
+    if not messages:
         return
     try:
         # Never waits: another process holding the index (a background catch-up) must not hold up
