@@ -10,6 +10,9 @@ Rows (whole processes where the figure is what a user waits for):
                          127.0.0.1, whole process; floor: a bare process that reads and parses the
                          session file with orjson (the parse floor); goal: < 1 s, ≤ 2× the floor,
                          peak RSS ≤ 3× the file
+  first turn, foreign    `chatcli --session theirs -p hi` on a file another program wrote (no
+                         journal yet); floor: `json.loads` of the file in a process; goal: ≤ 3×
+                         the floor, peak RSS ≤ 2× the file
   session list           `chatcli session list` over 10,000 sessions after one of them took a turn,
                          with the page cache dropped first (cold) when this machine lets us; floor:
                          a bare interpreter start, as cold; goal: < 100 ms
@@ -129,6 +132,38 @@ def resume_one_turn(env: dict, name: str, path: Path, count: int) -> tuple[float
     turn = [whole(command, env)[0] for _ in range(runs)]
     floor = [whole(parse, env)[0] for _ in range(runs)]
     return statistics.median(turn), statistics.median(floor), peak_rss(command, env), path.stat().st_size
+
+
+def foreign_first_turn(env: dict, count: int) -> tuple[float, float, int, int, int]:
+    """The first turn on a session another program wrote (Go ChatCLI, an import, an older
+    chatcli): a file with no journal named in it. Each run starts from the same file in a new
+    home (nothing recorded, nothing indexed). Floor: `json.loads` of the file in a process, as
+    the issue that set the goal measured it. Returns the medians (ms), the peak RSS of the turn
+    and of the floor, and the file's size."""
+    from journal import text
+
+    home = Path(env["CHATCLI_HOME"]).parent / "foreign"
+    source = home.parent / "foreign.json"
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": text(i, 150)} for i in range(count)]
+    source.write_bytes(orjson.dumps({"name": "theirs", "chat_history": history,
+                                     "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}))
+    mine = dict(env, CHATCLI_HOME=str(home))
+    command = [str(CHATCLI), "--session", "theirs", "-p", "hi"]
+    parse = [str(PYTHON), "-c", "import json, sys; json.loads(open(sys.argv[1], 'rb').read())", str(source)]
+
+    def fresh() -> None:
+        shutil.rmtree(home, ignore_errors=True)
+        (home / "sessions").mkdir(parents=True)
+        shutil.copyfile(source, home / "sessions" / "theirs.json")
+
+    turns = []
+    for _ in range(runs_for(count)):
+        fresh()
+        turns.append(whole(command, mine)[0])
+    floor = [whole(parse, mine)[0] for _ in range(runs_for(count))]
+    fresh()
+    rss = peak_rss(command, mine)
+    return statistics.median(turns), statistics.median(floor), rss, peak_rss(parse, mine), source.stat().st_size
 
 
 FIRST_SEARCH = """
@@ -257,7 +292,8 @@ def plot(points: dict[str, list[tuple[int, float]]]) -> str:
 def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="chatcli-bench-scale-"))
     rows, points = [], {"per-turn persistence": [], "floor: fsync'd append": [], "resume + one turn (-p hi)": [],
-                        "floor: parse the file": [], "transcript search, first use": []}
+                        "floor: parse the file": [], "first turn, another program's file": [],
+                        "transcript search, first use": []}
     try:
         with FakeModelServer("openai") as server:
             base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "CHATCLI_"))}
@@ -281,6 +317,12 @@ def main() -> int:
                              "< 1 s, ≤ 2× floor, RSS ≤ 3× file" if count == 100_000 else ""))
                 points["resume + one turn (-p hi)"].append((count, took))
                 points["floor: parse the file"].append((count, parse))
+                took, parse, rss, parse_rss, size = foreign_first_turn(env, count)
+                rows.append((f"first turn on a session another program wrote, {count:,} msgs ({size / 1e6:.1f} MB; "
+                             f"peak RSS {rss / 1e6:.0f} MB = {rss / size:.1f}× the file, the parse's "
+                             f"{parse_rss / 1e6:.0f} MB)", took, "json.loads in a process", parse,
+                             "≤ 3× floor, RSS ≤ 2× file" if count == 100_000 else ""))
+                points["first turn, another program's file"].append((count, took))
             if 100 in turns and 100_000 in turns:
                 rows.append(("per-turn persistence, 100,000 vs 100 msgs", turns[100_000], "same at 100", turns[100],
                              "≤ 2×"))
