@@ -22,8 +22,8 @@ def call(*ids):
                                                  "function": {"name": "f", "arguments": "{}"}} for i in ids])
 
 
-def result(call_id):
-    return Message("tool", f"result {call_id}", tool_call_id=call_id)
+def result(call_id, text=""):
+    return Message("tool", text or f"result {call_id}", tool_call_id=call_id)
 
 
 def test_system_messages_and_the_recent_turns_stay_verbatim():

@@ -24,21 +24,7 @@ from chatcli.engine.conversation import Conversation
 from chatcli.engine.tools import Outcome
 
 
-def user(text="q"):
-    return Message("user", text)
-
-
-def answer(text="a"):
-    return Message("assistant", text)
-
-
-def call(*ids):
-    return Message("assistant", "", tool_calls=[{"id": i, "type": "function",
-                                                 "function": {"name": "f", "arguments": "{}"}} for i in ids])
-
-
-def result(call_id, text=""):
-    return Message("tool", text or f"result {call_id}", tool_call_id=call_id)
+from test_compaction_policy import answer, call, result, user  # the same small messages
 
 
 def sent(history, budget):
