@@ -341,3 +341,19 @@ def test_a_command_line_byte_that_is_not_utf8_is_replaced_and_the_turn_is_kept(o
     assert b"internal error" not in result.stderr
     document = json.loads((Path(openai_env["CHATCLI_HOME"]) / "sessions" / "bytes.json").read_text())
     assert [m["content"] for m in document["chat_history"]] == ["hi \ufffd there", "You said: hi \ufffd there"]
+
+
+def test_the_exit_line_s_resume_command_works_as_printed_with_p(repl_env, openai_server, workdir):
+    """`chatcli`, a question, /exit ("… chatcli --continue resumes it"), then `chatcli -c -p`:
+    the autosave it resumes is continued, and the turn kept in it as the REPL would keep it."""
+    from repl_driver import Repl
+
+    repl = Repl(repl_env, "m", cwd=workdir)
+    repl.send("the first question")
+    kept = repl.exit_keeping()
+    result = run_chatcli("-c", "-p", "the second question", env=repl_env, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert f"Conversation kept in session '{kept}' (chatcli --continue resumes it)." in result.stderr
+    saved = json.loads((Path(repl_env["CHATCLI_HOME"]) / "sessions" / f"{kept}.json").read_text())
+    assert [m["content"] for m in saved["chat_history"] if m["role"] == "user"] == \
+        ["the first question", "the second question"]

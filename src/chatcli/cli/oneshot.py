@@ -1,4 +1,5 @@
-"""`chatcli -p TEXT` and piped prompts: ask once, stream the answer, exit. Never writes a session."""
+"""`chatcli -p TEXT` and piped prompts: ask once, stream the answer, exit. Writes a session only
+when asked to (--session, --continue)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,12 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
         sys.stderr.write(f"chatcli: error: this turn could not be written to session '{conversation.session_name}'\n")
         return 1
     if loaded_unbound:
-        # Asked to record the turn in a session that could not be bound (read-only, a link, chatcli's own).
+        kept = sessions.keep_continued_autosave(conversation)  # chatcli's own autosave: kept as the REPL keeps it
+        if kept is not None:
+            for line in kept:
+                sys.stderr.write(line + "\n")
+            return 0
+        # Asked to record the turn in a session that could not be bound (read-only, a link).
         sys.stderr.write("chatcli: error: this turn was not written to a session (see the note above)\n")
         return 1
     return 0

@@ -62,7 +62,10 @@ class Bound:
             "created": f"Attached to session '{self.name}' ({self.messages} messages; created).",
             "already": f"Already attached to session '{self.name}' {count}.",
         }[self.how]
-        if self.unbound == "machine":
+        if self.unbound == "machine" and self.name.lower().startswith(AUTOSAVE_PREFIX):
+            text += (" It is an autosave, so it is not bound: the conversation is kept in it again when it ends "
+                     "(save it under a name of yours to bind it).")
+        elif self.unbound == "machine":
             text += " It is made by chatcli, so it is not bound: save it under a name of yours to keep working in it."
         elif self.unbound:
             text += (f" It is not bound: {self.unbound}, so new turns are not written to it (save it under another "
@@ -459,6 +462,23 @@ def finish(conv: Conversation) -> list[str]:
             and not journal_notes else ""
         return [*journal_notes, f"The conversation could not be kept: {exc}{where}."]
     return [*journal_notes, f"Conversation kept as session '{kept}' (chatcli --continue resumes it)."]
+
+
+def keep_continued_autosave(conv: Conversation) -> list[str] | None:
+    """A turn asked of chatcli's own autosave, resumed unbound (`chatcli -c -p`, as the REPL's
+    exit line says to): kept where the REPL keeps it when it ends, in that same autosave (or a
+    new one when it changed meanwhile). The lines that say where; None when this conversation
+    is no resumed autosave, or it could not be kept (the caller says the turn was not written)."""
+    if conv.binding.loaded_autosave is None or conv.read_only or not conv.settings.session_autosave:
+        return None
+    notes = conv.sync_transcript()
+    kept = _keep_in_loaded_autosave(conv)
+    if kept is None:
+        try:
+            kept = autosave(conv, conv.snapshot(), None)
+        except SessionError:
+            return None
+    return [*notes, f"Conversation kept in session '{kept}' (chatcli --continue resumes it)."]
 
 
 @contextlib.contextmanager
