@@ -555,9 +555,23 @@ def test_a_telegram_api_that_cannot_be_reached_is_one_line_at_start(openai_env):
                       TELEGRAM_API_URL=f"http://127.0.0.1:{port}")
     result = run_chatcli("gateway", "--telegram", env=openai_env)
     assert result.returncode == 2
-    assert result.stderr.startswith(f"chatcli: error: cannot reach 127.0.0.1:{port} (TELEGRAM_API_URL): ")
+    assert result.stderr.startswith(f"chatcli: error: cannot reach the Telegram Bot API at 127.0.0.1:{port} to check "
+                                    "TELEGRAM_BOT_TOKEN: ")
+    assert result.stderr.rstrip().endswith("; check the network, or TELEGRAM_API_URL") and "httpx" not in result.stderr
     assert len(result.stderr.splitlines()) == 1 and "polling" not in result.stderr
     said_nowhere("999:wrong-token", openai_env, result.stdout, result.stderr)
+
+
+def test_a_slack_api_that_cannot_be_reached_is_one_line_naming_the_settings(openai_env):
+    port = closed_port()
+    openai_env.update(CHATCLI_GATEWAY_ALLOW="slack:U42", SLACK_BOT_TOKEN="xoxb-secret", SLACK_APP_TOKEN="xapp-secret",
+                      SLACK_API_URL=f"http://127.0.0.1:{port}")
+    result = run_chatcli("gateway", "--slack", env=openai_env)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"chatcli: error: cannot reach the Slack API at 127.0.0.1:{port} to check SLACK_BOT_TOKEN: ")
+    assert line.endswith("; check the network, or SLACK_API_URL")
+    said_nowhere("xoxb-secret", openai_env, result.stdout, result.stderr)
 
 
 def test_a_token_in_a_failure_logged_while_serving_is_redacted_in_the_log(openai_env, telegram):

@@ -99,8 +99,9 @@ def _starting(call: Callable[[], object], method: str, token: str, api_url: str 
             raise UsageError(f"Slack refused {setting(token)} ({error}); check it") from None
         raise ChatcliError(f"slack: {method} failed at start ({error or exc})") from None
     except OSError as exc:  # urllib's URLError, a timeout
-        where = f"{urlsplit(api_url).netloc} ({setting('SLACK_API_URL')})" if api_url else "slack.com"
-        raise UsageError(f"cannot reach {where}: {getattr(exc, 'reason', None) or exc}") from None
+        where = urlsplit(api_url).netloc if api_url else "slack.com"
+        raise UsageError(f"cannot reach the Slack API at {where} to check {setting(token)}: "
+                         f"{getattr(exc, 'reason', None) or exc}; check the network, or {setting('SLACK_API_URL')}") from None
 
 
 __all__ = ["CHANNEL", "Socket", "build"]

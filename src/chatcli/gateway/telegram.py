@@ -95,9 +95,11 @@ class Poller:
             problem: ChatcliError = UsageError(f"Telegram refused {self.setting('TELEGRAM_BOT_TOKEN')} ({reason}); "
                                                "check it")
         except NetworkError as exc:
-            where = (f"{urlsplit(self.api_url).netloc} ({self.setting('TELEGRAM_API_URL')})" if self.api_url
-                     else "api.telegram.org")
-            problem = UsageError(f"cannot reach {where}: {exc}")
+            where = urlsplit(self.api_url).netloc if self.api_url else "api.telegram.org"
+            reason = str(exc).removeprefix("httpx.").split(": ", 1)[-1]  # the library's class names say nothing more
+            problem = UsageError(f"cannot reach the Telegram Bot API at {where} to check "
+                                 f"{self.setting('TELEGRAM_BOT_TOKEN')}: {reason}; check the network, or "
+                                 f"{self.setting('TELEGRAM_API_URL')}")
         except TelegramError as exc:
             problem = ChatcliError(f"telegram: the bot could not start: {type(exc).__name__}: {exc}")
         await self.bot.shutdown()
