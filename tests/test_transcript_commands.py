@@ -372,3 +372,19 @@ def test_a_sync_too_large_to_index_at_once_is_found_by_the_next_search(env, monk
     conv.binding.write_through()
     found = build_registry().dispatch("/session transcript search okapi", conv).text
     assert "#5 user …where is the okapi?…" in found, found
+
+
+def test_the_transcript_of_a_saved_session_from_the_command_line(env, workdir):
+    conv = make(env, "cli", ("where is the okapi?", "in the forest"), ("and the zebra?", "at the crossing"))
+    conv.history[:] = conv.history[2:]  # compacted away from the file: the journal keeps it
+    conv.sync_transcript()
+    conv.binding.write_through()
+    found = run_chatcli("session", "transcript", "cli", "search", "okapi", env=env, cwd=workdir)
+    assert found.returncode == 0 and found.stdout.startswith("#1 user …where is the okapi?…"), found
+    shown = run_chatcli("session", "transcript", "cli", "show", "3", "1", env=env, cwd=workdir).stdout
+    assert shown.startswith("#3 user") and "and the zebra?" in shown and "crossing" not in shown, shown
+    stats = run_chatcli("session", "transcript", "cli", "stats", env=env, cwd=workdir).stdout
+    assert stats.startswith("Transcript: 4 messages, 1 rewrite(s); source: journal "), stats
+    zero = run_chatcli("session", "transcript", "cli", "show", "0", env=env, cwd=workdir)
+    assert zero.returncode == 2 and zero.stderr == "chatcli: error: positions start at 1 (the transcript has 4 messages)\n"
+    assert "transcript" in run_chatcli("--help", env=env, cwd=workdir).stdout

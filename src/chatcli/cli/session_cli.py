@@ -1,4 +1,4 @@
-"""`chatcli session list|show|delete|fork` for scripts: the same functions as /session, printed plainly."""
+"""`chatcli session list|show|search|export|transcript|delete|fork` for scripts: the same functions as /session, printed plainly."""
 
 from __future__ import annotations
 
@@ -40,6 +40,15 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
                                 "prompts), case- and accent-folded; results grouped by session, best first.")
     search.add_argument("query", nargs="+")
     search.add_argument("--json", action="store_true", help="one JSON array, for scripts")
+    transcript = actions.add_parser(
+        "transcript", help="a session's complete record: search WORDS, show [N [COUNT]], stats",
+        description="What /session transcript does in the REPL, on a saved session: its journal (every message "
+        "ever recorded, compacted ones included), or its history when it has no journal. Messages are "
+        "numbered as `session search` and `session show` number them.")
+    transcript.add_argument("name")
+    transcript.add_argument("what", choices=("search", "show", "stats"), metavar="{search,show,stats}")
+    transcript.add_argument("words", nargs="*", help="search: the words; show: from position N (default 1), "
+                            "COUNT messages (default 10)")
     return parser
 
 
@@ -95,10 +104,13 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
             number = numbering(load_settings(check_key=False), data.transcript_id, len(data.history))
             for position, (message, name) in enumerate(zip(data.history, call_names(data.history)), 1):
                 out.write(f"\n{plain_block(number(position), message, name=name)}\n")
-    elif args.action in ("export", "search"):
+    elif args.action in ("export", "search", "transcript"):
         from chatcli.engine import records
 
         settings = load_settings(check_key=False)
+        if args.action == "transcript":
+            out.write(_transcript(settings, store, args) + "\n")
+            return 0
         if args.action == "export":
             data, _ = store.load(args.name)
             rec = records.record(settings, data, data.transcript_id)
@@ -126,3 +138,22 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
             return 0
         out.write(sessions.fork_saved(conv, args.source, args.target).text + "\n")
     return 0
+
+
+def _transcript(settings, store, args: argparse.Namespace) -> str:
+    """`chatcli session transcript NAME search|show|stats`: the record's functions, as /session
+    transcript calls them on the conversation at hand."""
+    from chatcli.core.errors import UsageError
+    from chatcli.engine import records
+
+    data, _ = store.load(args.name)
+    rec = records.record(settings, data, data.transcript_id)
+    words = args.words
+    if args.what == "stats" and not words:
+        return records.stats(rec)
+    if args.what == "search" and words:
+        return records.format_hits(records.search(settings, rec, " ".join(words))) or "No message matches."
+    if args.what == "show" and len(words) <= 2 and all(word.isascii() and word.isdigit() for word in words):
+        position, count = (int(words[0]) if words else 1), (int(words[1]) if len(words) > 1 else 10)
+        return records.show(rec, position, max(count, 1))
+    raise UsageError("usage: chatcli session transcript NAME search WORDS… | show [N [COUNT]] | stats")

@@ -270,6 +270,8 @@ def show_blocks(rec: Record, pos: int, count: int = 10) -> list[str]:
 
 
 def show(rec: Record, pos: int, count: int = 10) -> str:
+    if pos < 1:
+        raise UsageError(f"positions start at 1 (the transcript has {len(messages(rec))} messages)")
     shown = show_blocks(rec, pos, count)
     if not shown:
         raise UsageError(f"no message at position {pos} (the transcript has {len(messages(rec))})")
