@@ -77,6 +77,8 @@ link:
 	else \
 	  mkdir -p '$(LINK_DIR)' && ln -s "$$target" "$$link" && \
 	  echo "make: linked $$link -> $$target"; \
+	fi; \
+	if [ "$$(readlink "$$link" 2>/dev/null)" = "$$target" ]; then \
 	  case ":$$PATH:" in *":$(LINK_DIR):"*) ;; \
 	  *) echo "make: $(LINK_DIR) is not on your PATH: add it (export PATH=\"$(LINK_DIR):\$$PATH\" in your shell's profile) to run chatcli by name";; \
 	  esac; \

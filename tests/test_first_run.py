@@ -20,7 +20,12 @@ def test_make_run_puts_chatcli_on_the_path_once_and_it_works_by_name_in_a_new_sh
     assert first.returncode == 0, first.stderr
     assert f"linked {link_dir / 'chatcli'} -> {ROOT / '.venv' / 'bin' / 'chatcli'}" in first.stdout
     assert "is not on your PATH" in first.stdout  # the test's directory is not: said, with the line to add
-    assert make_link(link_dir).stdout == ""  # said once
+    again = make_link(link_dir).stdout
+    assert "linked" not in again  # linked once
+    assert "is not on your PATH" in again  # the hint, until the directory is on the PATH
+    on_path = subprocess.run(["make", "-s", "link", f"LINK_DIR={link_dir}"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60, env={**os.environ, "PATH": f"{link_dir}:{os.environ['PATH']}"})
+    assert on_path.stdout == ""  # then nothing more to say
     shell = {"HOME": str(tmp_path / "home"), "PATH": f"{link_dir}:/usr/bin:/bin",
              "CHATCLI_HOME": str(tmp_path / "home" / ".chatcli")}
     for command in ("chatcli --version", "chatcli session list"):  # as chatcli's own lines print them
