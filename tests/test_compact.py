@@ -136,6 +136,23 @@ def test_automatic_compaction_can_be_turned_off(repl_env, workdir, openai_server
         repl.close()
 
 
+def test_a_summary_that_only_repeats_one_of_the_messages_is_refused(repl_env, workdir, openai_server):
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        for question in ("Thanks!", "Name a famous painter.", "What is the tallest animal?", "Bye.", "Again.",
+                         "Once more."):
+            openai_server.reply({"Thanks!": "You're welcome, glad I could help you today."}.get(question, "An answer."))
+            repl.send(question)
+        openai_server.reply("You're welcome, glad I could help you today!")  # the small model's "summary"
+        out = plain(repl.send("/compact"))
+        assert "summary only repeats one of the" in out and "You're welcome, glad I could help you today." in out
+        assert "nothing was compacted" in out
+        repl.send("after")
+        assert sent(openai_server)[0] == "Thanks!"  # the originals are kept
+    finally:
+        repl.close()
+
+
 def test_a_summary_no_shorter_than_the_originals_is_refused(repl_env, workdir, openai_server):
     repl = Repl(repl_env, "m", cwd=workdir)
     try:

@@ -90,6 +90,29 @@ _PROMPT_LABEL = re.compile(r"^[ \t]*\[(?:user|assistant|system|tool|summary of e
                            r"result of tool call [^\]\n]*)\][ \t]*$", re.IGNORECASE | re.MULTILINE)
 
 
+# A summary whose words are this alike to one of the messages it replaces only repeats that
+# message (a small model often gives the conversation's last answer again): it is refused.
+ECHO_RATIO = 0.8
+
+
+def echoed(summary: str, replaced: Sequence[Message]) -> Message | None:
+    """The one message of several that `summary` only repeats, if it does (see ECHO_RATIO)."""
+    import difflib  # only a compaction gets here
+
+    words = summary.lower().split()
+    if len(replaced) < 2 or not words:
+        return None
+    for message in replaced:
+        theirs = message.content.lower().split()
+        if not theirs or not 0.5 <= len(words) / len(theirs) <= 2:
+            continue
+        alike = difflib.SequenceMatcher(None, words, theirs, autojunk=False)
+        if alike.real_quick_ratio() >= ECHO_RATIO and alike.quick_ratio() >= ECHO_RATIO \
+                and alike.ratio() >= ECHO_RATIO:
+            return message
+    return None
+
+
 def clean_summary(text: str) -> str:
     """A model's summary without the summary prompt's own markup echoed back (its
     <conversation> tags, the [role] lines that head each message), and without the blank lines

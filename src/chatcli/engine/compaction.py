@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chatcli.core.compaction import clean_summary, compacted, keep_originals, plan_cut, summary_message
+from chatcli.core.compaction import clean_summary, compacted, echoed, keep_originals, plan_cut, summary_message
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message, call_arguments_text, call_chars, call_name
 from chatcli.engine.sessions import Outcome
@@ -106,6 +106,11 @@ def _summarise(conv: Conversation, older: list[Message], instruction: str) -> tu
     if not text:
         raise ProviderError("the model returned an empty summary" + (" (only the prompt's markup)" if raw.strip()
                                                                      else "") + "; nothing was compacted")
+    if (copied := echoed(text, older)) is not None:
+        quoted = " ".join(copied.content.split())
+        quoted = quoted if len(quoted) <= 60 else quoted[:59].rstrip() + "…"
+        raise ProviderError(f"the model's summary only repeats one of the {len(older)} messages it would replace "
+                            f"(\"{quoted}\"); nothing was compacted")
     if len(text) >= replaced:
         raise ProviderError(f"the model's summary ({len(text):,} characters) is not shorter than the {replaced:,} "
                             "characters it would replace; nothing was compacted")
