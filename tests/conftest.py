@@ -124,6 +124,9 @@ def env(home: Path, tmp_path: Path) -> dict[str, str]:
         LINES="40",
         # The tests run in parallel workers: a local model on one core leaves the others to them.
         CHATCLI_LOCAL_THREADS="1",
+        # The local model answers the same conversation the same way in every run (a new seed
+        # for every answer otherwise): the tests that need a long answer to interrupt get one.
+        CHATCLI_LOCAL_SEED="1",
     )
     return clean
 

@@ -132,6 +132,7 @@ class Settings:
     # CHATCLI_LOCAL_THREADS: the threads the local model computes with (None: every core this
     # process may run on; fewer leave room for other work on a shared machine).
     local_threads: int | None = None
+    local_seed: int | None = None  # CHATCLI_LOCAL_SEED: the same answer to the same conversation
     # CHATCLI_AUTO_COMPACT: compact automatically before a turn once the history fills this
     # fraction of the context window; 0 turns it off.
     auto_compact: float = DEFAULT_AUTO_COMPACT
@@ -214,6 +215,12 @@ class Settings:
                                 f"a number of tokens of at least {MIN_CONTEXT_WINDOW}", "using the provider's default",
                                 least=MIN_CONTEXT_WINDOW)
         local_threads = _whole(env, "CHATCLI_LOCAL_THREADS", warnings, "a positive number", "using every core")
+        local_seed = _whole(env, "CHATCLI_LOCAL_SEED", warnings, "a whole number from 0 to 4294967294",
+                            "a new seed for every answer", least=0)
+        if local_seed is not None and local_seed >= 2**32 - 1:  # 2**32 - 1 is llama.cpp's "pick one"
+            warnings.append(f"CHATCLI_LOCAL_SEED={local_seed} is not a whole number from 0 to 4294967294; "
+                            "a new seed for every answer")
+            local_seed = None
         prices: tuple = ()
         if env.get("CHATCLI_PRICES", "").strip():
             from chatcli.core.costs import parse_prices
@@ -251,6 +258,7 @@ class Settings:
             log_max_size=log_max,
             context_window=context_window,
             local_threads=local_threads,
+            local_seed=local_seed,
             auto_compact=auto_compact,
             chat_tools=_flag(env, "CHATCLI_CHAT_TOOLS", True, warnings),
             prices=prices,

@@ -81,6 +81,7 @@ class LocalProvider:
         # CHATCLI_CONTEXT_WINDOW sizes the model's window too, so that compaction and the model
         # agree on it (4096 unless set).
         self.worker = worker_for(self.path, settings.local_threads, settings.context_window or CONTEXT_TOKENS)
+        self.seed = settings.local_seed
 
     def warm(self) -> dict:
         """Start the worker and load the model now (from a background thread, say), so the first
@@ -94,7 +95,8 @@ class LocalProvider:
         output_tokens = None
         stop_reason = None
         # Closed when left early: the worker's answer is cancelled now, not when this is collected.
-        with contextlib.closing(self.worker.chat(_recent(request, context), max_tokens, request.timeout)) as events:
+        with contextlib.closing(self.worker.chat(_recent(request, context), max_tokens, request.timeout,
+                                                 self.seed)) as events:
             for event in events:
                 if event["event"] == "delta":
                     yield Delta(event["text"])
@@ -168,9 +170,10 @@ class LocalWorker:
         with self.lock:
             return self._load(timeout)
 
-    def chat(self, messages: list[dict], max_tokens: int, timeout: float) -> Iterator[dict]:
+    def chat(self, messages: list[dict], max_tokens: int, timeout: float, seed: int | None = None) -> Iterator[dict]:
         """Yield the worker's delta events, then its done event. Closing the iterator early
-        (Ctrl-C, an abandoned answer) cancels the answer in the worker."""
+        (Ctrl-C, an abandoned answer) cancels the answer in the worker. `seed`: the sampler's
+        (None: a new one for this answer)."""
         # Another conversation of this process (an MCP or ACP client's other session) may have
         # the worker: wait for it at most the request's own timeout.
         # A first load (the REPL's warm-up, say) holds the worker too: it gets the load's time.
@@ -181,7 +184,7 @@ class LocalWorker:
             self._load(max(timeout, LOAD_TIMEOUT))
             self._next_id += 1
             rid = self._next_id
-            self._send({"op": "chat", "id": rid, "messages": messages, "max_tokens": max_tokens})
+            self._send({"op": "chat", "id": rid, "messages": messages, "max_tokens": max_tokens, "seed": seed})
             finished = False
             try:
                 while True:

@@ -7,7 +7,7 @@ protocol). Native code can segfault or abort; when it does, only this process di
 client tells the user in one line.
 
 Requests:  {"op": "load"}
-           {"op": "chat", "id": N, "messages": [...], "max_tokens": N}
+           {"op": "chat", "id": N, "messages": [...], "max_tokens": N, "seed": N or null}
            {"op": "cancel", "id": N}      (handled at once, even while a chat is running)
 Events:    {"event": "ready", "load_seconds": S, "system_info": "..."}
            {"id": N, "event": "delta", "text": "..."}      one per token, flushed
@@ -175,9 +175,13 @@ class Worker:
                 return
             self._abort_prompt_if_cancelled(rid)
             self._fit_threads()
+            # A new seed for every answer unless one is set (CHATCLI_LOCAL_SEED): asked again, the
+            # model answers afresh, as any chat does (llama-cpp-python would reuse one seed).
+            seed = request.get("seed")
             chunks = self.llm.create_chat_completion(
                 messages=messages, stream=True, max_tokens=max_tokens,
                 temperature=TEMPERATURE, top_p=TOP_P, repeat_penalty=REPEAT_PENALTY,
+                seed=seed if isinstance(seed, int) else int.from_bytes(os.urandom(4), "little") % (2**32 - 1),
             )
             try:
                 for chunk in chunks:

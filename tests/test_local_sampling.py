@@ -1,5 +1,6 @@
-"""The local model computes on the cores that are free: one thread more than there are free
-cores makes every token wait for the scheduler (several times slower on a shared machine)."""
+"""The local model: it computes on the cores that are free (one thread more than there are free
+cores makes every token wait for the scheduler, several times slower on a shared machine), and
+answers a question asked again afresh unless a seed is set."""
 
 from __future__ import annotations
 
@@ -31,3 +32,15 @@ def test_a_busy_core_is_left_to_the_program_using_it():
 def test_never_more_threads_than_cores_and_never_none():
     for limit in (1, 2, 64):
         assert 1 <= free_cores(limit) <= limit
+
+
+def test_the_same_question_gets_a_new_answer_unless_a_seed_is_set(env, workdir):
+    from conftest import run_chatcli
+
+    question = ("-p", "Write a short poem about the sea.")
+    env.pop("CHATCLI_LOCAL_SEED")
+    unseeded = {run_chatcli(*question, env=env, cwd=workdir).stdout for _ in range(3)}
+    assert len(unseeded) > 1  # asked again, answered afresh, as in any chat
+    env["CHATCLI_LOCAL_SEED"] = "7"
+    seeded = [run_chatcli(*question, env=env, cwd=workdir) for _ in range(2)]
+    assert seeded[0].returncode == 0 and seeded[0].stdout.strip() and seeded[0].stdout == seeded[1].stdout
