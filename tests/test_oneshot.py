@@ -357,3 +357,8 @@ def test_the_exit_line_s_resume_command_works_as_printed_with_p(repl_env, openai
     saved = json.loads((Path(repl_env["CHATCLI_HOME"]) / "sessions" / f"{kept}.json").read_text())
     assert [m["content"] for m in saved["chat_history"] if m["role"] == "user"] == \
         ["the first question", "the second question"]
+    # It still names a journal, and that journal holds the whole conversation, the new turn too.
+    journal = Path(repl_env["CHATCLI_HOME"]) / "transcripts" / f"{saved['transcript_id']}.jsonl"
+    recorded = [json.loads(line)["message"]["content"] for line in journal.read_text().splitlines()
+                if json.loads(line)["type"] == "message"]
+    assert "the first question" in recorded and recorded[-2:] == ["the second question", "You said: the second question"], recorded

@@ -286,8 +286,10 @@ def numbering(settings: Settings, transcript_id: str | None, count: int | None =
     maps a live position (1-based, as the file and its search index count) to the journal's.
 
     While the journal has recorded nothing but the live history (its last line a `synced` one
-    with no dead hashes: no compaction, rewind or damage yet, the common case), the two agree
-    and nothing more is read. Otherwise the journal is replayed once; a live position the
+    with no dead hashes and the file's count: no compaction, rewind or damage yet, the common
+    case), the two agree and nothing more is read. (Not quite always: two surfaces whose turns
+    crossed can leave the journal's order of the same messages different from the file's, and
+    their numbers then differ until the next rewrite of the history; rare, and only a label.) Otherwise the journal is replayed once; a live position the
     journal does not hold (it lags the file, or `count`, the file's message count, says they
     are out of step) keeps its own number, as the record would (it falls back to the file)."""
     same = lambda pos: pos  # noqa: E731
@@ -296,7 +298,7 @@ def numbering(settings: Settings, transcript_id: str | None, count: int | None =
     journal = Home.of(settings).journal(transcript_id)
     found = journal.last_event()
     if found is not None and found[0]["type"] == rules.SYNCED and found[0]["dead"] == 0 \
-            and not rules.damage_said(found[0]):
+            and not rules.damage_said(found[0]) and (count is None or found[0]["count"] == count):
         return same
     try:
         reading = journal.read()

@@ -413,6 +413,10 @@ def start(conv: Conversation, *, resume: bool = False, name: str | None = None) 
         newest, skipped = most_recent(conv)
         if newest is None:
             return [*skipped, "No saved session to continue; starting a new conversation."]
+        if newest.lower().startswith(AUTOSAVE_PREFIX):
+            # Continued unbound and kept in it again at the end (keep_continued_autosave), in a
+            # copy of its journal as the REPL keeps one: a one-shot keeps a journal for it too.
+            conv.journaling()
         outcome = load(conv, newest)
         if conv.session_name:
             conv.journaling()

@@ -62,7 +62,8 @@ def free_cores(limit: int, looks: int = 5) -> int:
     reading it, is one of them (the client waits on our pipe, asleep). The median of a few
     looks a millisecond apart passes over a task that only woke for a moment. The load averages
     are not used: they remember this worker's own last answer for minutes. Elsewhere, the
-    1-minute load average is all there is."""
+    1-minute load average is all there is. The count is the machine's: in a container or under
+    `taskset` on a busy host it can leave cores unused (CHATCLI_LOCAL_THREADS then says how many)."""
     try:
         counts = []
         for look in range(looks):
