@@ -97,11 +97,12 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
             out.write(f"# {args.name}: {data.title or '(untitled)'} — {len(data.history)} messages\n")
             from chatcli.engine.costs import session_cost
 
-            cost = session_cost(load_settings(check_key=False), data, args.name)
+            settings = load_settings(check_key=False)
+            cost = session_cost(settings, data, args.name)
             if cost:
                 out.write(cost + "\n")
             # Numbered as search hits and `transcript show` number them (the journal's positions).
-            number = numbering(load_settings(check_key=False), data.transcript_id, len(data.history))
+            number = numbering(settings, data.transcript_id, len(data.history))
             for position, (message, name) in enumerate(zip(data.history, call_names(data.history)), 1):
                 out.write(f"\n{plain_block(number(position), message, name=name)}\n")
     elif args.action in ("export", "search", "transcript"):
@@ -141,19 +142,18 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
 
 
 def _transcript(settings, store, args: argparse.Namespace) -> str:
-    """`chatcli session transcript NAME search|show|stats`: the record's functions, as /session
-    transcript calls them on the conversation at hand."""
+    """`chatcli session transcript NAME search|show|stats`: what /session transcript says of the
+    live conversation, said of a saved session (show starts at #1 unless told)."""
+    from chatcli.commands.session import read_record
     from chatcli.core.errors import UsageError
     from chatcli.engine import records
 
-    data, _ = store.load(args.name)
-    rec = records.record(settings, data, data.transcript_id)
-    words = args.words
-    if args.what == "stats" and not words:
-        return records.stats(rec)
-    if args.what == "search" and words:
-        return records.format_hits(records.search(settings, rec, " ".join(words))) or "No message matches."
-    if args.what == "show" and len(words) <= 2 and all(word.isascii() and word.isdigit() for word in words):
-        position, count = (int(words[0]) if words else 1), (int(words[1]) if len(words) > 1 else 10)
-        return records.show(rec, position, max(count, 1))
-    raise UsageError("usage: chatcli session transcript NAME search WORDS… | show [N [COUNT]] | stats")
+    def record() -> records.Record:
+        data, _ = store.load(args.name)
+        return records.record(settings, data, data.transcript_id)
+
+    words = args.words or (["1"] if args.what == "show" else [])
+    text = read_record(settings, record, args.what, words)
+    if text is None:
+        raise UsageError("usage: chatcli session transcript NAME search WORDS… | show [N [COUNT]] | stats")
+    return text

@@ -19,6 +19,7 @@ from chatcli.engine import records, sessions
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
+    from chatcli.config.settings import Settings
     from chatcli.engine.hosted import Hosted
 
 TRANSCRIPT_ACTIONS = ("search", "show", "export", "stats")
@@ -172,6 +173,26 @@ def _export(conv: Conversation, words: list[str], usage: str) -> str:
     return _with_source(rec, records.exported(rec, path, words[0]))
 
 
+READINGS = ("stats", "search", "show")
+
+
+def read_record(settings: Settings, record: Callable[[], records.Record], action: str,
+                rest: list[str]) -> str | None:
+    """stats | search WORDS | show POS [COUNT] on a record, made by `record` once the words are
+    right: /session transcript on the live conversation, `chatcli session transcript` on a saved
+    session. None when the words are not one of those forms (the caller says its usage)."""
+    if action == "stats" and not rest:
+        return records.stats(record())
+    if action == "search" and rest:
+        rec = record()
+        return _with_source(rec, records.format_hits(records.search(settings, rec, " ".join(rest)))
+                            or "No message matches.")
+    if action == "show" and 1 <= len(rest) <= 2 and all(word.isascii() and word.isdigit() for word in rest):
+        rec = record()
+        return _with_source(rec, records.show(rec, int(rest[0]), max(int(rest[1]) if len(rest) > 1 else 10, 1)))
+    return None
+
+
 def transcript_command(conv: Conversation, args: str) -> str:
     """/session transcript search <words> | show <pos> [count] | export [md|jsonl] [path] | stats."""
     usage = "/session transcript search <words> | show <pos> [count] | export [md|jsonl] [path] | stats"
@@ -181,16 +202,8 @@ def transcript_command(conv: Conversation, args: str) -> str:
     if words[0].lower() not in TRANSCRIPT_ACTIONS:
         raise unknown_action("session transcript", words[0].lower(), TRANSCRIPT_ACTIONS)
     action, rest = words[0].lower(), words[1:]
-    if action == "stats" and not rest:
-        return records.stats(_current(conv))
-    if action == "search" and rest:
-        rec = _current(conv)
-        hits = records.search(conv.settings, rec, args.split(None, 1)[1])
-        return _with_source(rec, records.format_hits(hits) or "No message matches.")
-    if action == "show" and 1 <= len(rest) <= 2 and all(word.isascii() and word.isdigit() for word in rest):
-        count = int(rest[1]) if len(rest) > 1 else 10
-        rec = _current(conv)
-        return _with_source(rec, records.show(rec, int(rest[0]), max(count, 1)))
+    if action in READINGS and (text := read_record(conv.settings, lambda: _current(conv), action, rest)) is not None:
+        return text
     if action == "export":
         if rest and rest[0].lower() not in records.FORMATS:
             rest = ["md", *rest]  # a path alone: Markdown

@@ -457,15 +457,20 @@ def finish(conv: Conversation) -> list[str]:
         return [*journal_notes, f"The conversation was not kept ({conv.read_only})."]
     if not conv.settings.session_autosave:
         return [*journal_notes, "The conversation was not kept (CHATCLI_SESSION_AUTOSAVE is off)."]
-    if (kept := _keep_in_loaded_autosave(conv)) is not None:
-        return [*journal_notes, f"Conversation kept in session '{kept}' (chatcli --continue resumes it)."]
     try:
-        kept = autosave(conv, conv.snapshot(), None)
+        return [*journal_notes, _keep_unbound(conv)]
     except SessionError as exc:
         where = f"; its journal {conv.transcript.id} holds it" if conv.transcript and conv.transcript.id \
             and not journal_notes else ""
         return [*journal_notes, f"The conversation could not be kept: {exc}{where}."]
-    return [*journal_notes, f"Conversation kept as session '{kept}' (chatcli --continue resumes it)."]
+
+
+def _keep_unbound(conv: Conversation) -> str:
+    """Keep an unbound conversation: in the autosave it continues, while that is as loaded, else
+    in a new one. The line that says where; SessionError when it cannot be written."""
+    if (kept := _keep_in_loaded_autosave(conv)) is not None:
+        return f"Conversation kept in session '{kept}' (chatcli --continue resumes it)."
+    return f"Conversation kept as session '{autosave(conv, conv.snapshot(), None)}' (chatcli --continue resumes it)."
 
 
 def keep_continued_autosave(conv: Conversation) -> list[str] | None:
@@ -476,13 +481,10 @@ def keep_continued_autosave(conv: Conversation) -> list[str] | None:
     if conv.binding.loaded_autosave is None or conv.read_only or not conv.settings.session_autosave:
         return None
     notes = conv.sync_transcript()
-    kept = _keep_in_loaded_autosave(conv)
-    if kept is None:
-        try:
-            kept = autosave(conv, conv.snapshot(), None)
-        except SessionError:
-            return None
-    return [*notes, f"Conversation kept in session '{kept}' (chatcli --continue resumes it)."]
+    try:
+        return [*notes, _keep_unbound(conv)]
+    except SessionError:
+        return None
 
 
 @contextlib.contextmanager
