@@ -164,7 +164,11 @@ def test_compact_against_a_real_server_is_bounded_and_finishes_promptly(default_
     assert "Compacted 6 messages into one summary" in out, out
     [request] = proxy.requests
     assert 0 < request["max_tokens"] <= default_format.context // 4
-    assert took < 60, f"/compact took {took:.1f} s"
+    # Bounded as the server streamed it: no more pieces than tokens asked for (plus the role,
+    # finish and [DONE] events). The clock only guards a runaway: on one free core the summary
+    # takes about 30 s, twice that with the whole suite running beside it.
+    assert proxy.pieces[0] <= request["max_tokens"] + 3, (proxy.pieces, request["max_tokens"])
+    assert took < 110, f"/compact took {took:.1f} s"
     history = saved(sessions_dir, "long")
     assert len(history) == 7 and history[0]["meta"]["is_summary"] is True
 
