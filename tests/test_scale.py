@@ -251,8 +251,8 @@ def test_a_large_session_read_in_pieces_is_the_session_read_whole(env, monkeypat
     whole, _ = store.load("big")
     pieces_read: list[bool] = []
     real = store_module._read_in_pieces
-    monkeypatch.setattr(store_module, "_read_in_pieces", lambda fd, size: pieces_read.append(
-        (found := real(fd, size)) is not None) or found)
+    monkeypatch.setattr(store_module, "_read_in_pieces", lambda fd, size, *more: pieces_read.append(
+        (found := real(fd, size, *more)) is not None) or found)
     monkeypatch.setattr(store_module, "CHUNKED_FROM", 1024)
     monkeypatch.setattr(store_module, "PIECE", 4096)
     read, _ = store.load("big")

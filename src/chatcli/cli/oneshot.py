@@ -36,9 +36,9 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
         warning, _ = sessions.read_only_warning(conversation)
         if warning:
             sys.stderr.write(f"chatcli: warning: {warning}\n")
-    for note in sessions.start(conversation, **(start or {})):
+    for note in sessions.start(conversation, **(start or {}), early=True):
         sys.stderr.write(note + "\n")
-    loaded_unbound = bool(conversation.history) and conversation.session_name is None
+    loaded_unbound = conversation.session_name is None and bool(conversation.history)  # bound: not read yet
     conversation.agent.approve_all = yes
     approve = _ask_on_terminal if sys.stdin.isatty() else None
     result = stream_turn(conversation, prompt, sys.stdout, approve=approve)

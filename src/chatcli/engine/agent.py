@@ -36,6 +36,9 @@ def _tools():
 # Told the approval question, returns rules.YES, NO or ALWAYS (Ctrl-C propagates: the turn stops).
 Approve = Callable[[rules.Approval], str]
 
+# (whether a summary or stub of the history names recall entries, the tools the history called)
+ToolState = tuple[bool, frozenset[str]]
+
 
 # What a user sets for a provider that calls tools (the local model and Ollama's endpoint do not).
 TOOL_PROVIDERS = ("openai (set OPENAI_API_KEY; OPENAI_BASE_URL for a compatible server such as llama.cpp's "
@@ -91,12 +94,13 @@ class Agent:
         ChatCLI's files carry it (SPEC §3)."""
         return {"mode": self.mode}
 
-    def allowed(self, conv: Conversation) -> tuple[list[str], set[str]]:
+    def allowed(self, conv: Conversation, state: ToolState | None = None) -> tuple[list[str], set[str]]:
         """The tools the model may call now, and those the history called. `recall` is offered
         while a summary names recall entries, in every mode; the other session tools
         (`session_search`, `session_read`) in every mode, in chat unless CHATCLI_CHAT_TOOLS turns
-        chat's tools off (as a gateway guest's conversation has them)."""
-        summary, called = self._tool_state(conv.history)
+        chat's tools off (as a gateway guest's conversation has them). `state`: (a summary names
+        recall entries, the tools called), when the caller knows them without the history."""
+        summary, called = state if state is not None else self._tool_state(conv.history)
         kinds = rules.kinds_for(self.mode, self.writes)
         if self.mode == "chat" and not conv.settings.chat_tools:
             kinds = ()
@@ -114,14 +118,14 @@ class Agent:
             self._workspace_for = wanted
         return self._workspace
 
-    def offered(self, conv: Conversation) -> tuple[tuple[Tool, ...], bool]:
+    def offered(self, conv: Conversation, state: ToolState | None = None) -> tuple[tuple[Tool, ...], bool]:
         """The tools a request describes, and whether the model may call them now: those allowed.
         A provider that refuses calls of undefined tools in the history (Anthropic) is also told
         of the others the history called, each marked as not available now."""
         provider = conv.provider
         if not getattr(provider, "supports_tools", False) or (self.tools_refused and not self.tagged):
             return (), False
-        allowed, called = self.allowed(conv)
+        allowed, called = self.allowed(conv, state)
         offered = [_tools().TOOLS[name].tool for name in _tools().TOOLS if name in allowed]
         if getattr(provider, "defines_called_tools", False):
             offered += [_unavailable(_tools().TOOLS[name].tool, self.why_not(name))

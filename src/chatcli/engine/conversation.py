@@ -50,6 +50,9 @@ class Conversation:
         self.settings = settings
         self.system_prompt = system_prompt
         self.registry = registry or default_registry()
+        # A large session of which only the ends are read yet, the rest being read in the
+        # background (engine/resume.py): the history is whole once it is asked for.
+        self.pending = None
         self.history = History()
         # The transcript journal (SPEC §7): kept by conversations that persist (the REPL, a bound
         # one-shot); None for a one-shot that writes nothing. Off with CHATCLI_SESSION_TRANSCRIPT.
@@ -96,7 +99,15 @@ class Conversation:
 
     @property
     def history(self) -> History:
+        if self.pending is not None:
+            self.settle()
         return self._history
+
+    def settle(self) -> None:
+        """Wait for the session being read in the background, and take it whole (engine/resume.py)."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.settle(self)
 
     @history.setter
     def history(self, messages) -> None:

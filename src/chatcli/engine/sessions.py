@@ -227,8 +227,10 @@ def _keep_in_loaded_autosave(conv: Conversation) -> str | None:
     return name
 
 
-def attach(conv: Conversation, name: str) -> Bound:
-    """Bind to `name`: load it when it exists, create it from this conversation when it does not."""
+def attach(conv: Conversation, name: str, early: bool = False) -> Bound:
+    """Bind to `name`: load it when it exists, create it from this conversation when it does not.
+    `early` (a one-shot about to ask): a large session's ends are read, the rest in the
+    background, and its first turn may be asked before that is done (engine/resume.py)."""
     validate_user_target(name)
     if name == conv.session_name:
         return Bound("already", name, len(conv.history), notes=tuple(conv.binding.adopt()))
@@ -245,6 +247,12 @@ def attach(conv: Conversation, name: str) -> Bound:
             conv.binding.bind(name, data, stamp)
             conv.carry_checkpoints(own)
             return Bound("created", name, len(data.history))
+        if early and not conv.history:
+            from chatcli.engine import resume
+
+            pending = resume.open_pending(conv, name, lambda c, whole: _bind_loaded(c, name, whole, pending.stamp))
+            if pending is not None:
+                return Bound("attached", name, pending.count)
         data, stamp = store.load(name)
     notes = _keep_unsaved(conv, f"'{name}'")
     unbound, taken = _bind_loaded(conv, name, data, stamp)
@@ -402,10 +410,11 @@ def recent_note(conv: Conversation) -> str | None:
             f"resume it with chatcli -c or /session load {info.name}.")
 
 
-def start(conv: Conversation, *, resume: bool = False, name: str | None = None) -> list[str]:
-    """Bind at start-up: `--session NAME` attaches (creating it), `--continue` loads the newest session."""
+def start(conv: Conversation, *, resume: bool = False, name: str | None = None, early: bool = False) -> list[str]:
+    """Bind at start-up: `--session NAME` attaches (creating it), `--continue` loads the newest
+    session. `early`: see `attach`."""
     if name:
-        outcome = attach(conv, name)
+        outcome = attach(conv, name, early)
         if conv.session_name:
             conv.journaling()  # a bound conversation keeps its journal, one-shot or not
         return [outcome.text, *outcome.notes]

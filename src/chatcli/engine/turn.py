@@ -99,6 +99,43 @@ def run(
     """
     notice = on_notice or (lambda _text: None)
     text = well_formed(text)  # from any surface: a lone surrogate would make the session unwritable
+    early = None
+    if conv.pending is not None:  # a large session whose ends alone are read yet (engine/resume.py)
+        from chatcli.engine import resume
+
+        early = resume.ask_early(conv, text, on_text, notice)
+    if early is not None:
+        question, refusal = resume.catch_up(conv, text, early, notice)
+    else:
+        question, refusal = _prepare(conv, text, notice)
+    try:
+        if refusal is not None:
+            raise ProviderError(refusal)
+        result = _answer(conv, on_text, notice, approve, stop, early.round if early is not None else None)
+    except ProviderError as exc:
+        # A request refused as malformed would be refused again as it is: the question that
+        # went with it is not kept (each retry would add it once more to the session); a
+        # question whose turn had already got somewhere (an agent's tool calls) stays.
+        if exc.refused_request and conv.history and conv.history[-1] is question:
+            conv.history.pop()
+            exc = ProviderError(f"{exc}; the message was not added to the conversation")
+        for note in conv.sync_transcript() + conv.binding.write_through():
+            notice(note)
+        raise exc from None
+    except BaseException:
+        # The user's message is recorded even when the turn failed.
+        for note in conv.sync_transcript() + conv.binding.write_through():
+            notice(note)
+        raise
+    finally:
+        conv.pacing.window_from, conv.pacing.share = 0, 0.0
+    return replace(result, notes=tuple(conv.sync_transcript() + conv.binding.write_through()))
+
+
+def _prepare(conv: Conversation, text: str, notice: Callable[[str], None]) -> tuple[Message, str | None]:
+    """What a turn does before the model is asked: adopt, compact if due, plan the window,
+    microcompact, checkpoint, and the question in the history and, fsync'd, in the journal.
+    Returns the question and, when it is not to be sent, why (a message longer than the window)."""
     for note in conv.binding.adopt():
         notice(note)
     # Imported at the first turn, not with the conversation: drawing the first prompt needs none.
@@ -121,28 +158,7 @@ def run(
     # their own times), and on disk before the model is asked: one fsync'd line.
     for note in conv.sync_transcript():
         notice(note)
-    try:
-        if refusal is not None:
-            raise ProviderError(refusal)
-        result = _answer(conv, on_text, notice, approve, stop)
-    except ProviderError as exc:
-        # A request refused as malformed would be refused again as it is: the question that
-        # went with it is not kept (each retry would add it once more to the session); a
-        # question whose turn had already got somewhere (an agent's tool calls) stays.
-        if exc.refused_request and conv.history and conv.history[-1] is question:
-            conv.history.pop()
-            exc = ProviderError(f"{exc}; the message was not added to the conversation")
-        for note in conv.sync_transcript() + conv.binding.write_through():
-            notice(note)
-        raise exc from None
-    except BaseException:
-        # The user's message is recorded even when the turn failed.
-        for note in conv.sync_transcript() + conv.binding.write_through():
-            notice(note)
-        raise
-    finally:
-        conv.pacing.window_from, conv.pacing.share = 0, 0.0
-    return replace(result, notes=tuple(conv.sync_transcript() + conv.binding.write_through()))
+    return question, refusal
 
 
 def _auto_compact(conv: Conversation, text: str) -> list[str]:
@@ -303,8 +319,41 @@ def _left_out_note(conv: Conversation, window: request_window.Window) -> str | N
             "them all; later turns send their latest messages too.")
 
 
+@dataclass
+class Round:
+    """One request of a turn and what its stream gave: the answer's pieces, the tool calls, the
+    end, and what stopped it, if anything did (raised where the stream is read)."""
+
+    request: Request
+    parts: list[str]
+    calls: list[ToolCall]
+    ended: Done | None = None
+    error: BaseException | None = None
+
+
+def stream_round(conv: Conversation, request: Request, on_text: Callable[[str], None]) -> Round:
+    """Send `request` and read its stream to the end, each piece of text to `on_text` as it comes;
+    whatever stops it (Ctrl-C, a provider error) is kept in the round, with what came before."""
+    done = Round(request, [], [])
+    try:
+        with streaming(conv.provider, request) as events:
+            for event in events:
+                if isinstance(event, Delta):
+                    chunk = well_formed(event.text)
+                    done.parts.append(chunk)
+                    on_text(chunk)
+                elif isinstance(event, ToolCall):
+                    done.calls.append(replace(event, name=well_formed(event.name),
+                                              arguments=well_formed(event.arguments)))
+                elif isinstance(event, Done):
+                    done.ended = event
+    except BaseException as exc:  # noqa: BLE001 - raised again by the caller, where it reads the round
+        done.error = exc
+    return done
+
+
 def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable[[str], None],
-            approve: Approve | None, stop: Stop | None = None) -> TurnResult:
+            approve: Approve | None, stop: Stop | None = None, first: Round | None = None) -> TurnResult:
     """Stream the answer. When the provider can call tools the model may call those the mode
     offers (engine/agent.py): each batch of calls joins the history as an assistant message
     holding them, followed by one `tool` message per call, and the model is asked again, at
@@ -312,7 +361,8 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
 
     An agent or coder turn syncs the journal at the start of every step (SPEC §7): the
     previous batch's results are on disk before the model is asked again, so a hard kill
-    loses at most the batch in flight. `run` syncs again when the turn ends, however it ends."""
+    loses at most the batch in flight. `run` syncs again when the turn ends, however it ends.
+    `first`: the turn's first request, sent and read already (engine/resume.py)."""
     agent = conv.agent
     limit = conv.settings.agent_max_steps if agent.tagged else MAX_TOOL_ROUNDS
     parts: list[str] = []
@@ -336,34 +386,30 @@ def _answer(conv: Conversation, on_text: Callable[[str], None], notice: Callable
                        "and was asked to answer now.")
             overhead = _overhead(system, tools)
             window = request_window.fit(conv.history, _budget(conv, overhead))
-            if refusal := _over_window(conv, window, system):
+            if first is None and (refusal := _over_window(conv, window, system)):
                 raise ProviderError(refusal)
             if note := _left_out_note(conv, window):
                 notice(note)
-            request = Request(
-                model=conv.settings.model,
-                messages=window.messages(conv.history),
-                system=system,
-                timeout=conv.settings.timeout,
-                max_tokens=conv.settings.max_tokens,
-                on_retry=notice,
-                tools=tools,
-                tool_choice=choice,
-                stop=stop,
-            )
-            parts, calls, ended = [], [], None
+            if first is None:
+                request = Request(
+                    model=conv.settings.model,
+                    messages=window.messages(conv.history),
+                    system=system,
+                    timeout=conv.settings.timeout,
+                    max_tokens=conv.settings.max_tokens,
+                    on_retry=notice,
+                    tools=tools,
+                    tool_choice=choice,
+                    stop=stop,
+                )
+                sent = stream_round(conv, request, on_text)
+            else:  # asked before the whole history was read; what it sent is what this plans
+                sent, first = first, None
+            request, parts, calls, ended = sent.request, sent.parts, sent.calls, sent.ended
+            done = ended or done
             try:
-                with streaming(conv.provider, request) as events:
-                    for event in events:
-                        if isinstance(event, Delta):
-                            chunk = well_formed(event.text)
-                            parts.append(chunk)
-                            on_text(chunk)
-                        elif isinstance(event, ToolCall):
-                            calls.append(replace(event, name=well_formed(event.name),
-                                                 arguments=well_formed(event.arguments)))
-                        elif isinstance(event, Done):
-                            done = ended = event
+                if sent.error is not None:
+                    raise sent.error
                 costs.record(conv, request, ended, sum(map(len, parts)) + sum(len(c.arguments) for c in calls))
             except ProviderError as exc:
                 if parts or calls or not tools or agent.tagged or not _refuses_tools(exc):

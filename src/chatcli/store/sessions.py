@@ -22,6 +22,7 @@ from chatcli.store import home
 from chatcli.store.atomic import PRIVATE_DIR, RefusedFile, atomic_write, ensure_private_dir, open_in_home, os_cause
 from chatcli.store.bulk import gc_paused
 from chatcli.store.catalog import Catalog, SessionInfo
+from chatcli.store.session_ends import HISTORY_KEY, Ends, head_of, read_ends
 from chatcli.store.seal import SESSION_HEADER, SealError, is_sealed, sealer_for, session_layout
 from chatcli.store.session_file import SessionError, SessionExists, SessionNotFound, read_regular
 
@@ -78,36 +79,30 @@ WHOLE_BELOW = 256 << 10
 # the file at its peak); in pieces, the objects and one piece.
 CHUNKED_FROM = 16 << 20
 PIECE = 4 << 20
-_HISTORY_KEY = b'"chat_history":['
 
 
-def _read_in_pieces(fd: int, size: int) -> SessionData | None:
+def _read_in_pieces(fd: int, size: int, closed: bool = False) -> SessionData | None:
     """The session in file `fd` read PIECE bytes at a time, when it is laid out as this version
     writes it (every field, then `chat_history` last, then `]}`); None for anything else, which
     the caller reads whole (and reports, or recovers, as it does for every file).
 
     A piece ends between two messages: before a `{"role":` (which cannot occur inside a JSON
     string, where the quote is escaped) that follows `},`, and only if the piece then parses as
-    a JSON array (cut inside a message, it would not)."""
+    a JSON array (cut inside a message, it would not).
+
+    `closed`: the caller saw the closing `]}` at `size - 2` (an append in place may have made
+    it `, ` since: the bytes before it are what was read)."""
     orjson = _json()
     session = _document()
     first = os.pread(fd, min(size, PIECE), 0)
-    if is_sealed(first) or os.pread(fd, 2, size - 2) != b"]}":
+    if is_sealed(first) or (not closed and os.pread(fd, 2, size - 2) != b"]}"):
         return None
-    search = 0
-    while True:  # where the history starts: the first place the fields before it parse
-        at = first.find(_HISTORY_KEY, search)
-        if at < 0:
-            return None
-        try:
-            head = orjson.loads(first[:at] + b'"chat_history":[]}')
-            break
-        except orjson.JSONDecodeError:
-            search = at + 1
-    if not _appends_fit(head):
+    found = head_of(first)
+    if found is None:
         return None
+    head, at = found
     items: list = []
-    offset, end = at + len(_HISTORY_KEY), size - 2
+    offset, end = at + len(HISTORY_KEY), size - 2
     carry = b""
     misses = 0  # candidate cuts that did not parse (objects with a "role" key nested in a message)
     while offset < end or carry:
@@ -332,18 +327,9 @@ class SessionStore:
         except OSError as exc:
             raise self._error(name, exc) from None
         if isinstance(raw, int):  # a large file: read piece by piece when it is laid out as this version writes it
-            fd = raw
-            try:
-                with gc_paused():
-                    data = _read_in_pieces(fd, st.st_size) if self.key is None else None
-                if data is not None:
-                    return data, Stamp.of(st)
-                with open(fd, "rb", closefd=False) as handle:
-                    raw = handle.read(st.st_size)
-            except OSError as exc:
-                raise self._error(name, exc) from None
-            finally:
-                os.close(fd)
+            data, raw = self._read_large(name, raw, st)
+            if data is not None:
+                return data, Stamp.of(st)
         data = self.decode(name, raw)
         if data.torn and mend and self.mend(name):
             return self.load(name, mend=False)
@@ -351,6 +337,51 @@ class SessionStore:
         if data.torn:  # read before the second step of an append: never the stamp of a whole file
             stamp = stamp._replace(size=-1)
         return data, stamp
+
+    def _read_large(self, name: str, fd: int, st: os.stat_result,
+                    closed: bool = False) -> tuple[SessionData | None, bytes]:
+        """The session in the open file `fd` (closed here), of `st.st_size` bytes: read in pieces
+        when it can be (the document, no bytes), else its bytes (no document). `closed`: see
+        `_read_in_pieces`."""
+        try:
+            with gc_paused():
+                data = _read_in_pieces(fd, st.st_size, closed) if self.key is None else None
+            if data is not None:
+                return data, b""
+            with open(fd, "rb", closefd=False) as handle:
+                raw = handle.read(st.st_size)
+            return None, raw[:-2] + b"]}" if closed else raw
+        except OSError as exc:
+            raise self._error(name, exc) from None
+        finally:
+            os.close(fd)
+
+    def open_ends(self, name: str, tail_bytes: int) -> tuple[Ends, Stamp, int, os.stat_result] | None:
+        """A large plaintext session's ends (store/session_ends.py), its stamp, and its file
+        still open, for `load_opened` to read whole (the same bytes, whatever is written to the
+        name meanwhile); None when it is not such a file (`load` reads it, and says why not)."""
+        if self.key is not None:
+            return None
+        try:
+            raw, st = read_regular(self.path(name), chunked_from=CHUNKED_FROM)
+        except OSError:
+            return None
+        if not isinstance(raw, int):
+            return None
+        try:
+            ends = read_ends(raw, st.st_size, tail_bytes)
+        except OSError:
+            ends = None
+        if ends is None:
+            os.close(raw)
+            return None
+        return ends, Stamp.of(st), raw, st
+
+    def load_opened(self, name: str, fd: int, st: os.stat_result) -> SessionData:
+        """The whole session in the file `open_ends` left open (closed here), as of `st`: what it
+        held then, whatever was appended to it in place since."""
+        data, raw = self._read_large(name, fd, st, closed=True)
+        return data if data is not None else self.decode(name, raw)
 
     def mend(self, name: str) -> bool:
         """Make a plaintext session file an append left between its two steps (a kill, a power

@@ -1,0 +1,280 @@
+"""A turn on a large session that does not wait for the whole file (`chatcli --session big -p …`).
+
+Reading 100,000 messages takes longer than the model needs to start answering, and a request
+carries only the messages that open the history (system messages, summaries) and its latest
+ones. So a one-shot attaching a large session (from store/sessions.py's CHUNKED_FROM) reads the
+file's two ends (store/session_ends.py) and reads the rest in a background thread; its turn:
+
+1. plans the request from the ends, as the whole history would plan it (the walk back from the
+   end stops inside the tail, or this is not done);
+2. appends the question to the session file in place, fsync'd: it is on disk before the model
+   is asked, as the journal line puts it there in the ordinary turn;
+3. sends the request and streams the answer;
+4. then takes the whole history (waiting for the background read if it is still going), and
+   does what the ordinary turn did before asking, in its order, knowing the file holds the
+   question: the window notes, the /rewind checkpoint and the journal lines (journal hashes
+   number repeated messages across the whole history, so they wait for it);
+5. records the answer as every turn does.
+
+Everything else that needs the history (search, fork, export, /rewind, adoption, a compaction)
+asks for `Conversation.history`, which waits for the read. The early request is made only when
+its plan cannot differ from the ordinary one: a chat turn, on a session whose journal's last
+line vouches for the file (same length, same last message), whose tail alone is more than the
+context window (a session just loaded is then never compacted at its first turn: the latest
+messages that fit are sent), with no attachments and nothing a microcompact would stub, on a
+provider that is not told of every tool the history called; anything else waits for the whole
+history as before. The tools offered follow from the messages read (the recall tool is offered
+when a summary or stub among them names a recall entry).
+
+A file damaged in its middle (its ends read, its whole not) is found when the rest is read,
+after the answer: the turn then ends with that error, the question stays appended after the
+file's last message (the damage is left as it was, for the user to mend), and nothing else is
+written to it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from chatcli.core import checkpoints as rewind_points
+from chatcli.core import journal as rules
+from chatcli.core import request_window
+from chatcli.core.messages import Message
+from chatcli.store.journal import ID_RE
+from chatcli.store.sessions import SessionError
+
+if TYPE_CHECKING:
+    from chatcli.core.session import SessionData
+    from chatcli.engine.conversation import Conversation
+    from chatcli.engine.turn import Round
+    from chatcli.store.session_ends import Ends
+    from chatcli.store.sessions import Stamp
+
+# Bytes of the file's end read per token of the context window (a message's tokens are counted
+# as its characters / 4, and JSON adds its keys and escapes), and at least TAIL_MIN.
+TAIL_BYTES_PER_TOKEN = 6
+TAIL_MIN = 1 << 20
+
+
+class Unread(LookupError):
+    """A plan reached the part of the history that is not read yet."""
+
+
+class Pending:
+    """A session whose ends are read and whose whole history is being read in the background."""
+
+    def __init__(self, name: str, ends: Ends, stamp: Stamp, count: int, fd: int, st: os.stat_result,
+                 bind: Callable[[Conversation, SessionData], None], store) -> None:
+        self.name, self.ends, self.stamp, self.count = name, ends, stamp, count
+        self._bind = bind
+        self._data: SessionData | None = None
+        self._error: BaseException | None = None
+        # Decoding holds the interpreter's lock: the read waits until the early request is sent
+        # (`go`), so that planning it does not share the lock with 100,000 messages being built;
+        # it then overlaps the model's answer, which the main thread only waits for.
+        self._go = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(store, fd, st), name="chatcli-session-read",
+                                        daemon=True)
+        self._thread.start()
+
+    def go(self) -> None:
+        self._go.set()
+
+    def _read(self, store, fd: int, st: os.stat_result) -> None:
+        try:
+            self._go.wait()
+            self._data = store.load_opened(self.name, fd, st)
+        except BaseException as exc:  # noqa: BLE001 - said by whoever waits for it
+            self._error = exc
+
+    def settle(self, conv: Conversation) -> None:
+        """Wait for the whole session and bind it, as a load would have. A session that cannot be
+        read whole after all is unbound (nothing more is written to it) and its error raised."""
+        self._go.set()
+        self._thread.join()
+        if self._error is not None or self._data is None:
+            conv.binding.unbind()
+            error = self._error
+            if isinstance(error, SessionError):
+                raise error
+            raise SessionError(f"session '{self.name}' could not be read whole: {error}")
+        self._bind(conv, self._data)
+
+
+def open_pending(conv: Conversation, name: str, bind: Callable[[Conversation, SessionData], None]) -> Pending | None:
+    """Read session `name`'s ends and start reading the rest, when a turn on it may be asked
+    early (see the module's docstring); None otherwise (the caller loads it whole)."""
+    settings, store = conv.settings, conv.store
+    if conv.read_only or conv.hidden is not None or not settings.session_writethrough or conv.agent.tagged \
+            or store.protected(name):
+        return None
+    opened = store.open_ends(name, max(TAIL_MIN, settings.context_tokens * TAIL_BYTES_PER_TOKEN))
+    if opened is None:
+        return None
+    ends, stamp, fd, st = opened
+    count = _vouched_count(conv, ends)
+    if count is None or ends.data.attachments:
+        os.close(fd)
+        return None
+    pending = Pending(name, ends, stamp, count, fd, st, bind, store)
+    conv.session = ends.data
+    conv.binding.name = name
+    conv.pending = pending
+    return pending
+
+
+def _vouched_count(conv: Conversation, ends: Ends) -> int | None:
+    """How many messages the file holds, as its journal's last line says, when that line is a
+    `synced` line that ends on the file's last message with nothing dead: the file is then the
+    journal's live history (and a mismatch is found when the whole is read and journaled)."""
+    transcript_id = ends.data.transcript_id
+    if not transcript_id or not ID_RE.fullmatch(transcript_id) or not ends.tail:
+        return None
+    from chatcli.store.home import Home
+
+    found = Home.of(conv.settings).journal(transcript_id).last_event()
+    if found is None:
+        return None
+    event = found[0]
+    count, last = event.get("count"), event.get("last")
+    if event.get("type") != rules.SYNCED or event.get("dead") != 0 or not isinstance(count, int) \
+            or not isinstance(last, str) or count < len(ends.front) + len(ends.tail) + 1:
+        return None
+    if last.partition(".")[0] != rules.content_digest(ends.tail[-1]):
+        return None
+    return count
+
+
+class Known(Sequence):
+    """The history as far as it is read: the front, an unread middle (asking for it raises
+    Unread), the tail, then the new question."""
+
+    def __init__(self, pending: Pending, question: Message) -> None:
+        ends = pending.ends
+        self._front, self._tail, self._question = ends.front, ends.tail, question
+        self._tail_from = pending.count - len(ends.tail)
+
+    def __len__(self) -> int:
+        return self._tail_from + len(self._tail) + 1
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if index < len(self._front):
+            return self._front[index]
+        if index < self._tail_from:
+            raise Unread(index)
+        if index < self._tail_from + len(self._tail):
+            return self._tail[index - self._tail_from]
+        if index == len(self) - 1:
+            return self._question
+        raise IndexError(index)
+
+
+@dataclass
+class Early:
+    question: Message
+    stamp: Stamp  # the file's, with the question appended
+    round: Round
+
+
+def ask_early(conv: Conversation, text: str, on_text: Callable[[str], None],
+              notice: Callable[[str], None]) -> Early | None:
+    """Send the turn's first request from the session's ends (see the module's docstring), the
+    question appended to the file first; None when it is not to be done (nothing was written)."""
+    pending = conv.pending
+    if pending is None:
+        return None
+    from chatcli.engine import memory, turn
+    from chatcli.providers.base import Request
+
+    settings, agent = conv.settings, conv.agent
+    window_tokens = settings.context_tokens
+    if sum(map(request_window.message_tokens, pending.ends.tail)) <= window_tokens:
+        return None  # the whole might fit the window, or call for a compaction: planned on the whole
+    conv.pacing.extra_system = memory.prompt(settings) if conv.memory else ""
+    if turn._too_long(conv, text) is not None:
+        return None
+    provider = conv.provider
+    if getattr(provider, "defines_called_tools", False):
+        return None  # its tools list names every tool the whole history called
+    # Whether a summary or a microcompact stub names recall entries (the recall tool is then
+    # offered), as the messages read say: one named only in the unread middle is offered from
+    # the next turn (its text is not in this request either).
+    tools, callable_now = agent.offered(conv, _tool_state(pending))
+    if settings.auto_compact:
+        conv.pacing.share = settings.auto_compact  # a session just loaded sends its latest messages
+    question = Message("user", text, meta=agent.meta())
+    system = "\n\n".join(part for part in (conv.system_prompt, conv.pacing.extra_system) if part)
+    known = Known(pending, question)
+    try:
+        window = request_window.fit(known, turn._budget(conv, turn._overhead(system, tools)))
+        messages = window.messages(known)
+    except Unread:
+        return None
+    if window.over or any(_stubbable(message) for message in messages[:-1]):
+        return None
+    stamp = _append_question(conv, pending, question)
+    if stamp is None:
+        return None
+    request = Request(model=settings.model, messages=messages, system=system, timeout=settings.timeout,
+                      max_tokens=settings.max_tokens, on_retry=notice, tools=tools,
+                      tool_choice="auto" if callable_now else "none")
+    pending.go()
+    return Early(question, stamp, turn.stream_round(conv, request, on_text))
+
+
+def _tool_state(pending: Pending) -> tuple[bool, frozenset[str]]:
+    from chatcli.engine.agent import _scan
+
+    summary, called = _scan([*pending.ends.front, *pending.ends.tail])
+    return summary, frozenset(called)
+
+
+def _stubbable(message: Message) -> bool:
+    from chatcli.engine import microcompact
+
+    return microcompact._stubbable(message)
+
+
+def _append_question(conv: Conversation, pending: Pending, question: Message) -> Stamp | None:
+    """The question appended to the session file, under its lock, while the file is still the
+    one whose ends were read; the file's new stamp, or None (nothing written)."""
+    store = conv.store
+    try:
+        with store.lock(pending.name):
+            if store.stamp(pending.name) != pending.stamp:
+                return None
+            return store.append(pending.name, [question], pending.count, pending.stamp)
+    except SessionError:
+        return None
+
+
+def catch_up(conv: Conversation, text: str, early: Early, notice: Callable[[str], None]) -> tuple[Message, None]:
+    """After the early request: the whole history, then what the ordinary turn does before it
+    asks (engine/turn.py's `_prepare`), in its order, with the question already in the file."""
+    from chatcli.engine import turn
+
+    conv.settle()
+    for note in turn._auto_compact(conv, text):  # a session just loaded: says what is sent, compacts nothing
+        notice(note)
+    turn._plan(conv, text)
+    for note in conv.checkpoint(rewind_points.label_of(text)):
+        notice(note)
+    conv.history.append(early.question)
+    binding = conv.binding
+    binding.stamp, binding.synced_count = early.stamp, len(conv.history)
+    if binding.file is not None:
+        binding.file = binding.file._replace(stamp=early.stamp, count=len(conv.history))
+    for note in conv.sync_transcript():
+        notice(note)
+    return early.question, None
+
+
+__all__ = ["Early", "Pending", "ask_early", "catch_up", "open_pending"]
