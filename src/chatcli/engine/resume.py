@@ -181,6 +181,7 @@ class Known(Sequence):
 class Early:
     question: Message
     stamp: Stamp  # the file's, with the question appended
+    count: int  # the messages the file held before it, as its journal said
     round: Round
 
 
@@ -227,7 +228,7 @@ def ask_early(conv: Conversation, text: str, on_text: Callable[[str], None],
                       max_tokens=settings.max_tokens, on_retry=notice, tools=tools,
                       tool_choice="auto" if callable_now else "none")
     pending.go()
-    return Early(question, stamp, turn.stream_round(conv, request, on_text))
+    return Early(question, stamp, pending.count, turn.stream_round(conv, request, on_text))
 
 
 def _tool_state(pending: Pending) -> tuple[bool, frozenset[str]]:
@@ -262,6 +263,9 @@ def catch_up(conv: Conversation, text: str, early: Early, notice: Callable[[str]
     from chatcli.engine import turn
 
     conv.settle()
+    if len(conv.history) != early.count:  # the journal's count was not the file's: the listing gets the true one
+        store = conv.store
+        store.catalog.note_appended(conv.session_name, early.stamp, None if store.private else len(conv.history) + 1)
     for note in turn._auto_compact(conv, text):  # a session just loaded: says what is sent, compacts nothing
         notice(note)
     turn._plan(conv, text)

@@ -107,6 +107,7 @@ def run(
     if early is not None:
         question, refusal = resume.catch_up(conv, text, early, notice)
     else:
+        conv.settle()  # the whole history first: adoption compares the file with what was read
         question, refusal = _prepare(conv, text, notice)
     try:
         if refusal is not None:

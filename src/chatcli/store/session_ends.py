@@ -15,12 +15,7 @@ message leaves unbalanced brackets after it, which do not parse.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from chatcli.core.messages import Message
-    from chatcli.core.session import SessionData
+from collections import namedtuple
 
 HISTORY_KEY = b'"chat_history":['
 _MESSAGE = b'{"role":'
@@ -48,16 +43,11 @@ def head_of(first: bytes) -> tuple[dict, int] | None:
     return (head, at) if _appends_fit(head) else None
 
 
-@dataclass
-class Ends:
-    """A session file's fields (`data`, whose history is empty), the messages that open its
-    history (`front`: those whose bytes lie within its first FRONT bytes), and its latest
-    messages (`tail`, which start at byte `tail_at`, after the front's last)."""
-
-    data: SessionData
-    front: list[Message]
-    tail: list[Message]
-    tail_at: int
+# A session file's fields (`data`, a SessionData whose history is empty), the messages that open
+# its history (`front`: those whose bytes lie within its first FRONT bytes), and its latest
+# messages (`tail`, which start at byte `tail_at`, after the front's last). A namedtuple: the
+# listing imports this module, and dataclasses or typing would cost it milliseconds.
+Ends = namedtuple("Ends", "data front tail tail_at")
 
 
 def read_ends(fd: int, size: int, tail_bytes: int) -> Ends | None:
