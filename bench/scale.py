@@ -12,8 +12,9 @@ Rows (whole processes where the figure is what a user waits for):
                          peak RSS ≤ 3× the file; and its first token (the answer's first byte on
                          stdout, the fake answering at once): ≤ 300 ms at 100,000 messages
   first turn, foreign    `chatcli --session theirs -p hi` on a file another program wrote (no
-                         journal yet); floor: `json.loads` of the file in a process; goal: ≤ 3×
-                         the floor, peak RSS ≤ 2× the file
+                         journal yet): the answer's first token, and the whole process (which
+                         records the journal after the answer); floor: `json.loads` of the file
+                         in a process; goal: the answer ≤ 3× the floor, peak RSS ≤ 2× the file
   session list           `chatcli session list` over 10,000 sessions after one of them took a turn,
                          with the page cache dropped first (cold) when this machine lets us; floor:
                          a bare interpreter start, as cold; goal: < 100 ms
@@ -152,12 +153,13 @@ def resume_one_turn(env: dict, name: str, path: Path, count: int) -> tuple[float
             peak_rss(command, env), path.stat().st_size)
 
 
-def foreign_first_turn(env: dict, count: int) -> tuple[float, float, int, int, int]:
+def foreign_first_turn(env: dict, count: int) -> tuple[float, float, float, int, int, int]:
     """The first turn on a session another program wrote (Go ChatCLI, an import, an older
     chatcli): a file with no journal named in it. Each run starts from the same file in a new
     home (nothing recorded, nothing indexed). Floor: `json.loads` of the file in a process, as
-    the issue that set the goal measured it. Returns the medians (ms), the peak RSS of the turn
-    and of the floor, and the file's size."""
+    the issue that set the goal measured it. Returns the medians (ms) of the answer's first
+    token, of the whole process (which records the journal after the answer) and of the floor,
+    the peak RSS of the turn and of the floor, and the file's size."""
     from journal import text
 
     home = Path(env["CHATCLI_HOME"]).parent / "foreign"
@@ -177,11 +179,12 @@ def foreign_first_turn(env: dict, count: int) -> tuple[float, float, int, int, i
     turns = []
     for _ in range(runs_for(count)):
         fresh()
-        turns.append(whole(command, mine)[0])
+        turns.append(first_token(command, mine))
     floor = [whole(parse, mine)[0] for _ in range(runs_for(count))]
     fresh()
     rss = peak_rss(command, mine)
-    return statistics.median(turns), statistics.median(floor), rss, peak_rss(parse, mine), source.stat().st_size
+    return (statistics.median(t[0] for t in turns), statistics.median(t[1] for t in turns), statistics.median(floor),
+            rss, peak_rss(parse, mine), source.stat().st_size)
 
 
 FIRST_SEARCH = """
@@ -337,12 +340,14 @@ def main() -> int:
                              "≤ 300 ms" if count == 100_000 else ""))
                 points["resume + one turn (-p hi)"].append((count, took))
                 points["floor: parse the file"].append((count, parse))
-                took, parse, rss, parse_rss, size = foreign_first_turn(env, count)
+                first, took, parse, rss, parse_rss, size = foreign_first_turn(env, count)
                 rows.append((f"first turn on a session another program wrote, {count:,} msgs ({size / 1e6:.1f} MB; "
                              f"peak RSS {rss / 1e6:.0f} MB = {rss / size:.1f}× the file, the parse's "
-                             f"{parse_rss / 1e6:.0f} MB)", took, "json.loads in a process", parse,
+                             f"{parse_rss / 1e6:.0f} MB): its answer", first, "json.loads in a process", parse,
                              "≤ 3× floor, RSS ≤ 2× file" if count == 100_000 else ""))
-                points["first turn, another program's file"].append((count, took))
+                rows.append((f"  the whole process (the journal recorded after the answer), {count:,} msgs", took,
+                             "json.loads in a process", parse, ""))
+                points["first turn, another program's file"].append((count, first))
             if 100 in turns and 100_000 in turns:
                 rows.append(("per-turn persistence, 100,000 vs 100 msgs", turns[100_000], "same at 100", turns[100],
                              "≤ 2×"))

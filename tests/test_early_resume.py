@@ -26,6 +26,7 @@ from chatcli.core import journal as rules
 from chatcli.core.errors import ProviderError
 from chatcli.core.messages import Message
 from chatcli.engine import resume, sessions
+from chatcli.engine import turn as turn_module
 from chatcli.engine.conversation import Conversation
 from chatcli.store.home import Home
 from chatcli.store.sessions import SessionError
@@ -255,3 +256,113 @@ def test_the_one_shot_answers_a_large_session_before_reading_it_whole(openai_env
     assert len(history) == 22_004 and history[0]["content"] == said(0)
 
 
+
+
+# -- a long session another program wrote: the journal recorded after the answer -------------------
+
+def go_shaped(env: dict, name: str = "theirs", count: int = 60) -> Path:
+    """Session `name` as Go ChatCLI writes one: no journal, its times after the history."""
+    path = Path(env["CHATCLI_HOME"]) / "sessions" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": said(i)} for i in range(count)]
+    path.write_bytes(orjson.dumps({"name": name, "chat_history": history, "created_at": "2026-01-02T03:04:05Z",
+                                   "updated_at": "2026-01-02T03:04:06Z"}))
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture
+def record_later(monkeypatch):
+    """A history of 50 messages counts as long; the progress line comes at once."""
+    monkeypatch.setattr(resume, "RECORD_LATER_FROM", 50)
+    monkeypatch.setattr(resume, "PROGRESS_AFTER", 0.0)
+
+
+def recorded_messages(env: dict, conv: Conversation) -> int:
+    journal = Home.of(Settings.load(env)).journal(conv.session.transcript_id)
+    return len(rules.replay(journal.read().events).live) if journal.exists() else 0
+
+
+@pytest.mark.foreign_sessions("theirs")
+def test_the_answer_comes_before_a_long_foreign_history_is_journaled(openai_env, openai_server, record_later,
+                                                                      monkeypatch):
+    path = go_shaped(openai_env)
+    conv = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(conv, name="theirs")
+    seen_when_asked: list = []
+    real = turn_module.stream_round
+
+    def asked(conv_, request, on_text):
+        seen_when_asked.append((contents(path)[-1], recorded_messages(openai_env, conv_)))
+        return real(conv_, request, on_text)
+
+    monkeypatch.setattr(turn_module, "stream_round", asked)
+    notes: list[str] = []
+    result = conv.send("a new question", on_notice=notes.append)
+    # When the model was asked, the question was in the session file, and the journal held nothing yet.
+    assert seen_when_asked == [(("user", "a new question"), 0)]
+    assert result.text == "You said: a new question"
+    assert any(note.startswith("Recording session 'theirs' in its transcript journal (62 messages") for note in notes)
+    kept = contents(path)
+    assert len(kept) == 62 and kept[-2:] == [("user", "a new question"), ("assistant", "You said: a new question")]
+    assert kept[:60] == [("user" if i % 2 == 0 else "assistant", said(i)) for i in range(60)]
+    assert live_journal(conv) == rules.history_hashes(conv.history)
+    document = json.loads(path.read_bytes())
+    assert document["created_at"] == "2026-01-02T03:04:05Z" and document["transcript_id"] == conv.transcript.id
+    # The turn's checkpoint is in the journal where the ordinary turn puts it: before the question.
+    later = whole(openai_env, "theirs")
+    build_registry().dispatch("/rewind 1", later)
+    assert len(later.history) == 60 and later.history[-1].content == said(59)
+
+
+@pytest.mark.foreign_sessions("theirs")
+def test_a_stop_while_the_journal_is_recorded_loses_nothing(openai_env, openai_server, record_later, monkeypatch):
+    from chatcli.engine import transcript
+    from chatcli.store import journal as journal_store
+
+    path = go_shaped(openai_env)
+    monkeypatch.setattr(transcript, "STREAMED_LINES", 10)
+    real_write = journal_store._Append.write
+    writes: list[int] = []
+
+    def stopped(self, events, durable=True):
+        writes.append(len(events))
+        if len(writes) == 3:
+            raise KeyboardInterrupt  # Ctrl-C (or a kill) in the middle of recording the history
+        return real_write(self, events, durable)
+
+    monkeypatch.setattr(journal_store._Append, "write", stopped)
+    conv = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(conv, name="theirs")
+    with pytest.raises(KeyboardInterrupt):
+        conv.send("asked before the stop")
+    # The answer was kept in the session before the recording began.
+    assert contents(path)[-2:] == [("user", "asked before the stop"), ("assistant", "You said: asked before the stop")]
+    assert 0 < recorded_messages(openai_env, conv) < 62
+    monkeypatch.setattr(journal_store._Append, "write", real_write)
+    later = whole(openai_env, "theirs")
+    later.send("and after it")
+    assert len(contents(path)) == 64
+    assert live_journal(later) == rules.history_hashes(later.history)
+    shown = run_chatcli("session", "transcript", "theirs", "show", "61", "4", env=openai_env)
+    assert "asked before the stop" in shown.stdout and "You said: and after it" in shown.stdout, shown.stdout
+
+
+@pytest.mark.foreign_sessions("theirs")
+def test_a_go_shaped_file_read_in_pieces_is_the_file_read_whole(openai_env, monkeypatch):
+    from chatcli.core.session import encode_session
+    from chatcli.store import sessions as store_module
+
+    go_shaped(openai_env, count=300)
+    store = Conversation(Settings.load(openai_env)).store
+    whole_read, _ = store.load("theirs")
+    pieces: list[bool] = []
+    real = store_module._read_in_pieces
+    monkeypatch.setattr(store_module, "_read_in_pieces",
+                        lambda *args: pieces.append((found := real(*args)) is not None) or found)
+    monkeypatch.setattr(store_module, "CHUNKED_FROM", 1024)
+    monkeypatch.setattr(store_module, "PIECE", 4096)
+    read, _ = store.load("theirs")
+    assert pieces == [True]
+    assert encode_session(read) == encode_session(whole_read)
+    assert read.appendable is False and whole_read.appendable is False  # written whole, in chatcli's layout

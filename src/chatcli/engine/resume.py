@@ -26,6 +26,17 @@ provider that is not told of every tool the history called; anything else waits 
 history as before. The tools offered follow from the messages read (the recall tool is offered
 when a summary or stub among them names a recall entry).
 
+The second way, for a session whose journal has not recorded it (one another program wrote,
+with no journal yet): recording 100,000 messages in a new journal takes seconds, and the
+journal line that makes the question durable comes after them. So a chat turn on such a long
+history (RECORD_LATER_FROM messages) names the new journal in the file (which rewrites it in
+chatcli's layout, so that turns are appended to it in place), appends the question to the file
+before asking, appends the answer after it, and only then records the journal: the history,
+the /rewind checkpoint at its place before the question, the question and the answer
+(`record_later`, with a progress line when it takes more than a second). Killed while it
+records, the journal is completed at the next start's first sync, as any journal that lacks
+messages the file holds.
+
 A file damaged in its middle (its ends read, its whole not) is found when the rest is read,
 after the answer: the turn then ends with that error, the question stays appended after the
 file's last message (the damage is left as it was, for the user to mend), and nothing else is
@@ -281,4 +292,68 @@ def catch_up(conv: Conversation, text: str, early: Early, notice: Callable[[str]
     return early.question, None
 
 
-__all__ = ["Early", "Pending", "ask_early", "catch_up", "open_pending"]
+# A history its journal has not recorded, from this many messages, is recorded after the answer.
+RECORD_LATER_FROM = 2_000
+PROGRESS_AFTER = 1.0  # seconds of recording before a progress line says what is being done
+
+
+@dataclass
+class Later:
+    """A turn whose journal is recorded after its answer: the checkpoint taken before its
+    question (`label`), where its question is in the history (`at`)."""
+
+    label: str
+    at: int
+
+
+def ask_before_recording(conv: Conversation, label: str) -> Later | None:
+    """Before the question joins the history: when the bound session's journal has recorded
+    none of it and it is long, name the new journal in the file (written whole, in chatcli's
+    layout, so that turns are appended to it) and leave the recording for after the answer
+    (see the module's docstring); None (nothing done) otherwise."""
+    transcript, binding = conv.transcript, conv.binding
+    if transcript is None or not transcript.enabled or transcript.id is not None or conv.read_only             or conv.session_name is None or not conv.settings.session_writethrough or conv.agent.tagged             or len(conv.history) < RECORD_LATER_FROM or binding.unsynced:
+        return None
+    binding.claim_journal()
+    if transcript.id is None or binding.file is None or binding.file.count != len(conv.history):
+        return None  # not named, or the file cannot take the turn appended: recorded now, as always
+    return Later(label, len(conv.history))
+
+
+def question_kept(conv: Conversation, later: Later) -> bool:
+    """Append the question (the history's last message) to the session file; whether it is
+    there (the caller records the journal now instead when it is not)."""
+    conv.binding.write_through()
+    return not conv.binding.unsynced
+
+
+def record_later(conv: Conversation, later: Later, notice: Callable[[str], None]) -> list[str]:
+    """After the answer was written to the file: the journal records the history as it was
+    before the question, with the turn's /rewind checkpoint, then the question and what
+    followed. Returns the lines to say."""
+    count = len(conv.history)
+    timer = threading.Timer(PROGRESS_AFTER, notice, (
+        f"Recording session '{conv.session_name}' in its transcript journal ({count:,} messages; the answer is "
+        "saved in the session, and the journal is completed at the next start if this is stopped)…",))
+    timer.daemon = True
+    timer.start()
+    history, binding = conv.history, conv.binding
+    turn = history[later.at:]
+    try:
+        # The history as it was before the question, with the checkpoint taken then (the ordinary
+        # turn's order), then the question and what followed: the same list, shortened and
+        # grown again, so that the second sync hashes only what was added back.
+        del history[later.at:]
+        try:
+            notes = conv.checkpoint(later.label)
+        finally:
+            history.extend(turn)
+            if binding.file is not None and binding.file.history is history:
+                binding.file = binding.file._replace(version=history.version)  # the file holds it as it is again
+        return notes + conv.sync_transcript()
+    finally:
+        timer.cancel()
+
+
+__all__ = ["Early", "Later", "Pending", "ask_before_recording", "ask_early", "catch_up", "open_pending",
+           "question_kept", "record_later"]

@@ -26,6 +26,10 @@ from chatcli.store.home import Home
 from chatcli.store.journal import ID_RE, Journal, JournalError, Reading
 
 
+# A sync that records more messages than this (a whole history another program wrote) makes and
+# writes their lines a chunk at a time: 100,000 lines at once would hold every line's dictionary.
+STREAMED_LINES = 2_000
+
 # The size from which a journal's last `synced` line is trusted at the first sync after a load
 # rather than the journal read whole (see TranscriptSync._trust): ~1,000 messages of 1 KB.
 TRUST_FROM = 1 << 20
@@ -305,12 +309,19 @@ class TranscriptSync:
             notes = self._damage_note()
             time = now_text()
             digest = (lambda i: tail[i - n]) if hashes is None else hashes.__getitem__
-            events = [rules.message_line(digest(i), history[i], time) for i in fresh]
+            recorded = self._base + len(self._known)  # message lines in the journal before these
+            streamed = len(fresh) > STREAMED_LINES
+            if streamed:  # a whole history at once: its lines made and written a chunk at a time
+                for start in range(0, len(fresh), STREAMED_LINES):
+                    append.write([rules.message_line(digest(i), history[i], time)
+                                  for i in fresh[start:start + STREAMED_LINES]], durable=False)
+                events = []  # (the search index reads so many at the next search)
+            else:
+                events = [rules.message_line(digest(i), history[i], time) for i in fresh]
             if rewrite:
                 events.append(rules.rewrite_line(hashes, time, reason))
             events.extend(extra)
-            recorded = self._base + len(self._known)  # message lines in the journal before these
-            if events or notes:  # damage said is recorded as said, even when nothing else is written
+            if events or notes or streamed:  # damage said is recorded as said, even when nothing else is written
                 events.append(rules.synced_line(count, last, dead, self._damaged + self._stray))
                 append.write(events)
             self._offset = append.size

@@ -23,7 +23,7 @@ from chatcli.core.terminal import printable
 from chatcli.core.compaction import estimate_tokens, plan_cut
 from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message, new_call, well_formed
-from chatcli.engine import compaction
+from chatcli.engine import compaction, resume
 from chatcli.engine.agent import Approve
 from chatcli.providers.base import Delta, Done, Request, Stop, Tool, ToolCall, streaming
 
@@ -101,14 +101,13 @@ def run(
     text = well_formed(text)  # from any surface: a lone surrogate would make the session unwritable
     early = None
     if conv.pending is not None:  # a large session whose ends alone are read yet (engine/resume.py)
-        from chatcli.engine import resume
-
         early = resume.ask_early(conv, text, on_text, notice)
     if early is not None:
         question, refusal = resume.catch_up(conv, text, early, notice)
+        later = None
     else:
         conv.settle()  # the whole history first: adoption compares the file with what was read
-        question, refusal = _prepare(conv, text, notice)
+        question, refusal, later = _prepare(conv, text, notice)
     try:
         if refusal is not None:
             raise ProviderError(refusal)
@@ -120,23 +119,35 @@ def run(
         if exc.refused_request and conv.history and conv.history[-1] is question:
             conv.history.pop()
             exc = ProviderError(f"{exc}; the message was not added to the conversation")
-        for note in conv.sync_transcript() + conv.binding.write_through():
+        for note in _persist(conv, later, notice):
             notice(note)
         raise exc from None
     except BaseException:
         # The user's message is recorded even when the turn failed.
-        for note in conv.sync_transcript() + conv.binding.write_through():
+        for note in _persist(conv, later, notice):
             notice(note)
         raise
     finally:
         conv.pacing.window_from, conv.pacing.share = 0, 0.0
-    return replace(result, notes=tuple(conv.sync_transcript() + conv.binding.write_through()))
+    return replace(result, notes=tuple(_persist(conv, later, notice)))
 
 
-def _prepare(conv: Conversation, text: str, notice: Callable[[str], None]) -> tuple[Message, str | None]:
+def _persist(conv: Conversation, later: resume.Later | None, notice: Callable[[str], None]) -> list[str]:
+    """The turn's end: the journal, then the bound file; or, when the journal is recorded after
+    the answer (engine/resume.py's `record_later`), the file first."""
+    if later is None:
+        return conv.sync_transcript() + conv.binding.write_through()
+    written = conv.binding.write_through()
+    return written + resume.record_later(conv, later, notice)
+
+
+def _prepare(conv: Conversation, text: str,
+             notice: Callable[[str], None]) -> tuple[Message, str | None, resume.Later | None]:
     """What a turn does before the model is asked: adopt, compact if due, plan the window,
-    microcompact, checkpoint, and the question in the history and, fsync'd, in the journal.
-    Returns the question and, when it is not to be sent, why (a message longer than the window)."""
+    microcompact, checkpoint, and the question in the history and, fsync'd, in the journal
+    (or, for a long history no journal has recorded yet, in the session file, the journal
+    recorded after the answer: engine/resume.py). Returns the question, why it is not to be
+    sent if it is not (a message longer than the window), and the recording left for later."""
     for note in conv.binding.adopt():
         notice(note)
     # Imported at the first turn, not with the conversation: drawing the first prompt needs none.
@@ -151,15 +162,24 @@ def _prepare(conv: Conversation, text: str, notice: Callable[[str], None]) -> tu
         _plan(conv, text)
         for note in microcompact.apply(conv):
             notice(note)
-    for note in conv.checkpoint(rewind_points.label_of(text)):
-        notice(note)
+    label = rewind_points.label_of(text)
     question = Message("user", text, meta=conv.agent.meta())
+    if len(conv.history) >= resume.RECORD_LATER_FROM:
+        later = resume.ask_before_recording(conv, label)
+        if later is not None:
+            conv.history.append(question)
+            if resume.question_kept(conv, later):
+                return question, refusal, later
+            conv.history.pop()  # the file could not take it: recorded in the journal now, as always
+    for note in conv.checkpoint(label):
+        notice(note)
     conv.history.append(question)
     # In the journal now, with the time it was asked (an export's question and its answer carry
     # their own times), and on disk before the model is asked: one fsync'd line.
     for note in conv.sync_transcript():
         notice(note)
-    return question, refusal
+    return question, refusal, None
+
 
 
 def _auto_compact(conv: Conversation, text: str) -> list[str]:

@@ -8,6 +8,10 @@ import re
 import stat
 from pathlib import Path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 # What `temp_name` makes: group 1 is the target's name, group 2 the writer's process id.
@@ -123,9 +127,11 @@ def temp_name(target: str) -> str:
     return f".{target}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
 
 
-def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE, durable: bool = True,
+def atomic_write(path: Path, data: bytes | Iterable[bytes], mode: int = PRIVATE_FILE, durable: bool = True,
                  times_ns: tuple[int, int] | None = None, dir_fd: int | None = None) -> None:
     """Replace `path` with `data` so that a crash leaves the old file or the new one, never a torn one.
+    `data` may be bytes or pieces of them, made as they are written (an exception while making
+    them leaves the old file).
 
     `durable=False` skips both fsyncs, for hints and caches that may be lost but never torn.
     `times_ns` (access, modification) are set before the rename, so the new file never has others.
@@ -138,10 +144,11 @@ def atomic_write(path: Path, data: bytes, mode: int = PRIVATE_FILE, durable: boo
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode, dir_fd=dir_fd)
     try:
         os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        for part in (data,) if isinstance(data, bytes) else data:
+            view = memoryview(part)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
         if times_ns is not None:
             os.utime(fd, ns=times_ns)
         if durable:

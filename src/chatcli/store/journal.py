@@ -353,6 +353,9 @@ class Journal:
         return JournalError(f"transcript journal {self.id}: {action} {self.path}: {os_cause(exc)}")
 
 
+WRITE_CHUNK = 1_000  # events encoded and written together by _Append.write
+
+
 class _Append:
     def __init__(self, fd: int, offset: int, st: os.stat_result, journal: Journal) -> None:
         self.fd = fd
@@ -385,7 +388,8 @@ class _Append:
         """Read the whole file (the caller lost track of it)."""
         self.new = self._read(0)
 
-    def write(self, events: list[dict]) -> None:
+    def write(self, events: list[dict], durable: bool = True) -> None:
+        """Append `events`, fsync'd unless `durable` is False (more follow in this append)."""
         if not events:
             return
         torn = self.new.torn or (self.size and os.pread(self.fd, 1, self.size - 1) != b"\n")
@@ -393,13 +397,21 @@ class _Append:
             torn = False
         # A torn plaintext line is ended first (it becomes one skipped foreign line); sealed
         # lines are bound to the offsets they land at, which the lock on the journal makes certain.
-        payload = encode_lines(events, self.journal, self.size + (1 if torn else 0))
         if torn:
-            payload = b"\n" + payload
+            self._write_all(b"\n")
+        # Encoded and written WRITE_CHUNK events at a time, fsync'd once: a whole history
+        # recorded at once (100,000 messages) would otherwise hold every line twice over in
+        # memory, and orjson's many buffers several times that. A crash between two chunks
+        # leaves whole lines and no `synced` line after them, which the next sync completes.
+        for start in range(0, len(events), WRITE_CHUNK):
+            self._write_all(encode_lines(events[start:start + WRITE_CHUNK], self.journal, self.size))
+        if durable:
+            os.fsync(self.fd)
+
+    def _write_all(self, payload: bytes) -> None:
         view = memoryview(payload)
         while view:
             view = view[os.write(self.fd, view):]
-        os.fsync(self.fd)
         self.size += len(payload)
         self.written += len(payload)
 

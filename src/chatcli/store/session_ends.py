@@ -23,9 +23,10 @@ FRONT = 1 << 20  # the first bytes read for the fields and the opening messages
 TRIES = 16  # candidate boundaries tried before giving up (objects with a "role" key nested in messages)
 
 
-def head_of(first: bytes) -> tuple[dict, int] | None:
-    """The document's fields (with an empty history) parsed from its first bytes, and where
-    its `"chat_history":[` starts; None when they are not all there or not laid out for appends."""
+def head_of(first: bytes, laid_out: bool = True) -> tuple[dict, int] | None:
+    """The document's fields before its history (with an empty history) parsed from its first
+    bytes, and where its `"chat_history":[` starts; None when they are not all there or, when
+    `laid_out` is asked for, not laid out for appends."""
     import orjson
 
     from chatcli.store.sessions import _appends_fit
@@ -40,7 +41,7 @@ def head_of(first: bytes) -> tuple[dict, int] | None:
             break
         except orjson.JSONDecodeError:
             search = at + 1
-    return (head, at) if _appends_fit(head) else None
+    return (head, at) if not laid_out or _appends_fit(head) else None
 
 
 # A session file's fields (`data`, a SessionData whose history is empty), the messages that open

@@ -82,27 +82,40 @@ PIECE = 4 << 20
 
 
 def _read_in_pieces(fd: int, size: int, closed: bool = False) -> SessionData | None:
-    """The session in file `fd` read PIECE bytes at a time, when it is laid out as this version
-    writes it (every field, then `chat_history` last, then `]}`); None for anything else, which
-    the caller reads whole (and reports, or recovers, as it does for every file).
+    """The session in file `fd` read PIECE bytes at a time, when it is a JSON object whose one
+    long part is `chat_history`, its messages' keys starting with "role" (as this version and Go
+    ChatCLI write them); None for anything else, which the caller reads whole (and reports, or
+    recovers, as it does for every file). Read this way, a large file costs the messages and one
+    piece in memory, not also its bytes and the parser's document of it.
 
     A piece ends between two messages: before a `{"role":` (which cannot occur inside a JSON
     string, where the quote is escaped) that follows `},`, and only if the piece then parses as
-    a JSON array (cut inside a message, it would not).
+    a JSON array (cut inside a message, it would not). The fields after the history (Go
+    ChatCLI writes its times there) are found from the file's end (`_after_history`).
 
     `closed`: the caller saw the closing `]}` at `size - 2` (an append in place may have made
     it `, ` since: the bytes before it are what was read)."""
     orjson = _json()
     session = _document()
     first = os.pread(fd, min(size, PIECE), 0)
-    if is_sealed(first) or (not closed and os.pread(fd, 2, size - 2) != b"]}"):
+    if is_sealed(first):
         return None
-    found = head_of(first)
+    found = head_of(first, laid_out=False)
     if found is None:
         return None
     head, at = found
+    if closed or os.pread(fd, 2, size - 2) == b"]}":
+        end, after = size - 2, {}
+    else:
+        end, after = _after_history(orjson, fd, size)
+        if end is None or "chat_history" in after:
+            return None
+    head.update(after)
+    if head.get("agent_history") or head.get("coder_history"):
+        return None  # histories of several modes are merged by the whole-file reader
+    laid_out = not after and _appends_fit(head)
     items: list = []
-    offset, end = at + len(HISTORY_KEY), size - 2
+    offset = at + len(HISTORY_KEY)
     carry = b""
     misses = 0  # candidate cuts that did not parse (objects with a "role" key nested in a message)
     while offset < end or carry:
@@ -135,13 +148,65 @@ def _read_in_pieces(fd: int, size: int, closed: bool = False) -> SessionData | N
     try:
         data = session.decode_session(head)
         data.history = session.messages_of(items)
+        if head.get("version", 1) != session.VERSION:  # an older version's: each message gets its mode
+            data.history = session.merge_mode_histories(data.history, [], [])
     except session.SessionFormatError:
         return None
     if _inexact(data):
         return None  # the whole-file reader parses such numbers exactly
     data.reshaped = session.reshaped(data.history, items)
-    data.appendable = not data.reshaped
+    data.appendable = laid_out and not data.reshaped
     return data
+
+
+def _after_history(orjson, fd: int, size: int) -> tuple[int | None, dict]:
+    """Where the history's closing `]` is, in a file whose history is followed by other fields
+    (`...}],"created_at":"…"}`), and those fields: the last `]` after which the rest of the file
+    parses as the end of an object. (None, {}) when there is no such place near the end."""
+    window = min(size, 64 << 10)
+    tail = os.pread(fd, window, size - window)
+    position, tries = len(tail), 0
+    while tries < 16:
+        position = tail.rfind(b"]", 0, position)
+        if position < 0:
+            break
+        tries += 1
+        rest = tail[position + 1:].strip()
+        if not rest.startswith(b","):
+            continue
+        try:
+            fields = orjson.loads(b"{" + rest[1:])
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(fields, dict):
+            return size - window + position, fields
+    return None, {}
+
+
+# A plaintext session of this many messages is written in pieces (`_pieces_of`), not encoded
+# whole first: 100,000 messages would hold their dictionaries and the file's bytes at once.
+STREAMED_FROM = 10_000
+_ENCODED_AT_ONCE = 1_000
+
+
+def _pieces_of(head: dict, history: Sequence[Message]) -> Iterator[bytes]:
+    """The bytes of the document whose fields but its history are `head` (core/session.py's
+    encode_head), holding `history`, a piece at a time: the same bytes as the whole document
+    encoded at once (`chat_history` last), the closing "]}" kept within one disk sector (see
+    `append`). Raises TypeError as orjson does."""
+    orjson = _json()
+    opening = orjson.dumps({**head, "chat_history": []})
+    if not opening.endswith(b'"chat_history":[]}'):
+        raise TypeError("the history is not the document's last field")
+    yield opening[:-2]
+    size = len(opening) - 2
+    for start in range(0, len(history), _ENCODED_AT_ONCE):
+        piece = b",".join([orjson.dumps(m.to_dict()) for m in history[start:start + _ENCODED_AT_ONCE]])
+        if start:
+            piece = b"," + piece
+        size += len(piece)
+        yield piece
+    yield b" ]}" if _straddles(size) else b"]}"
 
 
 def _inexact(data: SessionData) -> bool:
@@ -492,23 +557,18 @@ class SessionStore:
         session = _document()
         if data.title is None:
             data.title = session.make_title(data.history)
-        document = session.encode_session(data)
-        try:
-            payload = _json().dumps(document)
-        except TypeError:  # a value orjson refuses (an integer past 64 bits in a foreign field)
-            # A lone surrogate (no character: turns clean their text, this is the last line of
-            # defence) is written as "?" rather than leaving the whole session unwritten.
-            payload = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
-        if self.key is not None:
-            payload = sealer_for(self.key).seal(payload, "session", name)
-        elif _straddles(len(payload) - 2):  # keep the closing "]}" within one disk sector (see append)
-            payload = payload[:-2] + b" ]}"
         try:
             self._refuse_protected(name, path)
             ensure_private_dir(self.root)
             if self._loose_dir():
                 os.chmod(self.root, PRIVATE_DIR)
-            atomic_write(path, payload)
+            if self.key is None and len(data.history) >= STREAMED_FROM:
+                try:
+                    atomic_write(path, _pieces_of(session.encode_head(data), data.history))
+                except TypeError:  # a value orjson refuses: written whole, below
+                    atomic_write(path, self._payload(name, session.encode_session(data)))
+            else:
+                atomic_write(path, self._payload(name, session.encode_session(data)))
             stamp = Stamp.of(os.stat(path))
         except OSError as exc:
             raise self._error(name, exc, writing=True) from None
@@ -517,6 +577,20 @@ class SessionStore:
         self.catalog.note_journal(name, data.transcript_id)
         data.appendable = True
         return stamp
+
+    def _payload(self, name: str, document: dict) -> bytes:
+        """The bytes of a whole session document, sealed with a key."""
+        try:
+            payload = _json().dumps(document)
+        except TypeError:  # a value orjson refuses (an integer past 64 bits in a foreign field)
+            # A lone surrogate (no character: turns clean their text, this is the last line of
+            # defence) is written as "?" rather than leaving the whole session unwritten.
+            payload = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+        if self.key is not None:
+            return sealer_for(self.key).seal(payload, "session", name)
+        if _straddles(len(payload) - 2):  # keep the closing "]}" within one disk sector (see append)
+            payload = payload[:-2] + b" ]}"
+        return payload
 
     def head(self, data: SessionData) -> bytes | None:
         """Every field of `data`'s document but its history, as written (before sealing): two
