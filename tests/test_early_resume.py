@@ -273,9 +273,9 @@ def go_shaped(env: dict, name: str = "theirs", count: int = 60) -> Path:
 
 @pytest.fixture
 def record_later(monkeypatch):
-    """A history of 50 messages counts as long; the progress line comes at once."""
+    """A history of 50 messages counts as long, and as long enough for the progress line."""
     monkeypatch.setattr(resume, "RECORD_LATER_FROM", 50)
-    monkeypatch.setattr(resume, "PROGRESS_AFTER", 0.0)
+    monkeypatch.setattr(resume, "PROGRESS_FROM", 50)
 
 
 def recorded_messages(env: dict, conv: Conversation) -> int:

@@ -33,7 +33,7 @@ history (RECORD_LATER_FROM messages) names the new journal in the file (which re
 chatcli's layout, so that turns are appended to it in place), appends the question to the file
 before asking, appends the answer after it, and only then records the journal: the history,
 the /rewind checkpoint at its place before the question, the question and the answer
-(`record_later`, with a progress line when it takes more than a second). Killed while it
+(`record_later`, with a progress line first when it is long). Killed while it
 records, the journal is completed at the next start's first sync, as any journal that lacks
 messages the file holds.
 
@@ -292,9 +292,12 @@ def catch_up(conv: Conversation, text: str, early: Early, notice: Callable[[str]
     return early.question, None
 
 
-# A history its journal has not recorded, from this many messages, is recorded after the answer.
+# A history its journal has not recorded, from this many messages, is recorded after the answer;
+# from PROGRESS_FROM messages (about a second of recording on a slow machine), a line says so
+# first. Said before, from the turn's own thread: a surface's notices (an editor's, an MCP
+# client's) are not to be sent from another thread.
 RECORD_LATER_FROM = 2_000
-PROGRESS_AFTER = 1.0  # seconds of recording before a progress line says what is being done
+PROGRESS_FROM = 20_000
 
 
 @dataclass
@@ -332,27 +335,22 @@ def record_later(conv: Conversation, later: Later, notice: Callable[[str], None]
     before the question, with the turn's /rewind checkpoint, then the question and what
     followed. Returns the lines to say."""
     count = len(conv.history)
-    timer = threading.Timer(PROGRESS_AFTER, notice, (
-        f"Recording session '{conv.session_name}' in its transcript journal ({count:,} messages; the answer is "
-        "saved in the session, and the journal is completed at the next start if this is stopped)…",))
-    timer.daemon = True
-    timer.start()
+    if count >= PROGRESS_FROM:
+        notice(f"Recording session '{conv.session_name}' in its transcript journal ({count:,} messages; the answer "
+               "is saved in the session, and the journal is completed at the next start if this is stopped)…")
     history, binding = conv.history, conv.binding
     turn = history[later.at:]
+    # The history as it was before the question, with the checkpoint taken then (the ordinary
+    # turn's order), then the question and what followed: the same list, shortened and grown
+    # again, so that the second sync hashes only what was added back.
+    del history[later.at:]
     try:
-        # The history as it was before the question, with the checkpoint taken then (the ordinary
-        # turn's order), then the question and what followed: the same list, shortened and
-        # grown again, so that the second sync hashes only what was added back.
-        del history[later.at:]
-        try:
-            notes = conv.checkpoint(later.label)
-        finally:
-            history.extend(turn)
-            if binding.file is not None and binding.file.history is history:
-                binding.file = binding.file._replace(version=history.version)  # the file holds it as it is again
-        return notes + conv.sync_transcript()
+        notes = conv.checkpoint(later.label)
     finally:
-        timer.cancel()
+        history.extend(turn)
+        if binding.file is not None and binding.file.history is history:
+            binding.file = binding.file._replace(version=history.version)  # the file holds it as it is again
+    return notes + conv.sync_transcript()
 
 
 __all__ = ["Early", "Later", "Pending", "ask_before_recording", "ask_early", "catch_up", "open_pending",
