@@ -104,9 +104,6 @@ bench: $(VENV)/.bench-installed
 	$(PY) bench/sampling.py
 	$(PY) bench/safety.py
 	$(PY) bench/scale.py
-	$(PY) bench/scale_window.py
-	$(PY) bench/scale_listing.py
-	$(PY) bench/scale_search.py
 
 # The fault campaign behind docs/reliability.md (FAULT_SCALE=4 runs four times as many).
 faults: $(VENV)/.test-installed

@@ -58,8 +58,11 @@ from chatcli.store.home import Home  # noqa: E402
 
 SIZES = tuple(int(n) for n in os.environ.get("BENCH_SIZES", "100,10000,100000").split(","))
 RUNS = int(os.environ.get("BENCH_RUNS", "15"))
-# BENCH_PARTS=turns,list,search runs only those (all by default).
-PARTS = set(os.environ.get("BENCH_PARTS", "turns,list,search").split(","))
+# BENCH_PARTS=turns,list,search runs only those (all by default); window, listing and ranked add
+# the tables of bench/scale_window.py, bench/scale_listing.py and bench/scale_search.py, so that
+# this one run prints every row of the scale goals (the request window; `session list` after a
+# change, and cold; ranked search at a million messages, and a first sealed search).
+PARTS = set(os.environ.get("BENCH_PARTS", "turns,list,search,window,listing,ranked").split(","))
 PYTHON = ROOT / ".venv" / "bin" / "python"
 CHATCLI = ROOT / ".venv" / "bin" / "chatcli"
 BODY = "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 17  # ≈1 KB
@@ -371,6 +374,10 @@ def main() -> int:
         shutil.rmtree(scratch, ignore_errors=True)
     print_floor_table("Scale (`bench/scale.py`)", rows)
     print(f"\n{plot(points)}")
+    for part, script in (("window", "scale_window"), ("listing", "scale_listing"), ("ranked", "scale_search")):
+        if part in PARTS:
+            print()
+            __import__(script).main()
     return 0
 
 
