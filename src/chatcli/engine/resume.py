@@ -315,7 +315,9 @@ def ask_before_recording(conv: Conversation, label: str) -> Later | None:
     layout, so that turns are appended to it) and leave the recording for after the answer
     (see the module's docstring); None (nothing done) otherwise."""
     transcript, binding = conv.transcript, conv.binding
-    if transcript is None or not transcript.enabled or transcript.id is not None or conv.read_only             or conv.session_name is None or not conv.settings.session_writethrough or conv.agent.tagged             or len(conv.history) < RECORD_LATER_FROM or binding.unsynced:
+    if transcript is None or not transcript.enabled or transcript.id is not None or conv.read_only \
+            or conv.session_name is None or not conv.settings.session_writethrough or conv.agent.tagged \
+            or len(conv.history) < RECORD_LATER_FROM or binding.unsynced:
         return None
     binding.claim_journal()
     if transcript.id is None or binding.file is None or binding.file.count != len(conv.history):
