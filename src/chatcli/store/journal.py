@@ -301,7 +301,8 @@ class Journal:
         """Lock the journal, read what others appended since `offset`, then let the caller append.
 
         The caller sees `new` (a Reading of the other writers' events) and calls `write(events)`
-        at most once: one write, one fsync. A torn last line left by a crash is ended first, so
+        at most once: its events are written in chunks of WRITE_CHUNK lines (no buffer of the whole
+        batch) and fsync'd once, when `durable`. A torn last line left by a crash is ended first, so
         the next event starts on a fresh line.
         """
         try:
