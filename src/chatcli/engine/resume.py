@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from chatcli.core.session import SessionData
     from chatcli.engine.conversation import Conversation
     from chatcli.engine.turn import Round
+    from chatcli.providers.base import Stop
     from chatcli.store.session_ends import Ends
     from chatcli.store.sessions import Stamp
 
@@ -197,7 +198,7 @@ class Early:
 
 
 def ask_early(conv: Conversation, text: str, on_text: Callable[[str], None],
-              notice: Callable[[str], None]) -> Early | None:
+              notice: Callable[[str], None], stop: Stop | None = None) -> Early | None:
     """Send the turn's first request from the session's ends (see the module's docstring), the
     question appended to the file first; None when it is not to be done (nothing was written)."""
     pending = conv.pending
@@ -237,7 +238,7 @@ def ask_early(conv: Conversation, text: str, on_text: Callable[[str], None],
         return None
     request = Request(model=settings.model, messages=messages, system=system, timeout=settings.timeout,
                       max_tokens=settings.max_tokens, on_retry=notice, tools=tools,
-                      tool_choice="auto" if callable_now else "none")
+                      tool_choice="auto" if callable_now else "none", stop=stop)
     pending.go()
     return Early(question, stamp, pending.count, turn.stream_round(conv, request, on_text))
 

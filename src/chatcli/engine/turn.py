@@ -101,7 +101,7 @@ def run(
     text = well_formed(text)  # from any surface: a lone surrogate would make the session unwritable
     early = None
     if conv.pending is not None:  # a large session whose ends alone are read yet (engine/resume.py)
-        early = resume.ask_early(conv, text, on_text, notice)
+        early = resume.ask_early(conv, text, on_text, notice, stop)
     if early is not None:
         question, refusal = resume.catch_up(conv, text, early, notice)
         later = None
