@@ -213,6 +213,99 @@ def test_a_provider_error_on_the_early_request_keeps_the_question(small_large, o
     assert live_journal(conv)[-1] == rules.content_digest(Message("user", "are you there?"))
 
 
+def stop_while_reading(monkeypatch) -> list[bool]:
+    """Ctrl-C once while the turn waits for the rest of the session to be read (a read slow
+    enough to be waited for)."""
+    import threading
+
+    from chatcli.store.sessions import SessionStore
+
+    real_load = SessionStore.load_opened
+
+    def slow(self, name, fd, st):
+        time.sleep(0.3)
+        return real_load(self, name, fd, st)
+
+    monkeypatch.setattr(SessionStore, "load_opened", slow)
+    real_join = threading.Thread.join
+    pressed: list[bool] = []
+
+    def join(self, timeout=None):
+        if self.name == "chatcli-session-read" and not pressed:
+            pressed.append(True)
+            raise KeyboardInterrupt
+        return real_join(self, timeout)
+
+    monkeypatch.setattr(threading.Thread, "join", join)
+    return pressed
+
+
+def fail_at_checkpoint(monkeypatch, error: BaseException) -> None:
+    real = Conversation.checkpoint
+
+    def checkpoint(self, label, command=False):
+        if label.startswith("stopped"):
+            raise error
+        return real(self, label, command)
+
+    monkeypatch.setattr(Conversation, "checkpoint", checkpoint)
+
+
+@pytest.mark.parametrize("where", ["while the rest is read", "at the checkpoint", "an error at the checkpoint"])
+def test_a_stop_after_the_early_answer_keeps_the_answer_shown(small_large, openai_server, monkeypatch, where):
+    build(small_large)
+    made = asked_early(monkeypatch)
+    conv = early(small_large)
+    if where == "while the rest is read":
+        pressed = stop_while_reading(monkeypatch)
+    else:
+        fail_at_checkpoint(monkeypatch, KeyboardInterrupt() if where == "at the checkpoint" else OSError("no space"))
+    shown: list[str] = []
+    if where == "an error at the checkpoint":
+        with pytest.raises(OSError, match="no space"):
+            conv.send("stopped after its answer", on_text=shown.append)
+    else:
+        result = conv.send("stopped after its answer", on_text=shown.append)
+        assert result.interrupted and result.text == "You said: stopped after its answer"
+        assert where != "while the rest is read" or pressed
+    assert made[-1] is not None and "".join(shown) == "You said: stopped after its answer"
+    path = conv.store.path("big")
+    kept = json.loads(path.read_bytes())["chat_history"]
+    assert [(m["role"], m["content"]) for m in kept[-2:]] == [("user", "stopped after its answer"),
+                                                               ("assistant", "You said: stopped after its answer")]
+    assert kept[-1]["meta"]["interrupted"] is True and len(kept) == 406
+    assert live_journal(conv) == rules.history_hashes(conv.history)
+    monkeypatch.undo()
+    later = whole(small_large)
+    assert len(later.history) == 406
+    later.send("and then")
+    assert contents(path)[-3:] == [("assistant", "You said: stopped after its answer"), ("user", "and then"),
+                                   ("assistant", "You said: and then")]
+
+
+def test_a_session_made_read_only_while_it_is_read_says_so_and_the_one_shot_fails(small_large, openai_server,
+                                                                                   monkeypatch, capsys):
+    from chatcli.cli.oneshot import run_oneshot
+    from chatcli.store.sessions import SessionStore
+
+    path = build(small_large)
+    real = SessionStore.load_opened
+
+    def made_read_only_meanwhile(self, name, fd, st):
+        path.chmod(0o444)
+        return real(self, name, fd, st)
+
+    monkeypatch.setattr(SessionStore, "load_opened", made_read_only_meanwhile)
+    made = asked_early(monkeypatch)
+    code = run_oneshot(Settings.load(small_large), "written where?", None, start={"name": "big"})
+    out, err = capsys.readouterr()
+    assert made[-1] is not None and out.strip() == "You said: written where?"
+    assert "It is not bound" in err and "read-only" in err, err
+    assert "this turn was not written to a session" in err and code == 1, err
+    kept = contents(path)
+    assert kept[-1] == ("user", "written where?") and len(kept) == 405  # appended before it was made read-only
+
+
 def large_session(env: dict, count: int = 22_000) -> Path:
     """An 18 MB session chatcli wrote (past the size from which it is read in pieces)."""
     conv = Conversation(Settings.load(env), journal=True)
@@ -346,6 +439,9 @@ def test_a_stop_while_the_journal_is_recorded_loses_nothing(openai_env, openai_s
     assert live_journal(later) == rules.history_hashes(later.history)
     shown = run_chatcli("session", "transcript", "theirs", "show", "61", "4", env=openai_env)
     assert "asked before the stop" in shown.stdout and "You said: and after it" in shown.stdout, shown.stdout
+    # The stopped turn's /rewind checkpoint is where the ordinary turn puts it: before its question.
+    out = build_registry().dispatch("/rewind 2", later).text
+    assert len(later.history) == 60 and later.history[-1].content == said(59), out
 
 
 @pytest.mark.foreign_sessions("theirs")

@@ -39,9 +39,13 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
     for note in sessions.start(conversation, **(start or {}), early=True):
         sys.stderr.write(note + "\n")
     loaded_unbound = conversation.session_name is None and bool(conversation.history)  # bound: not read yet
+    # A large session read from its ends (engine/resume.py) is bound once it is read whole, at
+    # the turn: a file made read-only meanwhile is then continued unbound, and says so.
+    attached_early = conversation.pending is not None
     conversation.agent.approve_all = yes
     approve = _ask_on_terminal if sys.stdin.isatty() else None
     result = stream_turn(conversation, prompt, sys.stdout, approve=approve)
+    loaded_unbound = loaded_unbound or (attached_early and conversation.session_name is None)
     if result.interrupted:
         return 130
     if conversation.binding.unsynced:  # a one-shot has no next turn to try again

@@ -181,8 +181,9 @@ def decode(items: Sequence[Any]) -> tuple[list[Checkpoint], list[Any], int]:
 def from_journal(events: Iterable[dict], initial: Sequence[Checkpoint] = ()) -> list[Checkpoint]:
     """The checkpoints a journal's events leave, after `initial` (those of the session file: an
     older version's, or those a whole write stored, which the journal's own lines replace):
-    each `checkpoint` event adds the live history as of that line, each `checkpoints` event
-    replaces the list. The newest MAX_CHECKPOINTS are
+    each `checkpoint` event adds the live history as of that line (or, with `count`, its first
+    `count` messages as recorded after the line; one whose messages never were is left out),
+    each `checkpoints` event replaces the list. The newest MAX_CHECKPOINTS are
     built, each as a delta on the one before it while the history only grew in between."""
     from chatcli.core.journal import CHECKPOINT, CHECKPOINTS, MESSAGE, REWRITE
 
@@ -202,11 +203,13 @@ def from_journal(events: Iterable[dict], initial: Sequence[Checkpoint] = ()) -> 
             copy = from_file.pop((event["time"], event["label"]), None)
             if copy is not None and any(record is copy for record in records):
                 records = [record for record in records if record is not copy]
-            records.append((event["time"], event["label"], event.get("command") is True, live, len(live)))
+            records.append((event["time"], event["label"], event.get("command") is True, live,
+                            event.get("count", len(live))))
         elif kind == CHECKPOINTS:
             records = list(decode(event["items"])[0])
     out: list[Checkpoint] = []
     previous = None
+    records = [record for record in records if isinstance(record, Checkpoint) or record[4] <= len(record[3])]
     for record in records[-MAX_CHECKPOINTS:]:
         if isinstance(record, Checkpoint):
             point = record

@@ -10,9 +10,12 @@ A journal is a JSON-lines file, one event per line, each with `"v": 1` and a `"t
       says what did it ("compact", "rewind"), when chatcli knows
   {"v":1,"type":"fork","from":ID,"time":…}
       first line of a fork's journal; the parent's events follow, copied, then the fork's own
-  {"v":1,"type":"checkpoint","time":…,"label":"first words…"[,"command":true]}
+  {"v":1,"type":"checkpoint","time":…,"label":"first words…"[,"command":true][,"count":N]}
       a /rewind checkpoint (SPEC §8) taken before a turn (or a command): the live history as
-      of this line is the checkpoint's (core.checkpoints.from_journal)
+      of this line is the checkpoint's (core.checkpoints.from_journal); with `count`, its first N
+      messages, recorded after this line (a history recorded after the turn's answer:
+      engine/resume.py writes the checkpoint first, so that a stop while the history is
+      recorded leaves it in place)
   {"v":1,"type":"synced","count":N,"last":H,"dead":D}
       written with every sync: the live history then had N messages, the last one hashed H,
       and the journal held D hashes besides the live ones. While it is the journal's last
@@ -152,10 +155,12 @@ def fork_line(parent: str, time: str) -> dict:
     return {"v": VERSION, "type": FORK, "from": parent, "time": time}
 
 
-def checkpoint_line(time: str, label: str, command: bool = False) -> dict:
+def checkpoint_line(time: str, label: str, command: bool = False, count: int | None = None) -> dict:
     line = {"v": VERSION, "type": CHECKPOINT, "time": time, "label": label}
     if command:
         line["command"] = True
+    if count is not None:
+        line["count"] = count
     return line
 
 
@@ -253,7 +258,8 @@ def check_event(value: object) -> dict | None:
     elif kind == FORK:
         ok = isinstance(value.get("from"), str)
     elif kind == CHECKPOINT:
-        ok = isinstance(value.get("time"), str) and isinstance(value.get("label"), str)
+        ok = isinstance(value.get("time"), str) and isinstance(value.get("label"), str) \
+            and (value.get("count", 0).__class__ is int and value.get("count", 0) >= 0)
     elif kind == CHECKPOINTS:
         ok = isinstance(value.get("items"), list)
     elif kind == SYNCED:

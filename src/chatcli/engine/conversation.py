@@ -53,6 +53,7 @@ class Conversation:
         # A large session of which only the ends are read yet, the rest being read in the
         # background (engine/resume.py): the history is whole once it is asked for.
         self.pending = None
+        self.settled_notes: list[str] = []
         self.history = History()
         # The transcript journal (SPEC §7): kept by conversations that persist (the REPL, a bound
         # one-shot); None for a one-shot that writes nothing. Off with CHATCLI_SESSION_TRANSCRIPT.
@@ -104,10 +105,12 @@ class Conversation:
         return self._history
 
     def settle(self) -> None:
-        """Wait for the session being read in the background, and take it whole (engine/resume.py)."""
+        """Wait for the session being read in the background, and take it whole (engine/resume.py).
+        What the user is to be told of it (it could not be bound after all…) waits in
+        `settled_notes` for the turn to say."""
         pending, self.pending = self.pending, None
         if pending is not None:
-            pending.settle(self)
+            self.settled_notes.extend(pending.settle(self))
 
     @history.setter
     def history(self, messages) -> None:
@@ -249,6 +252,17 @@ class Conversation:
         point = rewind_points.take(time, label, self.history, hashes, points, command)
         self._checkpoints = rewind_points.capped([*points, point])
         return notes
+
+    def checkpoint_ahead(self, label: str, at: int) -> bool:
+        """The /rewind checkpoint of the history's first `at` messages, written to a journal that
+        records nothing yet, ahead of them (engine/resume.py records a long history after the
+        turn's answer; a stop while it does leaves the checkpoint in place); whether it was."""
+        if self.transcript is None or self._checkpoints_rewritten:
+            return False
+        if not self.transcript.ahead(journal_rules.checkpoint_line(now_text(), label, count=at)):
+            return False
+        self._checkpoints = None  # read from the journal when /rewind needs them
+        return True
 
     def sync_transcript(self, reason: str | None = None, hashes: Sequence[str] | None = None,
                         claim: bool = True, extra: Sequence[dict] = ()) -> list[str]:

@@ -31,11 +31,12 @@ with no journal yet): recording 100,000 messages in a new journal takes seconds,
 journal line that makes the question durable comes after them. So a chat turn on such a long
 history (RECORD_LATER_FROM messages) names the new journal in the file (which rewrites it in
 chatcli's layout, so that turns are appended to it in place), appends the question to the file
-before asking, appends the answer after it, and only then records the journal: the history,
-the /rewind checkpoint at its place before the question, the question and the answer
-(`record_later`, with a progress line first when it is long). Killed while it
-records, the journal is completed at the next start's first sync, as any journal that lacks
-messages the file holds.
+before asking (the turn's /rewind checkpoint is the new journal's first line, naming the
+messages before the question, which follow it), appends the answer after it, and only then
+records the history, the question and the answer in the journal (`record_later`, with a
+progress line first when it is long). Killed while it records, the journal is completed at the
+next start's first sync, as any journal that lacks messages the file holds, the checkpoint in
+place.
 
 A file damaged in its middle (its ends read, its whole not) is found when the rest is read,
 after the answer: the turn then ends with that error, the question stays appended after the
@@ -55,6 +56,7 @@ from chatcli.core import checkpoints as rewind_points
 from chatcli.core import journal as rules
 from chatcli.core import request_window
 from chatcli.core.messages import Message
+from chatcli.core.names import is_machine_name
 from chatcli.store.journal import ID_RE
 from chatcli.store.sessions import SessionError
 
@@ -80,9 +82,10 @@ class Pending:
     """A session whose ends are read and whose whole history is being read in the background."""
 
     def __init__(self, name: str, ends: Ends, stamp: Stamp, count: int, fd: int, st: os.stat_result,
-                 bind: Callable[[Conversation, SessionData], None], store) -> None:
+                 bind: Callable[[Conversation, SessionData], list[str]], store) -> None:
         self.name, self.ends, self.stamp, self.count = name, ends, stamp, count
         self._bind = bind
+        self.whole = False  # read whole and bound (or continued unbound, as a load would)
         self._data: SessionData | None = None
         self._error: BaseException | None = None
         # Decoding holds the interpreter's lock: the read waits until the early request is sent
@@ -103,18 +106,32 @@ class Pending:
         except BaseException as exc:  # noqa: BLE001 - said by whoever waits for it
             self._error = exc
 
-    def settle(self, conv: Conversation) -> None:
-        """Wait for the whole session and bind it, as a load would have. A session that cannot be
-        read whole after all is unbound (nothing more is written to it) and its error raised."""
+    def settle(self, conv: Conversation) -> list[str]:
+        """Wait for the whole session and bind it, as a load would have; what the user is to be
+        told of it (a file made read-only meanwhile is continued unbound, and says so). A
+        session that cannot be read whole after all is unbound (nothing more is written to it)
+        and its error raised. Ctrl-C while it waits (the rest of a read that takes about half a
+        second at 100,000 messages) is raised once the history is whole: the turn then keeps
+        the answer it has shown (engine/turn.py)."""
         self._go.set()
-        self._thread.join()
+        stopped = None
+        while self._thread.is_alive():
+            try:
+                self._thread.join()
+            except KeyboardInterrupt as exc:
+                stopped = exc
         if self._error is not None or self._data is None:
             conv.binding.unbind()
             error = self._error
             if isinstance(error, SessionError):
                 raise error
             raise SessionError(f"session '{self.name}' could not be read whole: {error}")
-        self._bind(conv, self._data)
+        notes = self._bind(conv, self._data)
+        self.whole = True
+        if stopped is not None:
+            conv.settled_notes.extend(notes)
+            raise stopped
+        return notes
 
 
 def open_pending(conv: Conversation, name: str, bind: Callable[[Conversation, SessionData], None]) -> Pending | None:
@@ -122,7 +139,7 @@ def open_pending(conv: Conversation, name: str, bind: Callable[[Conversation, Se
     early (see the module's docstring); None otherwise (the caller loads it whole)."""
     settings, store = conv.settings, conv.store
     if conv.read_only or conv.hidden is not None or not settings.session_writethrough or conv.agent.tagged \
-            or store.protected(name):
+            or store.protected(name) or is_machine_name(name):  # (one chatcli made is continued unbound)
         return None
     opened = store.open_ends(name, max(TAIL_MIN, settings.context_tokens * TAIL_BYTES_PER_TOKEN))
     if opened is None:
@@ -195,6 +212,7 @@ class Early:
     stamp: Stamp  # the file's, with the question appended
     count: int  # the messages the file held before it, as its journal said
     round: Round
+    pending: Pending
 
 
 def ask_early(conv: Conversation, text: str, on_text: Callable[[str], None],
@@ -240,7 +258,7 @@ def ask_early(conv: Conversation, text: str, on_text: Callable[[str], None],
                       max_tokens=settings.max_tokens, on_retry=notice, tools=tools,
                       tool_choice="auto" if callable_now else "none", stop=stop)
     pending.go()
-    return Early(question, stamp, pending.count, turn.stream_round(conv, request, on_text))
+    return Early(question, stamp, pending.count, turn.stream_round(conv, request, on_text), pending)
 
 
 def _tool_state(pending: Pending) -> tuple[bool, frozenset[str]]:
@@ -275,6 +293,9 @@ def catch_up(conv: Conversation, text: str, early: Early, notice: Callable[[str]
     from chatcli.engine import turn
 
     conv.settle()
+    for note in conv.settled_notes:
+        notice(note)
+    conv.settled_notes.clear()
     if len(conv.history) != early.count:  # the journal's count was not the file's: the listing gets the true one
         store = conv.store
         store.catalog.note_appended(conv.session_name, early.stamp, None if store.private else len(conv.history) + 1)
@@ -283,14 +304,26 @@ def catch_up(conv: Conversation, text: str, early: Early, notice: Callable[[str]
     turn._plan(conv, text)
     for note in conv.checkpoint(rewind_points.label_of(text)):
         notice(note)
-    conv.history.append(early.question)
-    binding = conv.binding
-    binding.stamp, binding.synced_count = early.stamp, len(conv.history)
-    if binding.file is not None:
-        binding.file = binding.file._replace(stamp=early.stamp, count=len(conv.history))
+    join_question(conv, early)
     for note in conv.sync_transcript():
         notice(note)
     return early.question, None
+
+
+def join_question(conv: Conversation, early: Early) -> None:
+    """The question, in the file already, joins the history read whole (unless it has): the
+    binding knows the file as it is now. A session continued unbound (made read-only while it
+    was read) keeps it in memory only."""
+    history = conv.history
+    if history and history[-1] is early.question:
+        return
+    history.append(early.question)
+    binding = conv.binding
+    if conv.session_name is None:
+        return
+    binding.stamp, binding.synced_count = early.stamp, len(history)
+    if binding.file is not None:
+        binding.file = binding.file._replace(stamp=early.stamp, count=len(history))
 
 
 # A history its journal has not recorded, from this many messages, is recorded after the answer;
@@ -304,10 +337,12 @@ PROGRESS_FROM = 20_000
 @dataclass
 class Later:
     """A turn whose journal is recorded after its answer: the checkpoint taken before its
-    question (`label`), where its question is in the history (`at`)."""
+    question (`label`), where its question is in the history (`at`), and whether that
+    checkpoint is in the journal already, ahead of the messages it names (`ahead`)."""
 
     label: str
     at: int
+    ahead: bool = False
 
 
 def ask_before_recording(conv: Conversation, label: str) -> Later | None:
@@ -323,7 +358,10 @@ def ask_before_recording(conv: Conversation, label: str) -> Later | None:
     binding.claim_journal()
     if transcript.id is None or binding.file is None or binding.file.count != len(conv.history):
         return None  # not named, or the file cannot take the turn appended: recorded now, as always
-    return Later(label, len(conv.history))
+    # The checkpoint goes first, as the journal's first line (one small fsync'd write): a stop
+    # or a kill before the history is all recorded leaves it where the next start's sync
+    # completes the journal.
+    return Later(label, len(conv.history), conv.checkpoint_ahead(label, len(conv.history)))
 
 
 def question_kept(conv: Conversation, later: Later) -> bool:
@@ -334,18 +372,21 @@ def question_kept(conv: Conversation, later: Later) -> bool:
 
 
 def record_later(conv: Conversation, later: Later, notice: Callable[[str], None]) -> list[str]:
-    """After the answer was written to the file: the journal records the history as it was
-    before the question, with the turn's /rewind checkpoint, then the question and what
-    followed. Returns the lines to say."""
+    """After the answer was written to the file: the journal records the history, the question
+    and what followed (the turn's /rewind checkpoint ahead of them, or, when the journal could
+    not take it first, between). Returns the lines to say."""
     count = len(conv.history)
     if count >= PROGRESS_FROM:
         notice(f"Recording session '{conv.session_name}' in its transcript journal ({count:,} messages; the answer "
                "is saved in the session, and the journal is completed at the next start if this is stopped)…")
+    if later.ahead:
+        return conv.sync_transcript()
     history, binding = conv.history, conv.binding
     turn = history[later.at:]
-    # The history as it was before the question, with the checkpoint taken then (the ordinary
-    # turn's order), then the question and what followed: the same list, shortened and grown
-    # again, so that the second sync hashes only what was added back.
+    # The journal had lines already (another surface named it first): the history as it was
+    # before the question, with the checkpoint taken then (the ordinary turn's order), then the
+    # question and what followed: the same list, shortened and grown again, so that the second
+    # sync hashes only what was added back.
     del history[later.at:]
     try:
         notes = conv.checkpoint(later.label)
@@ -356,5 +397,5 @@ def record_later(conv: Conversation, later: Later, notice: Callable[[str], None]
     return notes + conv.sync_transcript()
 
 
-__all__ = ["Early", "Later", "Pending", "ask_before_recording", "ask_early", "catch_up", "open_pending",
-           "question_kept", "record_later"]
+__all__ = ["Early", "Later", "Pending", "ask_before_recording", "ask_early", "catch_up", "join_question",
+           "open_pending", "question_kept", "record_later"]

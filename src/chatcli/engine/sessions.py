@@ -250,7 +250,13 @@ def attach(conv: Conversation, name: str, early: bool = False) -> Bound:
         if early and not conv.history:
             from chatcli.engine import resume
 
-            pending = resume.open_pending(conv, name, lambda c, whole: _bind_loaded(c, name, whole, pending.stamp))
+            def bind_whole(c: Conversation, whole: SessionData) -> list[str]:
+                unbound, taken = _bind_loaded(c, name, whole, pending.stamp)
+                if unbound is None:
+                    return taken
+                return [*taken, Bound("attached", name, len(whole.history), unbound).text]
+
+            pending = resume.open_pending(conv, name, bind_whole)
             if pending is not None:
                 return Bound("attached", name, pending.count)
         data, stamp = store.load(name)

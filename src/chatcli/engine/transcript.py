@@ -369,6 +369,22 @@ class TranscriptSync:
             self._offset, self._identity = reading.end, reading.identity
         return reading.events
 
+    def ahead(self, event: dict) -> bool:
+        """Write `event` (a checkpoint of a history's first `count` messages) as the first line of a journal that holds
+        nothing yet, fsync'd, before the messages it names are recorded; whether it was (not
+        when the journal holds anything, or cannot be written: the caller records it as before)."""
+        if not self.enabled or self.id is None:
+            return False
+        try:
+            with self.home.journal(self.id).appending(0) as append:
+                if append.size:
+                    return False
+                append.write([event])
+        except JournalError:
+            return False
+        self._reset()  # the next sync reads the journal from its start, this line with it
+        return True
+
     def recorded(self) -> list[dict]:
         """Every event of the journal, even while journaling is off (its checkpoints are still
         there to restore). Raises JournalError."""

@@ -103,7 +103,15 @@ def run(
     if conv.pending is not None:  # a large session whose ends alone are read yet (engine/resume.py)
         early = resume.ask_early(conv, text, on_text, notice, stop)
     if early is not None:
-        question, refusal = resume.catch_up(conv, text, early, notice)
+        try:
+            question, refusal = resume.catch_up(conv, text, early, notice)
+        except BaseException as exc:
+            kept = _keep_early(conv, early, notice)
+            if kept is not None and isinstance(exc, KeyboardInterrupt):
+                return kept
+            for note in kept.notes if kept is not None else ():
+                notice(note)
+            raise
         later = None
     else:
         conv.settle()  # the whole history first: adoption compares the file with what was read
@@ -130,6 +138,26 @@ def run(
     finally:
         conv.pacing.window_from, conv.pacing.share = 0, 0.0
     return replace(result, notes=tuple(_persist(conv, later, notice)))
+
+
+def _keep_early(conv: Conversation, early: resume.Early, notice: Callable[[str], None]) -> TurnResult | None:
+    """The early request's answer was shown when what follows it (the rest of the history, the
+    checkpoint, the journal) stopped: Ctrl-C or an error. With the history whole, the question
+    joins it, if it has not, and the answer as it came, marked `meta.interrupted`, and both are
+    written; the turn ends there (its tool calls are not run). With the history not read whole
+    (damaged in its middle) nothing more is written (engine/resume.py). Returns the interrupted
+    turn's result, or None when nothing was kept."""
+    if not early.pending.whole:
+        return None
+    resume.join_question(conv, early)
+    answer = "".join(early.round.parts)
+    conv.history.append(Message("assistant", answer, meta={**conv.agent.meta(), "interrupted": True}))
+    for note in conv.settled_notes:
+        notice(note)
+    conv.settled_notes.clear()
+    notes = _persist(conv, None, notice)
+    conv.pacing.window_from, conv.pacing.share = 0, 0.0
+    return TurnResult(answer, interrupted=True, done=early.round.ended, notes=tuple(notes))
 
 
 def _persist(conv: Conversation, later: resume.Later | None, notice: Callable[[str], None]) -> list[str]:
