@@ -193,6 +193,63 @@ def test_a_sealed_index_opens_the_text_of_hits_far_into_a_session(env):
     assert b"quokka" not in raw and b"lorem" not in raw
 
 
+def sealed_matches(env: dict, word: str) -> int:
+    """How many rows of the sealed index match `word` (its keyed hash), read straight from the file."""
+    settings = Settings.load(env)
+    index = Home.of(settings).search_index()
+    with sqlite3.connect(settings.home / "index" / "sealed.sqlite") as db:
+        return db.execute("SELECT count(*) FROM session_entries WHERE session_entries MATCH ?",
+                          (index.terms.query(word),)).fetchone()[0]
+
+
+def test_a_sealed_session_rewritten_whole_leaves_no_row_of_what_it_said(env):
+    env["CHATCLI_ENCRYPTION_KEY"] = base64.b64encode(os.urandom(32)).decode()
+    saved(env, "notes", "the walrus plan", "ok")
+    saved(env, "other", "a walrus elsewhere")
+    assert sorted(names(search(env, "walrus"))) == ["notes", "other"] and sealed_matches(env, "walrus") == 2
+    saved(env, "notes", "the narwhal plan")  # written whole again (as after a compaction)
+    assert names(search(env, "walrus")) == ["other"] and names(search(env, "narwhal")) == ["notes"]
+    assert sealed_matches(env, "walrus") == 1 and sealed_matches(env, "plan") == 1
+    [group] = search(env, "narwhal")
+    assert group.hits == [(1, "user", "the narwhal plan")]  # its role and text from the seal
+
+
+def test_a_sealed_journal_forgotten_leaves_no_row_and_the_others_stay(tmp_path):
+    from chatcli.store.seal import sealer_for
+    from chatcli.store.search import Terms
+
+    index = SearchIndex(tmp_path / "sealed.sqlite", Terms(*sealer_for(os.urandom(32)).index_keys()))
+    first = [("user", "the otter question"), ("assistant", "otters hold hands")]
+    second = [("user", "an otter elsewhere"), ("assistant", "otter otter")]
+    assert [(hit.source, hit.pos, hit.role) for hit in index.search_journal("one", "s1", _journal(first), "otter")] \
+        == [("one", 1, "user")]
+    assert [(hit.source, hit.pos) for hit in index.search_journal("two", "s2", _journal(second), "otter")] == [
+        ("two", 2), ("two", 1)]
+    index.forget_journals(["one"])
+    with sqlite3.connect(tmp_path / "sealed.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM journal_entries WHERE journal_entries MATCH ?",
+                          (index.terms.query("otter"),)).fetchone() == (2,)
+        assert db.execute("SELECT count(*) FROM journal_entries WHERE journal_entries MATCH ?",
+                          (index.terms.query("hands"),)).fetchone() == (0,)
+        assert db.execute("SELECT source FROM sources").fetchall() == [("two",)]
+        assert db.execute("SELECT DISTINCT number FROM sealed_texts").fetchall() == [(2,)]
+    assert [hit.pos for hit in index.search_journal("two", "s2", _journal(second), "otter")] == [2, 1]
+
+
+def test_a_sealed_index_with_a_seal_it_cannot_open_is_rebuilt(env):
+    env["CHATCLI_ENCRYPTION_KEY"] = base64.b64encode(os.urandom(32)).decode()
+    saved(env, "notes", "the walrus plan")
+    assert names(search(env, "walrus")) == ["notes"]
+    path = Settings.load(env).home / "index" / "sealed.sqlite"
+    with sqlite3.connect(path) as db:
+        blob = bytearray(db.execute("SELECT blob FROM sealed_texts").fetchone()[0])
+        blob[-1] ^= 1
+        db.execute("UPDATE sealed_texts SET blob=?", (bytes(blob),))
+    saved(env, "notes", "the narwhal plan")  # its rows are removed by opening that seal
+    assert search(env, "walrus") == [] and names(search(env, "narwhal")) == ["notes"]
+    assert sealed_matches(env, "walrus") == 0
+
+
 def test_an_index_left_by_the_previous_version_is_rebuilt(env, workdir):
     saved(env, "kept", "the heron waits")
     index = Settings.load(env).home / "index" / "search.sqlite"

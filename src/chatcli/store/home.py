@@ -323,10 +323,17 @@ class Home:
 
     def forget_journals(self, transcript_ids: list[str]) -> None:
         """Drop removed journals' text from both search indexes: nothing of them stays behind."""
-        from chatcli.store.search import forget_journal_text
+        from chatcli.store.search import Terms, discard_index, forget_journal_text
 
-        for path in self.index_paths:
-            forget_journal_text(path, transcript_ids)
+        plain, sealed = self.index_paths
+        forget_journal_text(plain, transcript_ids)
+        if not self.key:
+            if transcript_ids:
+                discard_index(sealed)  # its rows are removed only with its key (store.search): rebuilt with it
+            return
+        from chatcli.store.seal import sealer_for
+
+        forget_journal_text(sealed, transcript_ids, Terms(*sealer_for(self.key).index_keys()))
 
     def check_key(self) -> None:
         """Refuse a key the store was not sealed with, and no key for a store that is sealed,

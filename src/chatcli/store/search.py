@@ -16,10 +16,14 @@ snippets are made only for the rows returned.
 
 With encryption on (SPEC §9) the index is a file of its own and holds no plaintext: each
 word is indexed as a keyed hash of its folded form (`Terms`, a key derived from the master key),
-and the messages' text is sealed beside them, a few dozen messages to a seal (`sealed_texts`),
-opened only for the snippets of the hits shown.
+and the messages' roles and text are sealed beside them, a few dozen messages to a seal
+(`sealed_texts`), opened only for the snippets of the hits shown.
 BM25 ranks the hashes as it would the words. What the file reveals without the key is which
-messages share words, not what the words are.
+messages share words, not what the words are. Its FTS5 tables are contentless (`content=''`):
+they keep the hashes' index and no copy of the hashed text, which is 2.5 times the size of the
+text itself and took half the time of a first search (SQLite before 3.43 deletes a
+contentless row only when told its text again: a sealed source is removed by opening its seals
+and hashing its text once more, `_drop`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.store.atomic import ensure_private_dir
 
 SCHEMA_VERSION = 3
+SEALED_SCHEMA_VERSION = 4  # a sealed index (contentless tables; roles in the seals)
 _WORD = re.compile(r"\w+", re.UNICODE)
 SNIPPET_TOKENS = 12
 POSITION_BITS = 32  # a row id: its source's number, then its position (under 2**32) in these bits
@@ -89,13 +94,16 @@ class _Pieces(dict):
     def __missing__(self, piece: str) -> str:
         if len(self) > 200_000:
             self.clear()
-        hashed = self[piece] = " ".join(map(self.term, _WORD.findall(piece)))
+        if piece.isascii() and piece.isalnum():  # one word, as most pieces are: no pattern to run
+            hashed = self[piece] = self.term(piece)
+        else:
+            hashed = self[piece] = " ".join(map(self.term, _WORD.findall(piece)))
         return hashed
 
 
 class Terms:
-    """The sealed index's words: a keyed hash (BLAKE2b, 8 bytes) of each folded word, so the
-    index file holds no word of a conversation; and the messages' text, sealed (AES-GCM) in
+    """The sealed index's words: a keyed hash (BLAKE2b, 8 bytes) of each folded word, so the index
+    file holds no word of a conversation; and the messages' roles and text, sealed (AES-GCM) in
     groups with a key derived for the index, bound to where they belong (source and first
     position)."""
 
@@ -108,7 +116,8 @@ class Terms:
 
     def term(self, word: str) -> str:
         hashed = self._keyed.copy()
-        hashed.update(fold(word).encode("utf-8", "surrogatepass"))
+        # An ASCII word's folded form is its lower case (no accents to take off, no Unicode case).
+        hashed.update(word.lower().encode() if word.isascii() else fold(word).encode("utf-8", "surrogatepass"))
         return hashed.hexdigest()
 
     def body(self, text: str) -> str:
@@ -120,17 +129,22 @@ class Terms:
     def query(self, text: str, every: bool = False) -> str:
         return _joined([f'"{self.term(word)}"' for word in _words(text)], every)
 
-    def seal(self, texts: list[tuple[int, str]], source: str) -> bytes:
-        """Messages' (position, text), sealed together: a seal has a cost of its own, so a few
-        dozen messages to a seal index a store faster, and a snippet opens only its group."""
-        import json
+    def seal(self, rows: list[tuple[int, str, str]], source: str) -> bytes:
+        """Messages' (position, role, text), sealed together: a seal has a cost of its own, so a
+        few dozen messages to a seal index a store faster, and a snippet opens only its group."""
+        import orjson
 
         nonce = os.urandom(12)
-        payload = json.dumps(texts, ensure_ascii=False).encode("utf-8", "surrogatepass")
-        return nonce + self._cipher.encrypt(nonce, payload, f"{source}/{texts[0][0]}".encode())
+        try:
+            payload = orjson.dumps(rows)
+        except TypeError:  # a lone surrogate (text from another program's file): orjson refuses it
+            import json
 
-    def open(self, blob: bytes, source: str, first: int) -> dict[int, str]:
-        """{position: text} of a sealed group (none when it cannot be opened)."""
+            payload = json.dumps(rows, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        return nonce + self._cipher.encrypt(nonce, payload, f"{source}/{rows[0][0]}".encode())
+
+    def open(self, blob: bytes, source: str, first: int) -> dict[int, tuple[str, str]]:
+        """{position: (role, text)} of a sealed group (none when it cannot be opened)."""
         import json
 
         from cryptography.exceptions import InvalidTag
@@ -139,7 +153,7 @@ class Terms:
             payload = self._cipher.decrypt(blob[:12], blob[12:], f"{source}/{first}".encode())
         except InvalidTag:
             return {}
-        return {pos: text for pos, text in json.loads(payload.decode("utf-8", "surrogatepass"))}
+        return {pos: (role, text) for pos, role, text in json.loads(payload.decode("utf-8", "surrogatepass"))}
 
 
 def snippet(text: str, query: str, tokens: int = SNIPPET_TOKENS) -> str:
@@ -156,12 +170,15 @@ def snippet(text: str, query: str, tokens: int = SNIPPET_TOKENS) -> str:
     return ("…" if start > 0 else "") + piece + ("…" if start + tokens < len(spans) else "")
 
 
-def forget_journal_text(path: Path, journal_ids: list[str]) -> None:
-    """Drop removed journals' text from the index file at `path`, if there is one: nothing of
-    them stays behind. Never raises (a cache: rebuilt when it cannot be opened)."""
+def forget_journal_text(path: Path, journal_ids: list[str], terms: Terms | None = None) -> None:
+    """Drop removed journals' text from the index file at `path` (a sealed one's with its
+    `terms`), if there is one: nothing of them stays behind. Never raises: an index that cannot
+    be opened or changed is deleted (a cache, rebuilt when needed)."""
     if journal_ids and path.exists():
-        with contextlib.suppress(Exception):
-            SearchIndex(path).forget_journals(journal_ids)
+        try:
+            SearchIndex(path, terms).forget_journals(journal_ids)
+        except Exception:  # noqa: BLE001 - see above
+            discard_index(path)
 
 
 def discard_index(path: Path) -> None:
@@ -189,27 +206,30 @@ def _wal(db) -> None:
             time.sleep(0.01)
 
 
-def _create_schema(db) -> None:
+def _create_schema(db, sealed: bool) -> None:
     """(Re)create the tables, once, whoever else starts at the same moment: the background
     indexer and a search of a new index both get here. `BEGIN IMMEDIATE` takes the write lock
     first, then the version is checked again inside the transaction, so the second comer finds
-    the work done; `IF NOT EXISTS` covers an index some other tool half made."""
+    the work done; `IF NOT EXISTS` covers an index some other tool half made. A sealed index's
+    tables hold the hashes' index alone (see the module's docstring), tokenized as ASCII (the
+    hashes are hexadecimal)."""
+    version = SEALED_SCHEMA_VERSION if sealed else SCHEMA_VERSION
+    columns = ("body, content='', tokenize='ascii'" if sealed else
+               "body, source UNINDEXED, pos UNINDEXED, role UNINDEXED, tokenize='unicode61 remove_diacritics 2'")
     db.execute("BEGIN IMMEDIATE")
     try:
-        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        if db.execute("PRAGMA user_version").fetchone()[0] != version:
             for statement in (
                 "DROP TABLE IF EXISTS journal_entries", "DROP TABLE IF EXISTS session_entries",
                 "DROP TABLE IF EXISTS sources", "DROP TABLE IF EXISTS sealed_texts",
-                "CREATE VIRTUAL TABLE IF NOT EXISTS journal_entries USING fts5(body, source UNINDEXED,"
-                " pos UNINDEXED, role UNINDEXED, tokenize='unicode61 remove_diacritics 2')",
-                "CREATE VIRTUAL TABLE IF NOT EXISTS session_entries USING fts5(body, source UNINDEXED,"
-                " pos UNINDEXED, role UNINDEXED, tokenize='unicode61 remove_diacritics 2')",
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS journal_entries USING fts5({columns})",
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS session_entries USING fts5({columns})",
                 "CREATE TABLE IF NOT EXISTS sources(kind TEXT, source TEXT, stamp TEXT, offset INTEGER,"
                 " count INTEGER, inode INTEGER, number INTEGER NOT NULL, PRIMARY KEY(kind, source))",
                 # A sealed index's text: the messages of source `number` from position `first` on.
                 "CREATE TABLE IF NOT EXISTS sealed_texts(number INTEGER, first INTEGER, blob BLOB,"
                 " PRIMARY KEY(number, first)) WITHOUT ROWID",
-                f"PRAGMA user_version={SCHEMA_VERSION}",
+                f"PRAGMA user_version={version}",
             ):
                 db.execute(statement)
         db.execute("COMMIT")
@@ -299,8 +319,9 @@ class SearchIndex:
         try:
             _wal(db)
             db.execute("PRAGMA synchronous=OFF")  # a cache: rebuilt when lost
-            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-                _create_schema(db)
+            sealed = self.terms is not None
+            if db.execute("PRAGMA user_version").fetchone()[0] != (SEALED_SCHEMA_VERSION if sealed else SCHEMA_VERSION):
+                _create_schema(db, sealed)
             yield db
         finally:
             db.close()
@@ -321,18 +342,25 @@ class SearchIndex:
             return db.execute(f"SELECT rowid, source, pos, role, snippet({table}, 0, '', '', '…', ?) FROM {table}"
                               f" WHERE {table} MATCH ? AND rowid BETWEEN ? AND ? AND +rowid IN ({marks})",
                               (SNIPPET_TOKENS, match, *span, *rowids)).fetchall()
-        opened: dict[tuple[int, int], dict[int, str]] = {}
+        # A contentless table keeps no column but the row id: the source is the one numbered
+        # in its high bits, the position its low bits, the role and text in the row's seal.
+        numbers = {rowid >> POSITION_BITS for rowid in rowids}
+        names = dict(db.execute(f"SELECT number, source FROM sources WHERE number IN ({','.join('?' * len(numbers))})",
+                                list(numbers)))
+        opened: dict[tuple[int, int], dict[int, tuple[str, str]]] = {}
         found = []
-        for rowid, source, pos, role in db.execute(
-                f"SELECT rowid, source, pos, role FROM {table} WHERE rowid IN ({marks})", rowids).fetchall():
-            number = rowid >> POSITION_BITS
+        for rowid in rowids:
+            number, pos = rowid >> POSITION_BITS, rowid & ((1 << POSITION_BITS) - 1)
+            source = names.get(number)
+            if source is None:
+                continue
             group = db.execute("SELECT first, blob FROM sealed_texts WHERE number=? AND first<=?"
                                " ORDER BY first DESC LIMIT 1", (number, pos)).fetchone()
-            text = None
+            role, text = "", None
             if group is not None:
                 if (number, group[0]) not in opened:
                     opened[number, group[0]] = self.terms.open(group[1], source, group[0])
-                text = opened[number, group[0]].get(pos)
+                role, text = opened[number, group[0]].get(pos, ("", None))
             found.append((rowid, source, pos, role, UNOPENED if text is None else snippet(text, query)))
         return found
 
@@ -347,16 +375,30 @@ class SearchIndex:
                 db.executemany(insert, [(base | pos, text, source, pos, role) for pos, role, text in chunk])
                 continue
             body = terms.body
-            db.executemany(insert, [(base | pos, body(text), source, pos, role) for pos, role, text in chunk])
-            groups = ([(pos, text) for pos, _role, text in chunk[i:i + SEAL_GROUP]]
-                      for i in range(0, len(chunk), SEAL_GROUP))
+            db.executemany(f"INSERT INTO {table}(rowid, body) VALUES (?,?)",
+                           [(base | pos, body(text)) for pos, _role, text in chunk])
+            groups = (chunk[i:i + SEAL_GROUP] for i in range(0, len(chunk), SEAL_GROUP))
             db.executemany("INSERT OR REPLACE INTO sealed_texts VALUES (?,?,?)",
                            [(number, group[0][0], terms.seal(group, source)) for group in groups])
 
-    @staticmethod
-    def _drop(db, table: str, number: int) -> None:
-        """Remove the rows of source `number` (and their sealed text)."""
-        db.execute(f"DELETE FROM {table} WHERE rowid BETWEEN ? AND ?", _span(number))
+    def _drop(self, db, table: str, number: int) -> None:
+        """Remove the rows of source `number` (and their sealed text). A sealed index's
+        contentless table is told each row's hashed text again, from its seal (see the module's
+        docstring); a seal that cannot be opened leaves the index unusable, and it is rebuilt."""
+        if self.terms is None:
+            db.execute(f"DELETE FROM {table} WHERE rowid BETWEEN ? AND ?", _span(number))
+            return
+        import sqlite3
+
+        row = db.execute("SELECT source FROM sources WHERE number=?", (number,)).fetchone()
+        base, body = number << POSITION_BITS, self.terms.body
+        for first, blob in db.execute("SELECT first, blob FROM sealed_texts WHERE number=?", (number,)).fetchall():
+            rows = self.terms.open(blob, row[0], first) if row is not None else {}
+            if not rows:
+                raise sqlite3.DatabaseError(f"database disk image is malformed: a seal of source {number} "
+                                            "cannot be opened")
+            db.executemany(f"INSERT INTO {table}({table}, rowid, body) VALUES ('delete', ?, ?)",
+                           [(base | pos, body(text)) for pos, (_role, text) in rows.items()])
         db.execute("DELETE FROM sealed_texts WHERE number=?", (number,))
 
     # -- one journal ---------------------------------------------------------------------
@@ -425,10 +467,9 @@ class SearchIndex:
 
         self._with_db(work)
 
-    @staticmethod
-    def _forget(db, table: str, kind: str, source: str, number: int) -> None:
+    def _forget(self, db, table: str, kind: str, source: str, number: int) -> None:
         """Remove a source's rows and its record (inside the caller's transaction)."""
-        SearchIndex._drop(db, table, number)
+        self._drop(db, table, number)
         db.execute("DELETE FROM sources WHERE kind=? AND source=?", (kind, source))
 
     def _add_journal_rows(self, db, source: str, number: int, stamp: str, count: int, end: int,
