@@ -297,16 +297,16 @@ def plot(points: dict[str, list[tuple[int, float]]]) -> str:
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed: no plot"
-    figure, axis = plt.subplots(figsize=(6, 4))
+    figure, axis = plt.subplots(figsize=(9, 4.5))
     for label, series in points.items():
         axis.plot([x for x, _ in series], [y for _, y in series], marker="o", label=label)
     axis.set_xscale("log")
     axis.set_yscale("log")
-    axis.set_xlabel("messages in the session")
+    axis.set_xlabel("messages in the session (in the store, for session search)")
     axis.set_ylabel("ms")
     axis.set_title("chatcli: cost against session size")
     axis.grid(True, which="both", alpha=0.3)
-    axis.legend()
+    axis.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize="small", frameon=False)
     target = ROOT / "bench" / "scale.png"
     figure.tight_layout()
     figure.savefig(target, dpi=100)
@@ -389,6 +389,11 @@ def search_rows(env: dict, scratch: Path, rows: list, points: dict) -> None:
         rows.append((f"transcript search, {count:,} msgs, first use (a new process)", first, "bare start",
                      bare, "< 300 ms" if count == 100_000 else ""))
         points["transcript search, first use"].append((count, first))
+    small = dict(env, CHATCLI_HOME=str(scratch / "search-10k"))
+    session_corpus(small, 100, 100)
+    build_small, small_ms = session_search(small)
+    rows.append(("session search, 10,000 msgs (100 × 100), plain", small_ms, "bare start", bare, ""))
+    rows.append(("first session search, 10,000 msgs (builds the index)", build_small, "bare start", bare, ""))
     plain = dict(env, CHATCLI_HOME=str(scratch / "search-plain"))
     sealed = dict(env, CHATCLI_HOME=str(scratch / "search-sealed"),
                   CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
@@ -406,6 +411,9 @@ def search_rows(env: dict, scratch: Path, rows: list, points: dict) -> None:
                  "< 50 ms"))
     rows.append(("first session search, 1,000,000 msgs (builds the index; the REPL does it in the background)",
                  build_big, "bare start", bare, ""))
+    points["session search, indexed (all sessions)"] = [(10_000, small_ms), (100_000, plain_ms), (1_000_000, big_ms)]
+    points["first session search (builds the index)"] = [(10_000, build_small), (100_000, build_plain),
+                                                         (1_000_000, build_big)]
 
 
 if __name__ == "__main__":
