@@ -81,7 +81,15 @@ def main(argv: list[str] | None = None) -> int:
             return 141
         if code is not None:
             return code
-    if argv and argv[0] == "session":
+    words = argv[2:] if argv[:2] == ["session", "search"] else []
+    if words and not any(word.startswith("-") for word in words):
+        # Words alone: the namespace the parser would make, without loading argparse (which
+        # imports shutil, gettext and locale: a tenth of a search's whole time).
+        from types import SimpleNamespace
+
+        args = SimpleNamespace(action="search", query=words, json=False, debug=False)
+        runner = _run_session
+    elif argv and argv[0] == "session":
         from chatcli.cli.session_cli import build_parser as session_parser
 
         args = session_parser(_parser_class()).parse_args(argv[1:])
