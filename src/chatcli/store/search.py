@@ -94,10 +94,7 @@ class _Pieces(dict):
     def __missing__(self, piece: str) -> str:
         if len(self) > 200_000:
             self.clear()
-        if piece.isascii() and piece.isalnum():  # one word, as most pieces are: no pattern to run
-            hashed = self[piece] = self.term(piece)
-        else:
-            hashed = self[piece] = " ".join(map(self.term, _WORD.findall(piece)))
+        hashed = self[piece] = " ".join(map(self.term, _WORD.findall(piece)))
         return hashed
 
 
@@ -116,8 +113,7 @@ class Terms:
 
     def term(self, word: str) -> str:
         hashed = self._keyed.copy()
-        # An ASCII word's folded form is its lower case (no accents to take off, no Unicode case).
-        hashed.update(word.lower().encode() if word.isascii() else fold(word).encode("utf-8", "surrogatepass"))
+        hashed.update(fold(word).encode("utf-8", "surrogatepass"))
         return hashed.hexdigest()
 
     def body(self, text: str) -> str:
