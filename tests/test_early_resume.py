@@ -214,30 +214,38 @@ def test_a_provider_error_on_the_early_request_keeps_the_question(small_large, o
 
 
 def stop_while_reading(monkeypatch) -> list[bool]:
-    """Ctrl-C once while the turn waits for the rest of the session to be read (a read slow
-    enough to be waited for)."""
+    """A real Ctrl-C (SIGINT to this process) once the turn waits for the rest of the session,
+    which is read slowly enough to be waited for."""
     import threading
 
     from chatcli.store.sessions import SessionStore
 
-    real_load = SessionStore.load_opened
+    waiting, pressed = threading.Event(), []
+    real_settle, real_load = resume.Pending.settle, SessionStore.load_opened
+
+    def settle(self, conv):
+        waiting.set()
+        return real_settle(self, conv)
 
     def slow(self, name, fd, st):
-        time.sleep(0.3)
+        if waiting.wait(10):
+            time.sleep(0.05)
+            pressed.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)
         return real_load(self, name, fd, st)
 
+    monkeypatch.setattr(resume.Pending, "settle", settle)
     monkeypatch.setattr(SessionStore, "load_opened", slow)
-    real_join = threading.Thread.join
-    pressed: list[bool] = []
-
-    def join(self, timeout=None):
-        if self.name == "chatcli-session-read" and not pressed:
-            pressed.append(True)
-            raise KeyboardInterrupt
-        return real_join(self, timeout)
-
-    monkeypatch.setattr(threading.Thread, "join", join)
     return pressed
+
+
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C raises KeyboardInterrupt in this process, whatever the test runner set."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def fail_at_checkpoint(monkeypatch, error: BaseException) -> None:
@@ -252,7 +260,8 @@ def fail_at_checkpoint(monkeypatch, error: BaseException) -> None:
 
 
 @pytest.mark.parametrize("where", ["while the rest is read", "at the checkpoint", "an error at the checkpoint"])
-def test_a_stop_after_the_early_answer_keeps_the_answer_shown(small_large, openai_server, monkeypatch, where):
+def test_a_stop_after_the_early_answer_keeps_the_answer_shown(small_large, openai_server, monkeypatch, ctrl_c,
+                                                                where):
     build(small_large)
     made = asked_early(monkeypatch)
     conv = early(small_large)
@@ -273,7 +282,7 @@ def test_a_stop_after_the_early_answer_keeps_the_answer_shown(small_large, opena
     kept = json.loads(path.read_bytes())["chat_history"]
     assert [(m["role"], m["content"]) for m in kept[-2:]] == [("user", "stopped after its answer"),
                                                                ("assistant", "You said: stopped after its answer")]
-    assert kept[-1]["meta"]["interrupted"] is True and len(kept) == 406
+    assert "interrupted" not in kept[-1]["meta"] and len(kept) == 406  # its stream had ended: the answer is whole
     assert live_journal(conv) == rules.history_hashes(conv.history)
     monkeypatch.undo()
     later = whole(small_large)
@@ -283,8 +292,9 @@ def test_a_stop_after_the_early_answer_keeps_the_answer_shown(small_large, opena
                                    ("assistant", "You said: and then")]
 
 
+@pytest.mark.parametrize("asked", ["early", "after the whole read"])
 def test_a_session_made_read_only_while_it_is_read_says_so_and_the_one_shot_fails(small_large, openai_server,
-                                                                                   monkeypatch, capsys):
+                                                                                   monkeypatch, capsys, asked):
     from chatcli.cli.oneshot import run_oneshot
     from chatcli.store.sessions import SessionStore
 
@@ -296,14 +306,19 @@ def test_a_session_made_read_only_while_it_is_read_says_so_and_the_one_shot_fail
         return real(self, name, fd, st)
 
     monkeypatch.setattr(SessionStore, "load_opened", made_read_only_meanwhile)
+    if asked != "early":  # a turn planned on the whole history (its tail fits the window, say)
+        monkeypatch.setattr(resume, "ask_early", lambda *_args, **_kwargs: None)
     made = asked_early(monkeypatch)
     code = run_oneshot(Settings.load(small_large), "written where?", None, start={"name": "big"})
     out, err = capsys.readouterr()
-    assert made[-1] is not None and out.strip() == "You said: written where?"
+    assert (made[-1] is not None) == (asked == "early") and out.strip() == "You said: written where?"
     assert "It is not bound" in err and "read-only" in err, err
     assert "this turn was not written to a session" in err and code == 1, err
     kept = contents(path)
-    assert kept[-1] == ("user", "written where?") and len(kept) == 405  # appended before it was made read-only
+    if asked == "early":  # appended before it was made read-only
+        assert kept[-1] == ("user", "written where?") and len(kept) == 405
+    else:
+        assert len(kept) == 404
 
 
 def large_session(env: dict, count: int = 22_000) -> Path:
@@ -442,6 +457,20 @@ def test_a_stop_while_the_journal_is_recorded_loses_nothing(openai_env, openai_s
     # The stopped turn's /rewind checkpoint is where the ordinary turn puts it: before its question.
     out = build_registry().dispatch("/rewind 2", later).text
     assert len(later.history) == 60 and later.history[-1].content == said(59), out
+
+
+@pytest.mark.foreign_sessions("theirs")
+def test_a_question_the_file_could_not_take_keeps_one_checkpoint(openai_env, openai_server, record_later,
+                                                                  monkeypatch):
+    go_shaped(openai_env)
+    monkeypatch.setattr(resume, "question_kept", lambda _conv, _later: False)  # journaled now, as always
+    conv = Conversation(Settings.load(openai_env), journal=True)
+    sessions.start(conv, name="theirs")
+    conv.send("one checkpoint, please")
+    later = whole(openai_env, "theirs")
+    assert [point.label for point in later.checkpoints] == ["one checkpoint, please"]
+    build_registry().dispatch("/rewind 1", later)
+    assert len(later.history) == 60
 
 
 @pytest.mark.foreign_sessions("theirs")

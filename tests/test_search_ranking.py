@@ -250,6 +250,23 @@ def test_a_sealed_index_with_a_seal_it_cannot_open_is_rebuilt(env):
     assert sealed_matches(env, "walrus") == 0
 
 
+def test_a_sealed_index_made_with_other_terms_is_rebuilt(env):
+    """Its rows are removed only by hashing their text again the same way: one made by another
+    version (another Unicode database, another folding) is not kept."""
+    env["CHATCLI_ENCRYPTION_KEY"] = base64.b64encode(os.urandom(32)).decode()
+    saved(env, "notes", "the walrus plan")
+    assert names(search(env, "walrus")) == ["notes"]
+    path = Settings.load(env).home / "index" / "sealed.sqlite"
+    with sqlite3.connect(path) as db:
+        made = db.execute("SELECT how FROM made").fetchone()[0]
+        db.execute("UPDATE made SET how='another version'")
+        db.execute("INSERT INTO sources VALUES ('s', 'stale', '1:1', 0, 1, 0, 99)")
+    assert names(search(env, "walrus")) == ["notes"]
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT how FROM made").fetchone()[0] == made
+        assert db.execute("SELECT source FROM sources").fetchall() == [("notes",)]
+
+
 def test_an_index_left_by_the_previous_version_is_rebuilt(env, workdir):
     saved(env, "kept", "the heron waits")
     index = Settings.load(env).home / "index" / "search.sqlite"

@@ -6,10 +6,14 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from chatcli.commands.listing import format_listing, rendered_key, saved_listing
 from chatcli.config import paths
 from chatcli.store.home import Home
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:

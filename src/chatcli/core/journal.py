@@ -15,7 +15,8 @@ A journal is a JSON-lines file, one event per line, each with `"v": 1` and a `"t
       of this line is the checkpoint's (core.checkpoints.from_journal); with `count`, its first N
       messages, recorded after this line (a history recorded after the turn's answer:
       engine/resume.py writes the checkpoint first, so that a stop while the history is
-      recorded leaves it in place)
+      recorded leaves it in place; a version before the field reads the line as a checkpoint
+      of the history before it, which is empty there)
   {"v":1,"type":"synced","count":N,"last":H,"dead":D}
       written with every sync: the live history then had N messages, the last one hashed H,
       and the journal held D hashes besides the live ones. While it is the journal's last

@@ -92,6 +92,7 @@ class Pending:
         # (`go`), so that planning it does not share the lock with 100,000 messages being built;
         # it then overlaps the model's answer, which the main thread only waits for.
         self._go = threading.Event()
+        self._done = threading.Event()  # the read ended, read or not (a join interrupted by Ctrl-C cannot tell)
         self._thread = threading.Thread(target=self._read, args=(store, fd, st), name="chatcli-session-read",
                                         daemon=True)
         self._thread.start()
@@ -105,6 +106,8 @@ class Pending:
             self._data = store.load_opened(self.name, fd, st)
         except BaseException as exc:  # noqa: BLE001 - said by whoever waits for it
             self._error = exc
+        finally:
+            self._done.set()
 
     def settle(self, conv: Conversation) -> list[str]:
         """Wait for the whole session and bind it, as a load would have; what the user is to be
@@ -115,9 +118,11 @@ class Pending:
         the answer it has shown (engine/turn.py)."""
         self._go.set()
         stopped = None
-        while self._thread.is_alive():
+        while True:
             try:
-                self._thread.join()
+                while not self._done.is_set():
+                    self._done.wait()
+                break
             except KeyboardInterrupt as exc:
                 stopped = exc
         if self._error is not None or self._data is None:
@@ -134,7 +139,8 @@ class Pending:
         return notes
 
 
-def open_pending(conv: Conversation, name: str, bind: Callable[[Conversation, SessionData], None]) -> Pending | None:
+def open_pending(conv: Conversation, name: str,
+                 bind: Callable[[Conversation, SessionData], list[str]]) -> Pending | None:
     """Read session `name`'s ends and start reading the rest, when a turn on it may be asked
     early (see the module's docstring); None otherwise (the caller loads it whole)."""
     settings, store = conv.settings, conv.store
@@ -293,10 +299,8 @@ def catch_up(conv: Conversation, text: str, early: Early, notice: Callable[[str]
     from chatcli.engine import turn
 
     conv.settle()
-    for note in conv.settled_notes:
-        notice(note)
-    conv.settled_notes.clear()
-    if len(conv.history) != early.count:  # the journal's count was not the file's: the listing gets the true one
+    say_settled(conv, notice)
+    if len(conv.history) != early.count and conv.session_name is not None:  # the journal's count was not the file's: the listing gets the true one
         store = conv.store
         store.catalog.note_appended(conv.session_name, early.stamp, None if store.private else len(conv.history) + 1)
     for note in turn._auto_compact(conv, text):  # a session just loaded: says what is sent, compacts nothing
@@ -308,6 +312,13 @@ def catch_up(conv: Conversation, text: str, early: Early, notice: Callable[[str]
     for note in conv.sync_transcript():
         notice(note)
     return early.question, None
+
+
+def say_settled(conv: Conversation, notice: Callable[[str], None]) -> None:
+    """Say what taking the whole session had to say (`Conversation.settled_notes`), once."""
+    notes, conv.settled_notes = conv.settled_notes, []
+    for note in notes:
+        notice(note)
 
 
 def join_question(conv: Conversation, early: Early) -> None:
@@ -398,4 +409,4 @@ def record_later(conv: Conversation, later: Later, notice: Callable[[str], None]
 
 
 __all__ = ["Early", "Later", "Pending", "ask_before_recording", "ask_early", "catch_up", "join_question",
-           "open_pending", "question_kept", "record_later"]
+           "open_pending", "question_kept", "record_later", "say_settled"]

@@ -106,7 +106,7 @@ def run(
         try:
             question, refusal = resume.catch_up(conv, text, early, notice)
         except BaseException as exc:
-            kept = _keep_early(conv, early, notice)
+            kept = _keep_early(conv, early, notice, exc)
             if kept is not None and isinstance(exc, KeyboardInterrupt):
                 return kept
             for note in kept.notes if kept is not None else ():
@@ -115,6 +115,7 @@ def run(
         later = None
     else:
         conv.settle()  # the whole history first: adoption compares the file with what was read
+        resume.say_settled(conv, notice)
         question, refusal, later = _prepare(conv, text, notice)
     try:
         if refusal is not None:
@@ -140,21 +141,25 @@ def run(
     return replace(result, notes=tuple(_persist(conv, later, notice)))
 
 
-def _keep_early(conv: Conversation, early: resume.Early, notice: Callable[[str], None]) -> TurnResult | None:
+def _keep_early(conv: Conversation, early: resume.Early, notice: Callable[[str], None],
+                stopped: BaseException) -> TurnResult | None:
     """The early request's answer was shown when what follows it (the rest of the history, the
-    checkpoint, the journal) stopped: Ctrl-C or an error. With the history whole, the question
-    joins it, if it has not, and the answer as it came, marked `meta.interrupted`, and both are
-    written; the turn ends there (its tool calls are not run). With the history not read whole
-    (damaged in its middle) nothing more is written (engine/resume.py). Returns the interrupted
-    turn's result, or None when nothing was kept."""
+    checkpoint, the journal) stopped: Ctrl-C or an error (`stopped`). With the history whole,
+    the question joins it, if it has not, and the answer as it came (marked `meta.interrupted`
+    when its stream did not end; nothing when no text came and the request failed), and both
+    are written; the turn ends there (its tool calls are not run). With the history not read
+    whole (damaged in its middle) nothing more is written (engine/resume.py). Returns the
+    interrupted turn's result, or None when nothing was kept."""
     if not early.pending.whole:
         return None
     resume.join_question(conv, early)
-    answer = "".join(early.round.parts)
-    conv.history.append(Message("assistant", answer, meta={**conv.agent.meta(), "interrupted": True}))
-    for note in conv.settled_notes:
-        notice(note)
-    conv.settled_notes.clear()
+    sent = early.round
+    answer = "".join(sent.parts)
+    if answer or isinstance(stopped, KeyboardInterrupt) and sent.error is None:
+        cut = sent.ended is None or sent.error is not None
+        conv.history.append(Message("assistant", answer, meta={**conv.agent.meta(), **({"interrupted": True} if cut
+                                                                                     else {})}))
+    resume.say_settled(conv, notice)
     notes = _persist(conv, None, notice)
     conv.pacing.window_from, conv.pacing.share = 0, 0.0
     return TurnResult(answer, interrupted=True, done=early.round.ended, notes=tuple(notes))
@@ -192,14 +197,13 @@ def _prepare(conv: Conversation, text: str,
             notice(note)
     label = rewind_points.label_of(text)
     question = Message("user", text, meta=conv.agent.meta())
-    if len(conv.history) >= resume.RECORD_LATER_FROM:
-        later = resume.ask_before_recording(conv, label)
-        if later is not None:
-            conv.history.append(question)
-            if resume.question_kept(conv, later):
-                return question, refusal, later
-            conv.history.pop()  # the file could not take it: recorded in the journal now, as always
-    for note in conv.checkpoint(label):
+    later = resume.ask_before_recording(conv, label) if len(conv.history) >= resume.RECORD_LATER_FROM else None
+    if later is not None:
+        conv.history.append(question)
+        if resume.question_kept(conv, later):
+            return question, refusal, later
+        conv.history.pop()  # the file could not take it: recorded in the journal now, as always
+    for note in conv.checkpoint(label) if later is None or not later.ahead else ():  # (ahead: in the journal)
         notice(note)
     conv.history.append(question)
     # In the journal now, with the time it was asked (an export's question and its answer carry

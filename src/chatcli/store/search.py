@@ -74,7 +74,8 @@ def _joined(terms: list[str], every: bool) -> str:
 
 def fold(word: str) -> str:
     """A word as the index compares it: case- and accent-folded (what unicode61 with
-    remove_diacritics 2 does for the plaintext index)."""
+    remove_diacritics 2 does for the plaintext index). A sealed index hashes it: a change here
+    needs SEALED_SCHEMA_VERSION raised (see `_terms_identity`)."""
     if word.isascii():  # nothing to decompose: folding is lowering
         return word.lower()
     import unicodedata
@@ -174,7 +175,8 @@ def forget_journal_text(path: Path, journal_ids: list[str], terms: Terms | None 
         try:
             SearchIndex(path, terms).forget_journals(journal_ids)
         except Exception:  # noqa: BLE001 - see above
-            discard_index(path)
+            with contextlib.suppress(OSError):
+                discard_index(path)
 
 
 def discard_index(path: Path) -> None:
@@ -202,6 +204,31 @@ def _wal(db) -> None:
             time.sleep(0.01)
 
 
+def _terms_identity() -> str:
+    """What a sealed index's hashed words depend on besides the key: the way words are found
+    and folded (`_WORD`, `fold`: change either, and raise SEALED_SCHEMA_VERSION) and Python's
+    Unicode data. A contentless row is removed only by giving SQLite the same hashed text again
+    (see `SearchIndex._drop`), so an index made under another of these is rebuilt."""
+    import unicodedata
+
+    return f"{SEALED_SCHEMA_VERSION}/unicode {unicodedata.unidata_version}"
+
+
+def _current(db, sealed: bool) -> bool:
+    """The index file is in this version's layout (and, sealed, was made with these terms)."""
+    import sqlite3
+
+    if db.execute("PRAGMA user_version").fetchone()[0] != (SEALED_SCHEMA_VERSION if sealed else SCHEMA_VERSION):
+        return False
+    if not sealed:
+        return True
+    try:
+        row = db.execute("SELECT how FROM made").fetchone()
+    except sqlite3.OperationalError:  # no such table
+        return False
+    return row is not None and row[0] == _terms_identity()
+
+
 def _create_schema(db, sealed: bool) -> None:
     """(Re)create the tables, once, whoever else starts at the same moment: the background
     indexer and a search of a new index both get here. `BEGIN IMMEDIATE` takes the write lock
@@ -214,10 +241,10 @@ def _create_schema(db, sealed: bool) -> None:
                "body, source UNINDEXED, pos UNINDEXED, role UNINDEXED, tokenize='unicode61 remove_diacritics 2'")
     db.execute("BEGIN IMMEDIATE")
     try:
-        if db.execute("PRAGMA user_version").fetchone()[0] != version:
+        if not _current(db, sealed):
             for statement in (
                 "DROP TABLE IF EXISTS journal_entries", "DROP TABLE IF EXISTS session_entries",
-                "DROP TABLE IF EXISTS sources", "DROP TABLE IF EXISTS sealed_texts",
+                "DROP TABLE IF EXISTS sources", "DROP TABLE IF EXISTS sealed_texts", "DROP TABLE IF EXISTS made",
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS journal_entries USING fts5({columns})",
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS session_entries USING fts5({columns})",
                 "CREATE TABLE IF NOT EXISTS sources(kind TEXT, source TEXT, stamp TEXT, offset INTEGER,"
@@ -225,9 +252,12 @@ def _create_schema(db, sealed: bool) -> None:
                 # A sealed index's text: the messages of source `number` from position `first` on.
                 "CREATE TABLE IF NOT EXISTS sealed_texts(number INTEGER, first INTEGER, blob BLOB,"
                 " PRIMARY KEY(number, first)) WITHOUT ROWID",
+                "CREATE TABLE made(how TEXT)",  # see _terms_identity
                 f"PRAGMA user_version={version}",
             ):
                 db.execute(statement)
+            if sealed:
+                db.execute("INSERT INTO made VALUES (?)", (_terms_identity(),))
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:  # not when BEGIN itself failed: its cause is the error to see
@@ -316,7 +346,7 @@ class SearchIndex:
             _wal(db)
             db.execute("PRAGMA synchronous=OFF")  # a cache: rebuilt when lost
             sealed = self.terms is not None
-            if db.execute("PRAGMA user_version").fetchone()[0] != (SEALED_SCHEMA_VERSION if sealed else SCHEMA_VERSION):
+            if not _current(db, sealed):
                 _create_schema(db, sealed)
             yield db
         finally:
