@@ -300,7 +300,8 @@ def catch_up(conv: Conversation, text: str, early: Early, notice: Callable[[str]
 
     conv.settle()
     say_settled(conv, notice)
-    if len(conv.history) != early.count and conv.session_name is not None:  # the journal's count was not the file's: the listing gets the true one
+    if len(conv.history) != early.count and conv.session_name is not None:
+        # The journal's count was not the file's: the listing gets the true one.
         store = conv.store
         store.catalog.note_appended(conv.session_name, early.stamp, None if store.private else len(conv.history) + 1)
     for note in turn._auto_compact(conv, text):  # a session just loaded: says what is sent, compacts nothing

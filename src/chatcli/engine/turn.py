@@ -155,10 +155,11 @@ def _keep_early(conv: Conversation, early: resume.Early, notice: Callable[[str],
     resume.join_question(conv, early)
     sent = early.round
     answer = "".join(sent.parts)
-    if answer or isinstance(stopped, KeyboardInterrupt) and sent.error is None:
-        cut = sent.ended is None or sent.error is not None
-        conv.history.append(Message("assistant", answer, meta={**conv.agent.meta(), **({"interrupted": True} if cut
-                                                                                     else {})}))
+    if answer or (isinstance(stopped, KeyboardInterrupt) and sent.error is None):
+        meta = conv.agent.meta()
+        if sent.ended is None or sent.error is not None:  # its stream did not end
+            meta["interrupted"] = True
+        conv.history.append(Message("assistant", answer, meta=meta))
     resume.say_settled(conv, notice)
     notes = _persist(conv, None, notice)
     conv.pacing.window_from, conv.pacing.share = 0, 0.0
