@@ -328,8 +328,11 @@ class Home:
         plain, sealed = self.index_paths
         forget_journal_text(plain, transcript_ids)
         if not self.key:
-            if transcript_ids:
-                discard_index(sealed)  # its rows are removed only with its key (store.search): rebuilt with it
+            if transcript_ids:  # its rows are removed only with its key (store.search): rebuilt with it
+                try:
+                    discard_index(sealed)
+                except OSError:
+                    pass  # what it keeps of them is sealed: keyed hashes and text only the key opens
             return
         from chatcli.store.seal import sealer_for
 
