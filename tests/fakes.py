@@ -485,3 +485,149 @@ class FakeSlack(ChatServiceFake):
     def __exit__(self, *exc) -> None:
         self.ws.shutdown()
         super().__exit__(*exc)
+
+
+class FakeGraph(Served):
+    """Meta's Graph API on 127.0.0.1, as much of it as a WhatsApp Cloud API bot uses, and the
+    Meta side of its webhook.
+
+    - `GET /<version>/<phone number id>` (the number's record) and `POST …/<id>/messages` (a
+      text message: kept in `texts(wa_id)`; a read receipt with a typing indicator: counted in
+      `typing`), each with the Bearer token checked: another one gets Meta's 401 (code 190).
+    - `failures` are answered, one per request, before anything else (an outage, a 429).
+    - `say(wa_id, text)` delivers a user's message to the gateway's webhook as Meta does: the
+      `whatsapp_business_account` envelope, signed with the app secret; `deliver` posts any
+      payload (a status callback, an image), `verify` makes the GET handshake."""
+
+    def __init__(self, token: str, phone_number_id: str, app_secret: str) -> None:
+        self.token, self.phone_number_id, self.app_secret = token, phone_number_id, app_secret
+        self.webhook: str | None = None  # the gateway's, once it said it
+        self.bot_messages: dict[int, dict] = {}
+        self.failures: deque[tuple[int, dict, dict[str, str]]] = deque()
+        self.typing: list[str] = []
+        self.requests: list[tuple[str, str]] = []  # (method, path)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._next = 1
+        fake = self
+
+        class Handler(QuietHandler):
+            def do_GET(self) -> None:
+                self._answer("GET", None)
+
+            def do_POST(self) -> None:
+                self._answer("POST", json.loads(self.body() or b"{}"))
+
+            def _answer(self, method: str, body: dict | None) -> None:
+                with fake._lock:
+                    fake.requests.append((method, self.path))
+                    failure = fake.failures.popleft() if fake.failures else None
+                if failure is not None:
+                    self.reply_json(*failure)
+                    return
+                if self.headers.get("Authorization") != f"Bearer {fake.token}":
+                    self.reply_json(401, {"error": {"message": "Error validating access token: Session has expired.",
+                                                    "type": "OAuthException", "code": 190, "error_subcode": 463,
+                                                    "fbtrace_id": "Afake"}})
+                    return
+                self.reply_json(*fake.answer(method, self.path.split("?")[0].strip("/").split("/"), body))
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v24.0"
+
+    def answer(self, method: str, path: list[str], body: dict | None) -> tuple[int, dict]:
+        unknown = (400, {"error": {"message": "Unsupported request: object does not exist", "type": "GraphMethodException",
+                                   "code": 100, "error_subcode": 33}})
+        if len(path) < 2 or path[1] != self.phone_number_id:
+            return unknown
+        if method == "GET" and len(path) == 2:
+            return 200, {"display_phone_number": "+1 555-000-1111", "verified_name": "chatcli test",
+                         "id": self.phone_number_id}
+        if method == "POST" and path[2:] == ["messages"] and body is not None:
+            if body.get("status") == "read":
+                with self._lock:
+                    self.typing.append(body["message_id"])
+                return 200, {"success": True}
+            assert body["messaging_product"] == "whatsapp" and body["type"] == "text", body
+            with self._lock:
+                n = self._next
+                self._next += 1
+                self.bot_messages[n] = {"where": body["to"], "text": body["text"]["body"]}
+            return 200, {"messaging_product": "whatsapp", "contacts": [{"input": body["to"], "wa_id": body["to"]}],
+                         "messages": [{"id": f"wamid.out-{n}"}]}
+        return unknown
+
+    def texts(self, wa_id: str) -> list[str]:
+        with self._lock:
+            return [m["text"] for _, m in sorted(self.bot_messages.items()) if m["where"] == wa_id]
+
+    def wait_for(self, wa_id: str, predicate, timeout: float = 20.0) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            texts = self.texts(wa_id)
+            if predicate(texts):
+                return texts
+            time.sleep(0.05)
+        raise AssertionError(f"the bot did not say it in {timeout} s; it said {self.texts(wa_id)!r}")
+
+    def envelope(self, value: dict, phone_number_id: str | None = None) -> dict:
+        value = {"messaging_product": "whatsapp",
+                 "metadata": {"display_phone_number": "15550001111",
+                              "phone_number_id": phone_number_id or self.phone_number_id}, **value}
+        return {"object": "whatsapp_business_account",
+                "entry": [{"id": "WABA-1", "changes": [{"value": value, "field": "messages"}]}]}
+
+    def message(self, wa_id: str, text: str | None = None, id: str | None = None, name: str = "Ana",
+                kind: str = "text", **fields) -> dict:
+        """A user's message as Meta's webhook carries it (text, or another `kind` with its `fields`)."""
+        with self._lock:
+            n = self._next
+            self._next += 1
+        message = {"from": wa_id, "id": id or f"wamid.in-{n}", "timestamp": str(int(time.time())), "type": kind}
+        message.update({"text": {"body": text}} if kind == "text" else fields)
+        return self.envelope({"contacts": [{"profile": {"name": name}, "wa_id": wa_id}], "messages": [message]})
+
+    def deliver(self, payload: dict | bytes, secret: str | None = None, signed: bool = True) -> int:
+        """POST a delivery to the webhook, signed as Meta signs it (with `secret`, by default the
+        app's); its HTTP status."""
+        import hashlib
+        import hmac
+        import urllib.error
+        import urllib.request
+
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        headers = {"Content-Type": "application/json"}
+        if signed:
+            digest = hmac.new((secret or self.app_secret).encode(), body, hashlib.sha256).hexdigest()
+            headers["X-Hub-Signature-256"] = f"sha256={digest}"
+        request = urllib.request.Request(self.webhook, data=body, method="POST", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    def say(self, wa_id: str, text: str, id: str | None = None, name: str = "Ana") -> str:
+        """A user's text message, delivered; its id."""
+        payload = self.message(wa_id, text, id=id, name=name)
+        status = self.deliver(payload)
+        assert status == 200, status
+        return payload["entry"][0]["changes"][0]["value"]["messages"][0]["id"]
+
+    def verify(self, token: str, challenge: str = "1158201444", mode: str = "subscribe") -> tuple[int, str]:
+        import urllib.error
+        import urllib.parse
+        import urllib.request
+
+        query = urllib.parse.urlencode({"hub.mode": mode, "hub.verify_token": token, "hub.challenge": challenge})
+        try:
+            with urllib.request.urlopen(f"{self.webhook}?{query}", timeout=30) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()

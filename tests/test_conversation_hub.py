@@ -257,3 +257,27 @@ def test_a_guest_is_refused_session_read_as_it_is_session_search(make_hub, make_
                                               ("session_search", {"query": "notes"})))
     assert read.text == "error: session_read is not available: the user turned chat's tools off (CHATCLI_CHAT_TOOLS)"
     assert searched.text == read.text.replace("session_read", "session_search") and read.error
+
+
+def test_a_message_that_is_not_text_gets_its_line_without_a_turn_and_strangers_their_refusal(make_hub, fake_model):
+    hub = make_hub(("whatsapp:42",))
+    line = "Only text messages are understood here: this image was not read."
+    assert say(hub, "[image]", channel="whatsapp", message_id="m-1", instead=line) == line
+    assert say(hub, "[image]", channel="whatsapp", message_id="m-1", instead=line) is None  # delivered again
+    assert say(hub, "[image]", sender="7", channel="whatsapp", message_id="m-2", instead=line) == REFUSAL.format(
+        principal="whatsapp:7")
+    assert fake_model.sent() == []
+
+
+def test_a_reply_the_channel_could_not_keep_is_not_counted_answered(make_hub, fake_model):
+    hub = make_hub()
+    kept = []
+
+    def full_disk(reply):
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        hub.handle("telegram", "42", "hello", message_id="m-1", on_reply=full_disk)
+    reply = hub.handle("telegram", "42", "hello", message_id="m-1", on_reply=kept.append)  # the retry answers it
+    assert reply is not None and reply.text == "You said: hello" and kept == [reply]
+    assert hub.handle("telegram", "42", "hello", message_id="m-1", on_reply=kept.append) is None and len(kept) == 1

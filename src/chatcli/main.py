@@ -62,7 +62,7 @@ COMMANDS = (
     ("doctor", "what is set up, and what is wrong"),
     ("mcp-server", "an MCP server on stdio, for MCP clients"),
     ("acp", "an agent for editors (Agent Client Protocol)"),
-    ("gateway", "answer chats: --telegram, --slack, --webhook"),
+    ("gateway", "answer chats: --telegram, --slack, --whatsapp, --webhook"),
 )
 
 
@@ -206,7 +206,7 @@ def _run_gateway(args) -> int:
     from chatcli.gateway.daemon import run_gateway
 
     return run_gateway(_settings(provider=args.provider, model=args.model, debug=args.debug), args.webhook,
-                       args.telegram, args.slack)
+                       args.telegram, args.slack, whatsapp=args.whatsapp)
 
 
 def _run_doctor(args) -> int:
@@ -240,14 +240,17 @@ _SERVERS = {
         _run_mcp),
     "gateway": (
         "Answer chat channels from chatcli's sessions: the Conversation Hub (hub.db) behind a signed JSON webhook, "
-        "a Telegram bot and a Slack app. Senders must be on CHATCLI_GATEWAY_ALLOW. Settings also come from "
+        "a Telegram bot, a Slack app and a WhatsApp number. Senders must be on CHATCLI_GATEWAY_ALLOW. Settings also come from "
         "$CHATCLI_HOME/gateway.toml (set variables win); with no adapter flag, the adapters it has a table for run.",
         (("--webhook", {"metavar": "HOST:PORT", "help": "serve the webhook adapter there (requests signed with "
                         "CHATCLI_GATEWAY_WEBHOOK_SECRET)"}),
          ("--telegram", {"action": "store_true", "help": "answer the Telegram bot of TELEGRAM_BOT_TOKEN (long "
                          "polling; the telegram extra)"}),
          ("--slack", {"action": "store_true", "help": "answer the Slack app of SLACK_BOT_TOKEN and SLACK_APP_TOKEN "
-                      "(Socket Mode; the slack extra)"})),
+                      "(Socket Mode; the slack extra)"}),
+         ("--whatsapp", {"metavar": "HOST:PORT", "nargs": "?", "const": "", "help": "answer the WhatsApp number "
+                         "of WHATSAPP_PHONE_NUMBER_ID (the Cloud API): serve the webhook Meta calls there (default: "
+                         "whatsapp.listen in gateway.toml, or 127.0.0.1:8788)"})),
         _run_gateway),
     "doctor": (
         "Check that chatcli can answer: which provider would answer and why, whether CHATCLI_HOME is writable, "

@@ -20,6 +20,14 @@ the daemon runs the adapters the file has a table for.
     app_token = "xapp-..."          # SLACK_APP_TOKEN
     api_url = "https://slack.com/api/"      # SLACK_API_URL, optional
 
+    [whatsapp]
+    listen = "127.0.0.1:8788"       # the address --whatsapp would give (the webhook Meta calls)
+    token = "EAAG..."               # WHATSAPP_TOKEN
+    phone_number_id = "1234567890"  # WHATSAPP_PHONE_NUMBER_ID
+    app_secret = "..."              # WHATSAPP_APP_SECRET
+    verify_token = "..."            # WHATSAPP_VERIFY_TOKEN
+    api_url = "https://graph.facebook.com/v24.0"   # WHATSAPP_API_URL, optional
+
 The file is only read, never written. It is refused, in one line, when it cannot be parsed,
 names a key chatcli does not know (a typo would otherwise silently drop a token), is another
 user's or may be changed by others (it decides who is answered and where tokens go), or holds
@@ -38,7 +46,7 @@ from chatcli.config.settings import Settings
 from chatcli.core.errors import ConfigError
 
 FILE_NAME = "gateway.toml"
-ADAPTERS = ("webhook", "telegram", "slack")
+ADAPTERS = ("webhook", "telegram", "slack", "whatsapp")
 # (table, key) → (the environment variable that wins over it, the Settings field it sets);
 # a None field is read here and not kept in Settings (the webhook's address).
 KEYS: dict[tuple[str, str], tuple[str | None, str | None]] = {
@@ -50,8 +58,15 @@ KEYS: dict[tuple[str, str], tuple[str | None, str | None]] = {
     ("slack", "bot_token"): ("SLACK_BOT_TOKEN", "slack_bot_token"),
     ("slack", "app_token"): ("SLACK_APP_TOKEN", "slack_app_token"),
     ("slack", "api_url"): ("SLACK_API_URL", "slack_api_url"),
+    ("whatsapp", "listen"): (None, None),
+    ("whatsapp", "token"): ("WHATSAPP_TOKEN", "whatsapp_token"),
+    ("whatsapp", "phone_number_id"): ("WHATSAPP_PHONE_NUMBER_ID", "whatsapp_phone_number_id"),
+    ("whatsapp", "app_secret"): ("WHATSAPP_APP_SECRET", "whatsapp_app_secret"),
+    ("whatsapp", "verify_token"): ("WHATSAPP_VERIFY_TOKEN", "whatsapp_verify_token"),
+    ("whatsapp", "api_url"): ("WHATSAPP_API_URL", "whatsapp_api_url"),
 }
-SECRETS = (("webhook", "secret"), ("telegram", "token"), ("slack", "bot_token"), ("slack", "app_token"))
+SECRETS = (("webhook", "secret"), ("telegram", "token"), ("slack", "bot_token"), ("slack", "app_token"),
+           ("whatsapp", "token"), ("whatsapp", "app_secret"), ("whatsapp", "verify_token"))
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,7 @@ class GatewayConfig:
     found: bool  # the file exists
     adapters: tuple[str, ...] = ()  # the adapters the file has a table for
     listen: str | None = None  # [webhook] listen
+    whatsapp_listen: str | None = None  # [whatsapp] listen
     from_file: tuple[str, ...] = ()  # the variables whose value came from the file
 
 
@@ -103,10 +119,12 @@ def load(settings: Settings, env: Mapping[str, str]) -> GatewayConfig:
             continue
         changes[name] = _allow(path, value) if key == ("", "allow") else _text(path, key, value)
         from_file.append(var)
-    listen = values.get(("webhook", "listen"))
+    listen, whatsapp_listen = (values.get((name, "listen")) for name in ("webhook", "whatsapp"))
     return GatewayConfig(replace(settings, **changes), path, found=True,
                          adapters=tuple(name for name in ADAPTERS if name in table),
                          listen=_text(path, ("webhook", "listen"), listen) if listen is not None else None,
+                         whatsapp_listen=(_text(path, ("whatsapp", "listen"), whatsapp_listen)
+                                          if whatsapp_listen is not None else None),
                          from_file=tuple(from_file))
 
 

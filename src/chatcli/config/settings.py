@@ -166,6 +166,15 @@ class Settings:
     slack_bot_token: str | None = field(default=None, repr=False)
     slack_app_token: str | None = field(default=None, repr=False)
     slack_api_url: str | None = None
+    # WHATSAPP_TOKEN, WHATSAPP_PHONE_NUMBER_ID, WHATSAPP_APP_SECRET, WHATSAPP_VERIFY_TOKEN and
+    # WHATSAPP_API_URL: the gateway's WhatsApp number on the Cloud API (its access token, the id
+    # of the number it answers from, the app secret deliveries are signed with, the token the
+    # webhook's verification handshake must bring), and a Graph API other than Meta's.
+    whatsapp_token: str | None = field(default=None, repr=False)
+    whatsapp_phone_number_id: str | None = None
+    whatsapp_app_secret: str | None = field(default=None, repr=False)
+    whatsapp_verify_token: str | None = field(default=None, repr=False)
+    whatsapp_api_url: str | None = None
     # CHATCLI_ENCRYPTION_KEY: the master key sealing sessions, journals and recall entries.
     encryption_key: bytes | None = field(default=None, repr=False)
     proxies: Proxies = field(default_factory=Proxies)
@@ -275,6 +284,11 @@ class Settings:
             slack_bot_token=env.get("SLACK_BOT_TOKEN") or None,
             slack_app_token=env.get("SLACK_APP_TOKEN") or None,
             slack_api_url=env.get("SLACK_API_URL") or None,
+            whatsapp_token=env.get("WHATSAPP_TOKEN") or None,
+            whatsapp_phone_number_id=env.get("WHATSAPP_PHONE_NUMBER_ID") or None,
+            whatsapp_app_secret=env.get("WHATSAPP_APP_SECRET") or None,
+            whatsapp_verify_token=env.get("WHATSAPP_VERIFY_TOKEN") or None,
+            whatsapp_api_url=env.get("WHATSAPP_API_URL") or None,
             encryption_key=encryption_key,
             provider=chosen,
             provider_source=chosen_because,

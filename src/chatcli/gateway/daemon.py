@@ -1,5 +1,5 @@
 """`chatcli gateway`: the daemon that serves the Conversation Hub to chat channels through its
-adapters (a signed JSON webhook, Telegram, Slack), configured by flags, environment variables and
+adapters (a signed JSON webhook, Telegram, Slack, WhatsApp), configured by flags, environment variables and
 $CHATCLI_HOME/gateway.toml (config/gateway.py). It stops on SIGTERM or Ctrl-C,
 ending every conversation as a REPL's ends (bound ones written, unbound ones in their mirrors).
 Its log is `$CHATCLI_HOME/logs/gateway.log`: refusals and failures, never what was said.
@@ -43,8 +43,9 @@ def parse_address(text: str, what: str = "--webhook") -> tuple[str, int]:
 
 
 def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False, slack: bool = False,
-                env: Mapping[str, str] | None = None) -> int:
-    """Start the adapters asked for (by flags; without any, those gateway.toml has a table for),
+                env: Mapping[str, str] | None = None, whatsapp: str | None = None) -> int:
+    """Start the adapters asked for (by flags; without any, those gateway.toml has a table for;
+    `whatsapp`: its HOST:PORT, or "" for gateway.toml's or the default),
     each refused in one line when it cannot run (no secret, no token, its extra not installed),
     then serve until SIGTERM, SIGINT or SIGHUP."""
     config = gateway_config.load(settings, os.environ if env is None else env)
@@ -54,7 +55,7 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
         return redact_secrets(text, secrets)
 
     try:
-        return _serve(config, webhook, telegram, slack, redact)
+        return _serve(config, webhook, telegram, slack, whatsapp, redact)
     except ChatcliError as exc:
         # Said as main says it, the token taken out; what it was raised from may quote the token.
         exc.args = (redact(str(exc)),)
@@ -68,21 +69,29 @@ def run_gateway(settings: Settings, webhook: str | None, telegram: bool = False,
         return 1
 
 
-def _serve(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bool,
+def _serve(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bool, whatsapp: str | None,
            redact: Callable[[str], str]) -> int:
     settings = config.settings
-    if webhook is None and not telegram and not slack:
+    if webhook is None and not telegram and not slack and whatsapp is None:
         if not config.adapters:
-            raise UsageError("no adapter to run: give --webhook HOST:PORT, --telegram and/or --slack, or give each "
-                             f"a table in {config.path}")
+            raise UsageError("no adapter to run: give --webhook HOST:PORT, --telegram, --slack and/or --whatsapp, or "
+                             f"give each a table in {config.path}")
         if "webhook" in config.adapters and not config.listen:
             raise UsageError(f"{config.path}: [webhook] has no listen address (such as listen = \"127.0.0.1:8787\")")
         webhook = config.listen if "webhook" in config.adapters else None
         telegram, slack = "telegram" in config.adapters, "slack" in config.adapters
-    _check(config, webhook, telegram, slack)
+        whatsapp = "" if "whatsapp" in config.adapters else None
+    _check(config, webhook, telegram, slack, whatsapp is not None)
     _check_allowed(config)
     what = "--webhook" if webhook is None or webhook != config.listen else f"{config.path}: webhook.listen"
     address = parse_address(webhook, what) if webhook is not None else None
+    whatsapp_what = "--whatsapp"
+    if whatsapp == "":
+        from chatcli.gateway.whatsapp import DEFAULT_LISTEN
+
+        whatsapp_what = f"{config.path}: whatsapp.listen" if config.whatsapp_listen else whatsapp_what
+        whatsapp = config.whatsapp_listen or DEFAULT_LISTEN
+    whatsapp_address = parse_address(whatsapp, whatsapp_what) if whatsapp is not None else None
     upkeep.log_to_file(settings, "gateway.log", log.name)
     _redact_output(redact)
     if config.found:
@@ -94,9 +103,11 @@ def _serve(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
     hub = ConversationHub(settings, settings.gateway_allow, warn=log.warning)
     setting = _setting(config)
     scheduler = _scheduler(settings)
-    server = socket = None
+    server = socket = phone = None
     try:
         scheduler.start()
+        if whatsapp_address is not None:
+            phone = _whatsapp(hub, config, whatsapp_address, whatsapp_what, setting)
         if address is not None:
             from chatcli.gateway.webhook import WebhookServer
 
@@ -129,6 +140,8 @@ def _serve(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
         scheduler.stop()
         if socket is not None:
             socket.close()
+        if phone is not None:
+            phone.stop()
         if server is not None:
             server.stop()
         for thread, note in hub.close():
@@ -136,7 +149,27 @@ def _serve(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
     return 0
 
 
-def _check(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bool) -> None:
+def _whatsapp(hub: ConversationHub, config: GatewayConfig, address: tuple[str, int], what: str,
+              setting: Callable[[str], str]):
+    """The WhatsApp adapter, serving once Meta accepted the token and the number's id."""
+    from chatcli.gateway.whatsapp import Graph, WhatsAppAdapter, check_number
+    from chatcli.store.home import Home
+
+    settings = config.settings
+    graph = Graph(settings.whatsapp_token, settings.whatsapp_phone_number_id, settings.whatsapp_api_url,
+                  settings.proxies)
+    number = check_number(graph, setting, warn=lambda line: _say(f"warning: {line}"))
+    try:
+        adapter = WhatsAppAdapter(hub, graph, Home.of(settings).spool("whatsapp"), settings.whatsapp_app_secret,
+                                  settings.whatsapp_verify_token, *address, log=log.warning, setting=setting)
+    except OSError as exc:
+        raise UsageError(f"{what} {address[0]}:{address[1]}: cannot listen there ({exc.strerror or exc})") from None
+    adapter.start()
+    _say(f"whatsapp webhook listening on {adapter.address} for {number}")
+    return adapter
+
+
+def _check(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bool, whatsapp: bool = False) -> None:
     """Refuse, in one line, an adapter that cannot run."""
     settings = config.settings
 
@@ -166,6 +199,12 @@ def _check(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
             import slack_bolt as _slack  # noqa: F401 - the extra is there
         except ImportError:
             raise UsageError(f"the Slack adapter needs slack-bolt: {sys.executable} -m pip install 'chatcli[slack]'") from None
+    if whatsapp and (why := missing(
+            ("WHATSAPP_TOKEN", settings.whatsapp_token, "whatsapp.token"),
+            ("WHATSAPP_PHONE_NUMBER_ID", settings.whatsapp_phone_number_id, "whatsapp.phone_number_id"),
+            ("WHATSAPP_APP_SECRET", settings.whatsapp_app_secret, "whatsapp.app_secret"),
+            ("WHATSAPP_VERIFY_TOKEN", settings.whatsapp_verify_token, "whatsapp.verify_token"))):
+        raise UsageError(f"{why}: the WhatsApp adapter does not start")
 
 
 def _setting(config: GatewayConfig) -> Callable[[str], str]:
@@ -202,7 +241,7 @@ def _redact_output(redact: Callable[[str], str]) -> None:
     threading.excepthook = thread_crashed
 
 
-CHANNELS = ("webhook", "telegram", "slack")
+CHANNELS = ("webhook", "telegram", "slack", "whatsapp")
 
 
 def _scheduler(settings: Settings):

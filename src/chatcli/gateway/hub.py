@@ -1,6 +1,6 @@
 """The Conversation Hub: the chat gateway's live conversations, one per principal (a
 sender in a channel), hosted like MCP's and ACP's (engine/hosted.py) and remembered in hub.db
-(store/hub.py). The gateway's adapters (webhook, Telegram, Slack) hand each message to
+(store/hub.py). The gateway's adapters (webhook, Telegram, Slack, WhatsApp) hand each message to
 `ConversationHub.handle` and send back its reply; everything else is here, once.
 
 - Only principals on the allow-list get an answer. An unlisted sender gets one refusal line,
@@ -90,12 +90,17 @@ class ConversationHub:
         return f"{channel}:{sender}" not in self.allowed
 
     def handle(self, channel: str, sender: str, text: str, *, display: str = "",
-               message_id: str | None = None, on_text: Callable[[str], None] | None = None) -> Reply | None:
+               message_id: str | None = None, on_text: Callable[[str], None] | None = None,
+               instead: str | None = None, on_reply: Callable[[Reply], None] | None = None) -> Reply | None:
         """The reply to one message, or None when none is due (already answered; an unlisted
         sender's later messages), or BUSY_REPLY while another try of it is being answered.
         Never raises for what the message says: errors are replies. A message whose answer was
         cut short (a daemon killed during its turn) is answered when its channel brings it again.
-        `on_text` is given the answer's text as it streams (a channel that edits its message)."""
+        `on_text` is given the answer's text as it streams (a channel that edits its message).
+        `instead`: the reply to a message the hub cannot read (an image, a voice note), given
+        without a model turn to a sender the allow-list admits. `on_reply` is given the reply
+        before the message counts as answered (a channel that keeps it until it is sent): when
+        it raises, the message is not answered and a retry answers it."""
         if not text.strip():
             return None  # nothing to answer
         key = None if message_id is None else f"{sender}/{message_id}"  # a sender's ids are its own
@@ -104,7 +109,9 @@ class ConversationHub:
             if state != NEW:
                 return BUSY_REPLY if state == BUSY else None
         try:
-            reply = self._handle(channel, sender, text, display, on_text)
+            reply = self._handle(channel, sender, text, display, on_text, instead)
+            if reply is not None and on_reply is not None:
+                on_reply(reply)
         except BaseException:
             if key is not None:
                 self.hub.release(channel, key)  # not answered: a retry answers it
@@ -114,13 +121,15 @@ class ConversationHub:
         return reply
 
     def _handle(self, channel: str, sender: str, text: str, display: str,
-                on_text: Callable[[str], None] | None) -> Reply | None:
+                on_text: Callable[[str], None] | None, instead: str | None = None) -> Reply | None:
         if not self.allows(channel, sender):
             first = self.hub.refuse(channel, sender, display)
             shown = printable(f"{channel}:{sender}")[:200]
             self.warn(f"refused a message from {shown} (not on the allow-list)")
             return Reply(REFUSAL.format(principal=shown), refused=True) if first else None
         self.hub.principal(channel, sender, display)
+        if instead is not None:
+            return Reply(instead)
         with self._lock_of(channel, sender):  # across its thread's rotations
             principal = self.hub.get(channel, sender)
             hosted = self._hosted(principal)

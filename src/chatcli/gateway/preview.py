@@ -69,13 +69,20 @@ class Streamer:
 
 
 def parts(text: str, limit: int) -> list[str]:
-    """`text` in pieces of at most `limit` characters, cut at line ends where it can."""
+    """`text` in pieces of at most `limit` characters, each cut at the last paragraph break
+    that leaves it at least half full, or else at a line end, or else between words, and only
+    as a last resort inside a word (one of more than half the limit)."""
     out = []
     while len(text) > limit:
-        cut = text.rfind("\n", 0, limit)
-        cut = cut if cut > limit // 2 else limit
-        out.append(text[:cut])
-        text = text[cut:].lstrip("\n")
+        for mark in ("\n\n", "\n", " "):
+            cut = text.rfind(mark, 0, limit)
+            if cut > limit // 2:
+                rest = text[cut + len(mark):]
+                break
+        else:
+            cut, rest = limit, text[limit:]
+        out.append(text[:cut].rstrip("\n"))
+        text = rest.lstrip("\n")  # a next line's own indent stays (code)
     return [*out, text] if text else out
 
 

@@ -20,6 +20,8 @@ knows the storage layout.
                            up to .log.3 (LOG_BACKUPS) and the oldest goes
   key-check                a sealed known text, to tell a wrong key at start-up (store.seal)
   hub.db                   the chat gateway's principals, bindings, threads, delivery state (store.hub)
+  spool/<channel>/*.json   a chat channel's messages received and not yet answered, and answers
+                           not yet sent (store.spool; WhatsApp's), sealed with a key
   gateway.toml             the gateway's settings and tokens: read by config.gateway, never written
 
 Everything else asks here. The engine opens its stores through a `Home` made from the
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from chatcli.store.memory import MemoryStore
     from chatcli.store.recall import RecallStore
     from chatcli.store.search import SearchIndex
+    from chatcli.store.spool import Spool
     from chatcli.store.sessions import SessionStore
 
 _SESSIONS = "sessions"
@@ -61,6 +64,7 @@ _INDEX = "index"
 _LOGS = "logs"
 _KEY_CHECK = "key-check"
 _HUB = "hub.db"
+_SPOOL = "spool"
 _PLAIN_INDEX, _SEALED_INDEX = "search.sqlite", "sealed.sqlite"
 # A log is rotated into this many older copies (<name>.log.1 the newest): with the size cap
 # (CHATCLI_LOG_MAX_SIZE) this bounds what each log may take.
@@ -271,6 +275,11 @@ class Home:
         from chatcli.store.hub import Hub
 
         return Hub(self.hub_path)
+
+    def spool(self, channel: str) -> Spool:
+        from chatcli.store.spool import Spool
+
+        return Spool(self.root / _SPOOL / channel, self.key)
 
     def journal_path(self, transcript_id: str) -> Path:
         return journal_path(self.transcripts_dir, transcript_id)
