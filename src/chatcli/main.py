@@ -62,7 +62,7 @@ COMMANDS = (
     ("doctor", "what is set up, and what is wrong"),
     ("mcp-server", "an MCP server on stdio, for MCP clients"),
     ("acp", "an agent for editors (Agent Client Protocol)"),
-    ("gateway", "answer chats: --telegram, --slack, --whatsapp, --webhook"),
+    ("gateway", "answer chats: Telegram, Slack, WhatsApp, a webhook"),
 )
 
 
