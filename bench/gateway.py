@@ -10,6 +10,10 @@
   surface switch    the terminal's first turn after a gateway turn on the same session: it
                     adopts what the gateway wrote
   hub prune plan    what `storage prune hub` reads to plan, on a hub.db of that many rows
+  spool round trip  a WhatsApp message's life in the spool (store/spool.py): written before
+                    its delivery is acknowledged, its answer written in before it counts
+                    answered, removed once sent; with that many messages waiting beside it
+  spool start-up    reading that many waiting messages back when the gateway starts
 
 Floors, measured in the same run:
   fsync'd append    one open/write/fsync/close of a delivery record's bytes: the least a
@@ -36,6 +40,7 @@ from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation
 from chatcli.gateway.hub import ConversationHub
 from chatcli.store.home import Home
+from chatcli.store.spool import Spool
 from chatcli.store.storage import Storage
 
 RUNS = int(os.environ.get("BENCH_RUNS", "15"))
@@ -108,6 +113,28 @@ def turns_ms(settings: Settings) -> tuple[float, float, float]:
     return median(gateway), median(plain), median(switches)
 
 
+def filled_spool(root: Path, size: int) -> Spool:
+    """A spool holding `size` waiting messages (written plainly: the filler is not what is measured)."""
+    spool = Spool(root)
+    spool.pending()  # makes the directory
+    for n in range(size):
+        (root / f"{n:020d}-{n:016x}.json").write_text(
+            '{"id": "wamid.%d", "from": "5511987654321", "name": "Ana", "kind": "text", "text": "hello %d"}' % (n, n))
+    return spool
+
+
+def spool_round_trip_ms(spool: Spool) -> float:
+    def one(run: int) -> None:
+        item = {"id": f"wamid.bench-{run}", "from": "5511987654321", "name": "Ana", "kind": "text",
+                "text": "when does the deploy freeze?"}
+        name = spool.put(item, item["id"])
+        item["answer"], item["sent"] = ["The freeze starts Friday."], 0
+        spool.update(name, item)
+        spool.remove(name)
+
+    return median_of_runs_ms(one, RUNS * 2)
+
+
 def median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
@@ -118,8 +145,12 @@ def main() -> int:
         target = scratch / "bare.log"
         bare = median_of_runs_ms(lambda _run: bare_fsynced_write(target, b"telegram\t42/m-1\t1764800000.0\n",
                                                                   append=True), RUNS * 4)
-        books, gateway, plain, switch, plans = {}, {}, {}, {}, {}
+        books, gateway, plain, switch, plans, trips, reads = {}, {}, {}, {}, {}, {}, {}
         for size in SIZES:
+            spool = filled_spool(scratch / f"spool-{size}", size)
+            trips[size] = spool_round_trip_ms(spool)
+            reads[size] = median_of_runs_ms(lambda _run, spool=spool: spool.pending(), max(3, RUNS // 3))
+            shutil.rmtree(spool.root)
             settings = settings_in(scratch / f"home-{size}" / ".chatcli")
             filled_hub(settings, size)
             books[size] = bookkeeping_ms(settings)
@@ -141,6 +172,15 @@ def main() -> int:
         for size in SIZES[1:]:
             rows.append((f"hub prune plan, {size:,} rows", plans[size], "same at 100", plans[SIZES[0]],
                          "measured (on demand only)"))
+        for size in SIZES:
+            rows.append((f"WhatsApp spool round trip of one message, {size:,} waiting", trips[size],
+                         "fsync'd append", bare, "measured (3 atomic writes' worth of fsyncs)"))
+        for size in SIZES[1:]:
+            rows.append((f"spool round trip, {size:,} waiting", trips[size], "same at 100", trips[SIZES[0]],
+                         "≤ 2× (flat)"))
+        for size in SIZES[1:]:
+            rows.append((f"spool read at start, {size:,} waiting", reads[size], "same at 100", reads[SIZES[0]],
+                         "measured (linear in what waits)"))
         print_floor_table(f"Chat gateway (median of {RUNS} runs)", rows, digits=2)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
