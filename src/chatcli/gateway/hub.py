@@ -91,7 +91,8 @@ class ConversationHub:
 
     def handle(self, channel: str, sender: str, text: str, *, display: str = "",
                message_id: str | None = None, on_text: Callable[[str], None] | None = None,
-               instead: str | None = None, on_reply: Callable[[Reply], None] | None = None) -> Reply | None:
+               instead: str | None = None, on_reply: Callable[[Reply], None] | None = None,
+               on_turn: Callable[[], None] | None = None) -> Reply | None:
         """The reply to one message, or None when none is due (already answered; an unlisted
         sender's later messages), or BUSY_REPLY while another try of it is being answered.
         Never raises for what the message says: errors are replies. A message whose answer was
@@ -100,7 +101,9 @@ class ConversationHub:
         `instead`: the reply to a message the hub cannot read (an image, a voice note), given
         without a model turn to a sender the allow-list admits. `on_reply` is given the reply
         before the message counts as answered (a channel that keeps it until it is sent): when
-        it raises, the message is not answered and a retry answers it."""
+        it raises, the message is not answered and a retry answers it. `on_turn` is called when
+        the message is about to be answered (a channel's typing indicator), never for one that
+        gets no answer or a refusal."""
         if not text.strip():
             return None  # nothing to answer
         key = None if message_id is None else f"{sender}/{message_id}"  # a sender's ids are its own
@@ -109,7 +112,7 @@ class ConversationHub:
             if state != NEW:
                 return BUSY_REPLY if state == BUSY else None
         try:
-            reply = self._handle(channel, sender, text, display, on_text, instead)
+            reply = self._handle(channel, sender, text, display, on_text, instead, on_turn)
             if reply is not None and on_reply is not None:
                 on_reply(reply)
         except BaseException:
@@ -121,7 +124,8 @@ class ConversationHub:
         return reply
 
     def _handle(self, channel: str, sender: str, text: str, display: str,
-                on_text: Callable[[str], None] | None, instead: str | None = None) -> Reply | None:
+                on_text: Callable[[str], None] | None, instead: str | None = None,
+                on_turn: Callable[[], None] | None = None) -> Reply | None:
         if not self.allows(channel, sender):
             first = self.hub.refuse(channel, sender, display)
             shown = printable(f"{channel}:{sender}")[:200]
@@ -130,6 +134,8 @@ class ConversationHub:
         self.hub.principal(channel, sender, display)
         if instead is not None:
             return Reply(instead)
+        if on_turn is not None:
+            on_turn()
         with self._lock_of(channel, sender):  # across its thread's rotations
             principal = self.hub.get(channel, sender)
             hosted = self._hosted(principal)

@@ -369,7 +369,8 @@ class WhatsAppAdapter:
         text, instead = item["text"], None
         if item["kind"] != "text":
             text, instead = f"[{item['kind']}]", NOT_TEXT.format(kind=item["kind"])
-        elif self.hub.allows(CHANNEL, item["from"]):
+
+        def typing() -> None:  # only for a message about to be answered: it shows until the answer
             try:
                 self.graph.typing(item["id"])
             except GraphError:
@@ -380,7 +381,7 @@ class WhatsAppAdapter:
             self.spool.update(name, item)
 
         return self.hub.handle(CHANNEL, item["from"], text, display=item["name"], message_id=item["id"],
-                               instead=instead, on_reply=keep)
+                               instead=instead, on_reply=keep, on_turn=typing)
 
     def _send(self, name: str, item: dict) -> bool:
         """Send what is left of an answer, trying again while the API fails or limits; True when
