@@ -249,7 +249,7 @@ def populate_hub(chatcli_home: Path, sessions: Path) -> dict[str, str]:
         hub.answered("telegram", f"42/{n}")
     old = time.time() - 100 * DAY
     hub.db.execute("UPDATE principals SET last_seen = ? WHERE sender != '5'", (old,))
-    hub.db.execute("UPDATE delivered SET at = ? WHERE message != '42/3'", (time.time() - 2 * DAY,))
+    hub.db.execute("UPDATE delivered SET at = ? WHERE message != '42/3'", (time.time() - 8 * DAY,))
     mirrors = {p.sender: p.mirror for p in hub.principals()}
     hub.close()
     put(sessions, mirrors["2"])

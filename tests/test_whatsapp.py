@@ -248,7 +248,8 @@ def test_an_answer_waits_in_the_spool_through_an_outage_and_a_restart(openai_env
         graph.failures.extend([(502, {"error": {"message": "Bad gateway", "code": 1}}, {})] * 200)
         graph.say(ANA, "a secret plan")
         assert wait_until(lambda: len(openai_server.requests) == 1)
-        assert wait_until(lambda: any(b"chatcli-sealed" in p.read_bytes() for p in spooled(openai_env)))
+        # The typing indicator, then a send of the answer (written into the spool before it): both refused.
+        assert wait_until(lambda: sum(1 for method, path in graph.requests if path.endswith("/messages")) >= 2)
         files = spooled(openai_env)
         assert len(files) == 1 and b"secret plan" not in files[0].read_bytes()  # sealed, as sessions are
         phone.kill()
@@ -290,28 +291,50 @@ def test_an_expired_token_is_one_line_and_the_other_adapters_keep_serving(openai
         phone.stop()
 
 
-def test_a_token_meta_refuses_at_start_is_one_line_that_does_not_say_it(openai_env, graph):
-    graph.token = "another"
-    result = run_chatcli("gateway", "--whatsapp", "127.0.0.1:0", env=openai_env)
-    assert result.returncode == 2
-    assert result.stderr == ("chatcli: error: Meta refused WHATSAPP_TOKEN (Error validating access token: Session has "
-                             "expired.); check it\n")
-    graph.token = TOKEN
+def test_a_token_meta_refuses_at_start_is_one_warning_and_messages_are_still_taken(openai_env, openai_server, graph):
+    graph.token = "a-renewed-token"  # the daemon's expired while it was down
+    phone = Phone(openai_env, graph)
+    try:
+        graph.say(ANA, "are you there?")
+        assert wait_until(lambda: len(openai_server.requests) == 1)  # answered; the answer waits
+        assert wait_until(lambda: sum(1 for method, path in graph.requests if path.endswith("/messages")) >= 2)
+        assert graph.texts(ANA) == [] and len(spooled(openai_env)) == 1
+    finally:
+        said = phone.stop()
+    assert ("chatcli gateway: warning: whatsapp: Meta refused WHATSAPP_TOKEN (Error validating access token: Session "
+            "has expired.): WhatsApp messages are received and answered, and the answers wait in the spool; renew "
+            "the token and restart the gateway\n") in said
+    assert gateway_log(openai_env).count("Meta refused WHATSAPP_TOKEN") == 1 and TOKEN not in said
+
+
+def test_a_phone_number_id_the_graph_api_does_not_know_stops_the_start_in_one_line(openai_env, graph):
     openai_env["WHATSAPP_PHONE_NUMBER_ID"] = "123"
     result = run_chatcli("gateway", "--whatsapp", "127.0.0.1:0", env=openai_env)
     assert result.returncode == 2
     assert result.stderr.startswith("chatcli: error: the Graph API does not take WHATSAPP_PHONE_NUMBER_ID 123 (400, "
                                     "code 100: Unsupported request")
+    assert TOKEN not in result.stderr
 
 
-def test_each_missing_setting_is_named_in_one_line(openai_env, graph):
-    for var in ("WHATSAPP_TOKEN", "WHATSAPP_APP_SECRET"):
-        env = {**openai_env, var: ""}
-        result = run_chatcli("gateway", "--whatsapp", env=env)
-        key = {"WHATSAPP_TOKEN": "whatsapp.token", "WHATSAPP_APP_SECRET": "whatsapp.app_secret"}[var]
-        assert result.returncode == 2
-        assert result.stderr == (f"chatcli: error: {var} is not set (nor {key} in {config_file(openai_env)}): the "
-                                 "WhatsApp adapter does not start\n")
+def test_two_gateways_never_serve_one_spool(openai_env, graph):
+    phone = Phone(openai_env, graph)
+    try:
+        result = run_chatcli("gateway", "--whatsapp", "127.0.0.1:0", env=openai_env)
+        assert result.returncode == 1
+        assert "another chatcli gateway serves" in result.stderr and len(result.stderr.splitlines()) == 1
+    finally:
+        phone.stop()
+
+
+@pytest.mark.parametrize("var", ["WHATSAPP_TOKEN", "WHATSAPP_PHONE_NUMBER_ID", "WHATSAPP_APP_SECRET",
+                                 "WHATSAPP_VERIFY_TOKEN"])
+def test_each_missing_setting_is_named_in_one_line(openai_env, graph, var):
+    env = {**openai_env, var: ""}
+    result = run_chatcli("gateway", "--whatsapp", env=env)
+    key = "whatsapp." + var.removeprefix("WHATSAPP_").lower()
+    assert result.returncode == 2
+    assert result.stderr == (f"chatcli: error: {var} is not set (nor {key} in {config_file(openai_env)}): the "
+                             "WhatsApp adapter does not start\n")
 
 
 def test_gateway_toml_whatsapp_table_runs_the_adapter(openai_env, openai_server, graph):
@@ -356,3 +379,20 @@ def test_a_delivery_is_read_as_meta_declares_it():
 ])
 def test_a_reply_is_cut_on_paragraphs_then_lines_then_words(text, limit, expected):
     assert parts(text, limit) == expected
+
+
+def test_a_rekey_reseals_the_spool_and_waits_for_a_gateway_serving_it(tmp_path):
+    from chatcli.store.home import Home
+    from chatcli.store.rekey import rekey
+
+    old, new = b"o" * 32, b"n" * 32
+    spool = Home(tmp_path, old).spool("whatsapp")
+    spool.put({"id": "wamid.1", "from": ANA, "name": "Ana", "kind": "text", "text": "a secret plan"}, "wamid.1")
+    held = spool.hold()  # a gateway serving it
+    done = rekey(Home(tmp_path, old), new)
+    assert done.resealed["spool"] == 0 and any("another chatcli gateway serves" in line for line in done.failed)
+    held.close()
+    done = rekey(Home(tmp_path, old), new)
+    assert done.resealed["spool"] == 1 and not done.failed
+    items, problems = Home(tmp_path, new).spool("whatsapp").pending()
+    assert [item["text"] for _, item in items] == ["a secret plan"] and problems == []

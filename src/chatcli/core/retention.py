@@ -26,9 +26,10 @@ REASONS = (TTL, BACKSTOP, SIZE_CAP, ORPHAN, BURST, LOST_TEMP)
 # A test burst: BURST_COUNT or more machine sessions of at most BURST_MESSAGES messages
 # each, all made within BURST_WINDOW seconds of each other (scripted runs, not people).
 # The chat gateway's delivery records are kept this long: past it no channel redelivers a message
-# (Telegram keeps an unread update 24 hours, Slack retries within minutes, a webhook request is
-# refused after its replay window), so `storage prune` may drop them.
-DELIVERY_KEEP = DAY
+# (WhatsApp retries a webhook for up to 7 days, Telegram keeps an unread update 24 hours, Slack
+# retries within minutes, a webhook request is refused after its replay window), so `storage
+# prune` may drop them.
+DELIVERY_KEEP = 7 * DAY
 BURST_COUNT = 4
 BURST_MESSAGES = 2
 BURST_WINDOW = 60.0

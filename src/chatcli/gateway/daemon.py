@@ -104,6 +104,12 @@ def _serve(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
     setting = _setting(config)
     scheduler = _scheduler(settings)
     server = socket = phone = None
+    # A stop asked for while the adapters start is kept until they have (a WhatsApp lane may be
+    # sending a spooled answer already): never a kill in the middle of it.
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    stop = threading.Event()
+    for signum in signals:
+        signal.signal(signum, lambda _signum, _frame: stop.set())
     try:
         scheduler.start()
         if whatsapp_address is not None:
@@ -117,7 +123,6 @@ def _serve(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
                 raise UsageError(f"{what} {webhook}: cannot listen there ({exc.strerror or exc})") from None
             server.start()
             _say(f"webhook listening on {server.address}")
-        signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
         if slack:
             from chatcli.gateway.slack import build as build_slack
 
@@ -130,11 +135,9 @@ def _serve(config: GatewayConfig, webhook: str | None, telegram: bool, slack: bo
 
             poller = build(hub, settings.telegram_token, settings.telegram_api_url, log=log.warning,
                            setting=setting)
-            serve(poller, signals, ready=lambda: _say("telegram polling for updates"))
+            if not stop.is_set():
+                serve(poller, signals, ready=lambda: _say("telegram polling for updates"))
         else:
-            stop = threading.Event()
-            for signum in signals:
-                signal.signal(signum, lambda _signum, _frame: stop.set())
             stop.wait()
     finally:
         scheduler.stop()
@@ -158,10 +161,11 @@ def _whatsapp(hub: ConversationHub, config: GatewayConfig, address: tuple[str, i
     settings = config.settings
     graph = Graph(settings.whatsapp_token, settings.whatsapp_phone_number_id, settings.whatsapp_api_url,
                   settings.proxies)
-    number = check_number(graph, setting, warn=lambda line: _say(f"warning: {line}"))
+    number, refused = check_number(graph, setting, warn=lambda line: _say(f"warning: whatsapp: {line}"))
     try:
         adapter = WhatsAppAdapter(hub, graph, Home.of(settings).spool("whatsapp"), settings.whatsapp_app_secret,
-                                  settings.whatsapp_verify_token, *address, log=log.warning, setting=setting)
+                                  settings.whatsapp_verify_token, *address, log=log.warning, setting=setting,
+                                  refused=refused)
     except OSError as exc:
         raise UsageError(f"{what} {address[0]}:{address[1]}: cannot listen there ({exc.strerror or exc})") from None
     adapter.start()

@@ -69,15 +69,18 @@ CHANNEL = "whatsapp"
 LIMIT = 4096  # characters in one WhatsApp text message
 API_URL = "https://graph.facebook.com/v24.0"
 DEFAULT_LISTEN = "127.0.0.1:8788"
-MAX_BODY = 4 * 1024 * 1024  # Meta's deliveries are a few kilobytes
+MAX_BODY = 1024 * 1024  # Meta's deliveries are a few kilobytes
 TIMEOUT = 30.0  # seconds a connection may stay silent; and a Graph API request
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0)  # seconds between tries of a send; then every minute
 REFUSED_WAIT = 300.0  # seconds between tries while Meta refuses the token
 BUSY_WAIT = 2.0  # seconds before a message another process is answering is looked at again
 STOP_GRACE = 10.0  # seconds a stop waits for the answers in progress (the others wait in the spool)
+CHECK_TIMEOUT = 10.0  # seconds the check at start waits for the Graph API (the other adapters wait for it)
+LANE_TRIES = 5  # tries of a message whose answering failed (a full disk, hub.db busy) before the next start
 NOT_TEXT = "Only text messages are understood here: this {kind} was not read."
-# Graph API error codes that mean "later": rate limits and throughput (Meta's error reference).
-RATE_CODES = frozenset({4, 17, 32, 613, 80007, 130429, 131056})
+# Graph API error codes that mean "later", whatever the HTTP status: rate limits, throughput, and
+# Meta's own temporary failures (Meta's error reference).
+RATE_CODES = frozenset({1, 2, 4, 17, 32, 613, 80007, 130429, 131000, 131016, 131048, 131056, 133004})
 TOKEN_CODES = frozenset({190})
 
 
@@ -187,6 +190,8 @@ class Graph:
         self.token, self.phone_number_id = token, phone_number_id
         self.api_url = (api_url or API_URL).rstrip("/")
         parts_ = urllib.parse.urlsplit(self.api_url)
+        if parts_.scheme not in ("http", "https") or not parts_.hostname:
+            raise UsageError(f"WHATSAPP_API_URL {self.api_url!r} is not an http(s) URL (such as {API_URL})")
         proxy = (proxies or Proxies()).for_url(parts_.scheme, parts_.hostname or "")
         # Only the proxy the settings name (never loopback): not the environment's as urllib reads it.
         self.opener = urllib.request.build_opener(urllib.request.ProxyHandler(
@@ -194,7 +199,8 @@ class Graph:
 
     def number(self) -> dict:
         """The phone number's own record (checks the token and the id)."""
-        return self._call("GET", f"{self.phone_number_id}?fields=display_phone_number,verified_name")
+        return self._call("GET", f"{self.phone_number_id}?fields=display_phone_number,verified_name",
+                          timeout=CHECK_TIMEOUT)
 
     def send_text(self, to: str, text: str) -> str:
         """Send a text message; its id."""
@@ -251,7 +257,8 @@ class WhatsAppAdapter:
 
     def __init__(self, hub: ConversationHub, graph: Graph, spool: Spool, app_secret: str, verify_token: str,
                  host: str = "127.0.0.1", port: int = 8788, log: Callable[[str], None] = lambda _line: None,
-                 setting: Callable[[str], str] = str) -> None:
+                 setting: Callable[[str], str] = str, refused: bool = False) -> None:
+        """`refused`: Meta refused the token at start (said already)."""
         self.hub, self.graph, self.spool, self.log, self.setting = hub, graph, spool, log, setting
         self.app_secret, self.verify_token = app_secret, verify_token
         self.stopping = threading.Event()
@@ -259,8 +266,13 @@ class WhatsAppAdapter:
         self._lanes: dict[str, collections.deque[tuple[str, dict]]] = {}  # sender → its spooled messages, in order
         self._threads: list[threading.Thread] = []
         self._spooled: set[str] = set()  # ids of the messages in the spool
-        self._refused = False  # Meta refuses the token now (said once)
-        self.httpd = ThreadingHTTPServer((host, port), _handler(self))
+        self._refused = refused  # Meta refuses the token now (said once)
+        self._held = spool.hold()  # one adapter per spool: two would send each other's answers
+        try:
+            self.httpd = ThreadingHTTPServer((host, port), _handler(self))
+        except BaseException:
+            self._held.close()
+            raise
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="chatcli-whatsapp", daemon=True)
 
@@ -277,6 +289,8 @@ class WhatsAppAdapter:
         if mode == "subscribe" and token and hmac.compare_digest(token.encode("utf-8", "surrogateescape"),
                                                                  self.verify_token.encode("utf-8")):
             return 200, challenge
+        if not mode:
+            return 403, "forbidden"  # not a handshake (a health check, a browser): nothing to log
         self.log("whatsapp: refused a verification request: "
                  + (f"its verify token is not {self.setting('WHATSAPP_VERIFY_TOKEN')}" if mode == "subscribe"
                     else "it is not hub.mode=subscribe"))
@@ -336,18 +350,25 @@ class WhatsAppAdapter:
                     del self._lanes[sender]
                     return
                 name, item = lane[0]
-            try:
-                done = self._serve(name, item)
-            except Exception as exc:  # noqa: BLE001 - one message's failure does not stop the others
-                self.log(f"whatsapp: a message could not be answered: {type(exc).__name__}: {exc}; it waits in the "
-                         "spool for the next start")
-                done = False
+            done, tries = False, 0
+            while not self.stopping.is_set():
+                try:
+                    done = self._serve(name, item)
+                    break
+                except Exception as exc:  # noqa: BLE001 - tried again; one message never stops the others
+                    tries += 1
+                    if tries >= LANE_TRIES:
+                        self.log(f"whatsapp: a message could not be answered ({type(exc).__name__}: {exc}); it "
+                                 "waits in the spool for the next start")
+                        done = True  # out of the lane, its file kept: a redelivery is taken again
+                        break
+                    self.log(f"whatsapp: answering a message failed ({type(exc).__name__}: {exc}); trying again")
+                    self.stopping.wait(BACKOFF[min(tries, len(BACKOFF) - 1)])
             with self._lock:
+                if self.stopping.is_set() and not done:
+                    return  # its file waits for the next start
                 lane.popleft()
-                if done:
-                    self._spooled.discard(item["id"])
-                if self.stopping.is_set():
-                    return
+                self._spooled.discard(item["id"])
 
     def _serve(self, name: str, item: dict) -> bool:
         """Answer a spooled message and send its answer; True once it has left the spool."""
@@ -392,8 +413,9 @@ class WhatsAppAdapter:
                 self.graph.send_text(item["from"], item["answer"][item["sent"]])
             except GraphError as exc:
                 if exc.token_refused:
-                    if not self._refused:
-                        self._refused = True
+                    with self._lock:
+                        said, self._refused = self._refused, True
+                    if not said:
                         self.log(f"whatsapp: Meta refused {self.setting('WHATSAPP_TOKEN')} ({exc.detail}): "
                                  "answers wait in the spool and are tried again every "
                                  f"{REFUSED_WAIT:g} s; renew the token and restart the gateway")
@@ -403,15 +425,18 @@ class WhatsAppAdapter:
                     if tries == 0:
                         self.log(f"whatsapp: sending an answer to {item['from']} failed ({exc}); trying again")
                 else:
-                    self.log(f"whatsapp: Meta refused an answer to {item['from']} ({exc}); it is kept in the "
-                             "session only")
-                    return True
+                    self.log(f"whatsapp: Meta refused part {item['sent'] + 1} of {len(item['answer'])} of an answer "
+                             f"to {item['from']} ({exc}); it is kept in the session only")
+                    item["sent"] += 1
+                    tries = 0
+                    continue
                 tries += 1
                 if self.stopping.wait(wait):
                     return False
                 continue
-            if self._refused:
-                self._refused = False
+            with self._lock:
+                said, self._refused = self._refused, False
+            if said:
                 self.log(f"whatsapp: Meta accepts {self.setting('WHATSAPP_TOKEN')} again")
             item["sent"] += 1
             tries = 0
@@ -441,6 +466,7 @@ class WhatsAppAdapter:
         deadline = time.monotonic() + STOP_GRACE
         for thread in list(self._threads):
             thread.join(max(0.0, deadline - time.monotonic()))
+        self._held.close()
 
 
 def _well_made(item: dict) -> bool:
@@ -470,8 +496,12 @@ def _handler(adapter: WhatsAppAdapter):
             self._send(*adapter.verify(urllib.parse.urlsplit(self.path).query))
 
         def do_POST(self) -> None:
+            if self.headers.get("Content-Length") is None:  # chunked: not what Meta sends
+                adapter.log("whatsapp: refused a delivery without Content-Length (is a proxy re-encoding it?)")
+                self._send(411, "length required")
+                return
             try:
-                length = int(self.headers.get("Content-Length", "0"))
+                length = int(self.headers["Content-Length"])
             except ValueError:
                 length = -1
             body = self.rfile.read(length) if 0 <= length <= MAX_BODY else None
@@ -498,24 +528,28 @@ def _handler(adapter: WhatsAppAdapter):
 
 
 def check_number(graph: Graph, setting: Callable[[str], str] = str,
-                 warn: Callable[[str], None] = lambda _line: None) -> str:
-    """The number's display name for the ready line, or one line saying why the adapter cannot
-    start (a ChatcliError without the token). A Graph API that cannot be reached now is a warning:
-    messages wait in the spool until it can."""
+                 warn: Callable[[str], None] = lambda _line: None) -> tuple[str, bool]:
+    """(the number as the ready line shows it, whether Meta refused the token). A token Meta
+    refuses (expired, say) or a Graph API that cannot be reached is a warning, and the adapter
+    serves: messages are spooled and answered, and their answers wait until it can send them
+    (the other adapters go on either way). A phone number id the Graph API does not know stops
+    the start in one line (a ChatcliError without the token): nothing could ever be sent."""
     try:
         record = graph.number()
     except GraphError as exc:
         if exc.token_refused:
-            raise UsageError(f"Meta refused {setting('WHATSAPP_TOKEN')} ({exc.detail}); check it") from None
+            warn(f"Meta refused {setting('WHATSAPP_TOKEN')} ({exc.detail}): WhatsApp messages are received and "
+                 "answered, and the answers wait in the spool; renew the token and restart the gateway")
+            return graph.phone_number_id, True
         if exc.later:
             where = urllib.parse.urlsplit(graph.api_url).netloc
             warn(f"cannot reach the Graph API at {where} to check {setting('WHATSAPP_TOKEN')} ({exc}); "
                  f"answers wait until it can be reached (check the network, or {setting('WHATSAPP_API_URL')})")
-            return graph.phone_number_id
+            return graph.phone_number_id, False
         raise UsageError(f"the Graph API does not take {setting('WHATSAPP_PHONE_NUMBER_ID')} "
                          f"{graph.phone_number_id} ({exc}); check it") from None
     shown = record.get("display_phone_number") or graph.phone_number_id
-    return f"{shown} ({record['verified_name']})" if record.get("verified_name") else str(shown)
+    return (f"{shown} ({record['verified_name']})" if record.get("verified_name") else str(shown)), False
 
 
 __all__ = ["CHANNEL", "LIMIT", "Graph", "GraphError", "WhatsAppAdapter", "check_number", "check_signature",

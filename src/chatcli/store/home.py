@@ -21,7 +21,8 @@ knows the storage layout.
   key-check                a sealed known text, to tell a wrong key at start-up (store.seal)
   hub.db                   the chat gateway's principals, bindings, threads, delivery state (store.hub)
   spool/<channel>/*.json   a chat channel's messages received and not yet answered, and answers
-                           not yet sent (store.spool; WhatsApp's), sealed with a key
+                           not yet sent (store.spool; WhatsApp's), sealed with a key; `.lock`
+                           in it is held by the one gateway serving it
   gateway.toml             the gateway's settings and tokens: read by config.gateway, never written
 
 Everything else asks here. The engine opens its stores through a `Home` made from the
@@ -65,6 +66,7 @@ _LOGS = "logs"
 _KEY_CHECK = "key-check"
 _HUB = "hub.db"
 _SPOOL = "spool"
+_SPOOL_LOCK = ".lock"
 _PLAIN_INDEX, _SEALED_INDEX = "search.sqlite", "sealed.sqlite"
 # A log is rotated into this many older copies (<name>.log.1 the newest): with the size cap
 # (CHATCLI_LOG_MAX_SIZE) this bounds what each log may take.
@@ -279,7 +281,8 @@ class Home:
     def spool(self, channel: str) -> Spool:
         from chatcli.store.spool import Spool
 
-        return Spool(self.root / _SPOOL / channel, self.key)
+        root = self.root / _SPOOL / channel
+        return Spool(root, self.key, root / _SPOOL_LOCK)
 
     def journal_path(self, transcript_id: str) -> Path:
         return journal_path(self.transcripts_dir, transcript_id)

@@ -28,12 +28,13 @@ from chatcli.store.atomic import atomic_write, os_cause
 from chatcli.store.home import Home
 from chatcli.store.seal import CHECK_TEXT, LINE_PREFIX, SealError, is_sealed, sealer_for
 from chatcli.store.search import discard_index
+from chatcli.store.spool import KIND, SpoolBusy
 
 
 @dataclass
 class Rekeyed:
     resealed: dict[str, int] = field(default_factory=lambda: {"sessions": 0, "transcripts": 0, "recall": 0,
-                                                              "memory": 0, "contexts": 0})
+                                                              "memory": 0, "contexts": 0, "spool": 0})
     already: int = 0  # files that opened with the new key already
     failed: list[str] = field(default_factory=list)  # one line each
     damaged: int = 0  # journal lines no key opens (while others do): kept as they are
@@ -51,7 +52,18 @@ def rekey(home: Home, new: bytes) -> Rekeyed:
                                "this store is sealed with; nothing was changed")
             return done
     stores = home.sessions()  # for its locks only: the files are opened here, with both keys
+    spool, held = home.spool("whatsapp"), None
+    try:
+        if spool.root.is_dir():
+            held = spool.hold()  # a gateway serving it would go on with the old key
+    except SpoolBusy as exc:
+        held = None
+        done.failed.append(f"{exc}: stop it, then run this again to re-seal its messages")
+    except OSError:
+        held = None  # no spool, and none can be made: nothing to re-seal
     for kind, path, name in _files(home):
+        if kind == "spool" and held is None:
+            continue
         try:
             # Under the lock its writers take: nothing is appended or written meanwhile.
             with (stores.lock(name) if kind == "sessions" else _flocked(path)):
@@ -69,6 +81,8 @@ def rekey(home: Home, new: bytes) -> Rekeyed:
             done.failed.append(f"{path}: {exc}")
         except OSError as exc:
             done.failed.append(f"{path}: {os_cause(exc)}")
+    if held is not None:
+        held.close()
     plain, sealed = home.index_paths
     discard_index(plain)  # a plaintext index from before any key
     discard_index(sealed)  # its hashes and seals are the old key's
@@ -97,7 +111,7 @@ def _flocked(path: Path) -> Iterator[None]:
 
 
 # What each store's whole files are sealed as (the kind the sealer binds them to).
-_SEALED_AS = {"sessions": "session", "recall": "recall", "memory": "memory", "contexts": "context"}
+_SEALED_AS = {"sessions": "session", "recall": "recall", "memory": "memory", "contexts": "context", "spool": KIND}
 
 
 def _files(home: Home) -> Iterator[tuple[str, Path, str]]:
@@ -105,7 +119,8 @@ def _files(home: Home) -> Iterator[tuple[str, Path, str]]:
                               ("transcripts", home.transcripts_dir, layout.journal_named),
                               ("recall", home.recall_dir, layout.entry_named),
                               ("memory", home.memory_dir, layout.entry_named),
-                              ("contexts", home.contexts_dir, layout.entry_named)):
+                              ("contexts", home.contexts_dir, layout.entry_named),
+                              ("spool", home.spool("whatsapp").root, layout.entry_named)):
         try:
             entries = sorted(os.scandir(root), key=lambda e: e.name)
         except FileNotFoundError:

@@ -9,7 +9,8 @@ the message id), so a restart takes them up in the order they came. With
 CHATCLI_ENCRYPTION_KEY each file is sealed, bound to its name, like a session file.
 
 A file chatcli cannot read (another key, altered bytes) is left where it is, never
-overwritten, and said in one line; the others go on.
+overwritten, and said in one line; the others go on. One process at a time serves a spool
+(`hold`): two would each send, and remove, what the other is sending.
 """
 
 from __future__ import annotations
@@ -19,16 +20,48 @@ import os
 import time
 from pathlib import Path
 
-from chatcli.store.atomic import atomic_write, ensure_private_dir, fsync_dir, os_cause
+from chatcli.core.errors import ChatcliError
+from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir, os_cause
 from chatcli.store.seal import SealError, dump_json, load_json
 
 KIND = "spool"
 SUFFIX = ".json"
 
 
+class SpoolBusy(ChatcliError):
+    """Another process serves this spool."""
+
+
+class Held:
+    """The spool's lock, held until `close` (or the process ends)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
 class Spool:
-    def __init__(self, root: Path, key: bytes | None = None) -> None:
-        self.root, self.key = root, key
+    def __init__(self, root: Path, key: bytes | None = None, lock: Path | None = None) -> None:
+        """`lock`: the file `hold` locks (store.home names it; it is in `root`, a dot file)."""
+        self.root, self.key, self.lock = root, key, lock
+
+    def hold(self) -> Held:
+        """Take the spool for this process; SpoolBusy when another one serves it."""
+        import fcntl
+
+        ensure_private_dir(self.root)
+        fd = os.open(self.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SpoolBusy(f"another chatcli gateway serves {self.root} (one process per CHATCLI_HOME and "
+                            "channel)") from None
+        return Held(fd)
 
     def put(self, item: dict, message_id: str) -> str:
         """Write a new item durably; its name (the order it is taken up in)."""
