@@ -285,7 +285,28 @@ def api_handler(answer):
     return Handler
 
 
-class ChatServiceFake(Served):
+class BotMessages:
+    """A chat service fake's record of the bot's messages (`bot_messages`: id → {"where": a chat,
+    a channel, a user; "text": what it says now}), read and waited for."""
+
+    bot_messages: dict
+    _lock: threading.Lock
+
+    def texts(self, where) -> list[str]:
+        with self._lock:
+            return [m["text"] for _, m in sorted(self.bot_messages.items()) if m["where"] == where]
+
+    def wait_for(self, where, predicate, timeout: float = 20.0) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            texts = self.texts(where)
+            if predicate(texts):
+                return texts
+            time.sleep(0.05)
+        raise AssertionError(f"the bot did not say it in {timeout} s; it said {self.texts(where)!r}")
+
+
+class ChatServiceFake(BotMessages, Served):
     """What the fakes of chat services share: a JSON Web API on 127.0.0.1 (`answer(method,
     params)`, the service's own envelope), the bot's messages as they read now (`texts(where)`:
     a chat, a channel) and waiting for them."""
@@ -313,19 +334,6 @@ class ChatServiceFake(Served):
     def base_url(self) -> str:
         host, port = self.httpd.server_address[:2]
         return f"http://{host}:{port}"
-
-    def texts(self, where) -> list[str]:
-        with self._lock:
-            return [m["text"] for _, m in sorted(self.bot_messages.items()) if m["where"] == where]
-
-    def wait_for(self, where, predicate, timeout: float = 20.0) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            texts = self.texts(where)
-            if predicate(texts):
-                return texts
-            time.sleep(0.05)
-        raise AssertionError(f"the bot did not say it in {timeout} s; it said {self.texts(where)!r}")
 
 
 
@@ -487,7 +495,7 @@ class FakeSlack(ChatServiceFake):
         super().__exit__(*exc)
 
 
-class FakeGraph(Served):
+class FakeGraph(BotMessages, Served):
     """Meta's Graph API on 127.0.0.1, as much of it as a WhatsApp Cloud API bot uses, and the
     Meta side of its webhook.
 
@@ -562,19 +570,6 @@ class FakeGraph(Served):
             return 200, {"messaging_product": "whatsapp", "contacts": [{"input": body["to"], "wa_id": body["to"]}],
                          "messages": [{"id": f"wamid.out-{n}"}]}
         return unknown
-
-    def texts(self, wa_id: str) -> list[str]:
-        with self._lock:
-            return [m["text"] for _, m in sorted(self.bot_messages.items()) if m["where"] == wa_id]
-
-    def wait_for(self, wa_id: str, predicate, timeout: float = 20.0) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            texts = self.texts(wa_id)
-            if predicate(texts):
-                return texts
-            time.sleep(0.05)
-        raise AssertionError(f"the bot did not say it in {timeout} s; it said {self.texts(wa_id)!r}")
 
     def envelope(self, value: dict, phone_number_id: str | None = None) -> dict:
         value = {"messaging_product": "whatsapp",

@@ -30,16 +30,16 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from chatcli.core.messages import well_formed
+from chatcli.gateway.http import TIMEOUT, GatewayHandler
 from chatcli.gateway.hub import ConversationHub
 
 CHANNEL = "webhook"
 REPLAY_WINDOW = 300.0  # seconds a signed request stays valid
 MAX_BODY = 1024 * 1024
 MAX_SENDER = 256  # characters of a sender id
-TIMEOUT = 30.0  # seconds a connection may stay silent (reading a request, not the answer)
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -73,19 +73,9 @@ class WebhookServer:
         self.hub, self.secret, self.log = hub, secret, log
         adapter = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            server_version = "chatcli-gateway"
-            timeout = TIMEOUT
-
-            def log_message(self, *args) -> None:  # requests are not logged: they may quote what was sent
-                pass
-
-            def handle(self) -> None:
-                try:
-                    super().handle()
-                except ConnectionError as exc:  # the client went away: nobody is left to answer
-                    adapter.log(f"webhook: a client closed its connection before its answer ({type(exc).__name__})")
+        class Handler(GatewayHandler):
+            def gone(self, exc: ConnectionError) -> None:
+                adapter.log(f"webhook: a client closed its connection before its answer ({type(exc).__name__})")
 
             def do_POST(self) -> None:
                 body = self._body()  # a client gone while sending it is handle()'s to say
@@ -109,16 +99,7 @@ class WebhookServer:
                 return self.rfile.read(length)
 
             def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-                if status >= 400:  # what is left of a refused request is never read as the next one
-                    self.close_connection = True
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                if self.close_connection:
-                    self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(data)
+                self.reply(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"), "application/json")
 
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True

@@ -56,11 +56,12 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from chatcli.config.settings import Proxies
 from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.messages import well_formed
+from chatcli.gateway.http import GatewayHandler
 from chatcli.gateway.hub import ConversationHub, Reply
 from chatcli.gateway.preview import parts
 from chatcli.store.spool import Spool
@@ -70,7 +71,7 @@ LIMIT = 4096  # characters in one WhatsApp text message
 API_URL = "https://graph.facebook.com/v24.0"
 DEFAULT_LISTEN = "127.0.0.1:8788"
 MAX_BODY = 1024 * 1024  # Meta's deliveries are a few kilobytes
-TIMEOUT = 30.0  # seconds a connection may stay silent; and a Graph API request
+TIMEOUT = 30.0  # seconds a Graph API request may take
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0)  # seconds between tries of a send; then every minute
 REFUSED_WAIT = 300.0  # seconds between tries while Meta refuses the token
 BUSY_WAIT = 2.0  # seconds before a message another process is answering is looked at again
@@ -478,19 +479,9 @@ def _well_made(item: dict) -> bool:
 
 
 def _handler(adapter: WhatsAppAdapter):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "chatcli-gateway"
-        timeout = TIMEOUT
-
-        def log_message(self, *args) -> None:  # requests are not logged: they may quote what was sent
-            pass
-
-        def handle(self) -> None:
-            try:
-                super().handle()
-            except ConnectionError as exc:
-                adapter.log(f"whatsapp: a client closed its connection early ({type(exc).__name__})")
+    class Handler(GatewayHandler):
+        def gone(self, exc: ConnectionError) -> None:
+            adapter.log(f"whatsapp: a client closed its connection early ({type(exc).__name__})")
 
         def do_GET(self) -> None:
             self._send(*adapter.verify(urllib.parse.urlsplit(self.path).query))
@@ -513,16 +504,7 @@ def _handler(adapter: WhatsAppAdapter):
             self._send(status, text)
 
         def _send(self, status: int, text: str) -> None:
-            data = text.encode("utf-8")
-            if status >= 400:
-                self.close_connection = True
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            if self.close_connection:
-                self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(status, text.encode("utf-8"), "text/plain; charset=utf-8")
 
     return Handler
 
