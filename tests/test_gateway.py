@@ -612,3 +612,10 @@ def test_a_configured_secret_is_redacted_whole_and_as_a_url_writes_it():
     assert redact_secrets(text, ["123:abc", "123:abc-def", ""]) == (
         "POST /bot[REDACTED]/getMe failed; retried /bot[REDACTED]/getMe; [REDACTED] alone too")
     assert redact_secrets("nothing secret here", ["", "123:abc"]) == "nothing secret here"
+
+
+def test_a_short_secret_is_redacted_where_it_stands_alone_not_inside_words():
+    from chatcli.core.redact import redact_secrets
+
+    assert redact_secrets("Conversation saved; the code v refused; (v)", ["v"]) == (
+        "Conversation saved; the code [REDACTED] refused; ([REDACTED])")

@@ -8,6 +8,9 @@ from collections.abc import Iterable
 from urllib.parse import quote
 
 REDACTED = "[REDACTED]"
+# A known value shorter than this is redacted where it is a word of its own, not inside other
+# words: a verify token "v" would otherwise turn "conversation" into "con[REDACTED]ersation".
+WHOLE_WORD_BELOW = 8
 
 # Shapes of common API credentials. Deliberately specific: ordinary prose must survive.
 # `_B` rather than `\b`: a key glued to a name by "_" (`OPENAI_KEY_sk-…`) or to a word is still
@@ -49,7 +52,10 @@ def redact_secrets(text: str, known: Iterable[str] = ()) -> str:
     (also as it is written in a URL), replaced by [REDACTED]."""
     for value in sorted({form for value in known if value for form in (value, quote(value, safe=""))},
                         key=len, reverse=True):  # longest first: a secret holding another goes whole
-        text = text.replace(value, REDACTED)
+        if len(value) < WHOLE_WORD_BELOW:  # a short one (a verify token "v") only where it stands alone
+            text = re.sub(rf"(?<![^\W_]){re.escape(value)}(?![^\W_])", REDACTED, text)
+        else:
+            text = text.replace(value, REDACTED)
     for pattern in _PATTERNS:
         text = pattern.sub(REDACTED, text)
     text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
