@@ -59,6 +59,7 @@ def build_parser():
 COMMANDS = (
     ("session ACTION", "list, show, search, export, transcript, delete, fork"),
     ("storage [ACTION]", "what chatcli keeps; prune [--apply], rekey"),
+    ("import SOURCE", "another tool's conversations as sessions"),
     ("doctor", "what is set up, and what is wrong"),
     ("mcp-server", "an MCP server on stdio, for MCP clients"),
     ("acp", "an agent for editors (Agent Client Protocol)"),
@@ -101,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         args = storage_parser(_parser_class()).parse_args(argv[1:])
         args.debug = False
         runner = _run_storage
+    elif argv and argv[0] == "import":
+        from chatcli.cli.import_cli import build_parser as import_parser
+
+        args = import_parser(_parser_class()).parse_args(argv[1:])
+        runner = _run_import
     elif argv and argv[0] in _SERVERS:
         args, runner = _server_args(argv[0], argv[1:])
     else:
@@ -220,6 +226,12 @@ def _run_session(args) -> int:
     from chatcli.cli.session_cli import run_session_command
 
     return run_session_command(args, _settings)
+
+
+def _run_import(args) -> int:
+    from chatcli.cli.import_cli import run_import_command
+
+    return run_import_command(args, _settings)
 
 
 def _run_storage(args) -> int:

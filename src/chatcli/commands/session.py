@@ -82,6 +82,25 @@ def _search(conv: Conversation, query: str) -> str:
     return records.format_session_hits(records.search_sessions(conv.settings, conv.store, query, hidden=conv.hidden))
 
 
+def _import(conv: Conversation, args: str) -> str:
+    """/session import SOURCE [PATH] [--dry-run]: `chatcli import`'s report (without its bar)."""
+    import shlex
+
+    from chatcli.engine.importing import run_import
+
+    try:
+        words = shlex.split(args)  # a PATH with spaces in quotes
+    except ValueError as exc:
+        raise UsageError(f"/session import: {exc}") from None
+    dry_run = "--dry-run" in words
+    words = [word for word in words if word != "--dry-run"]
+    if not words or len(words) > 2 or any(word.startswith("-") for word in words):
+        from chatcli.store.sources import SOURCES
+
+        raise UsageError(f"usage: /session import SOURCE [PATH] [--dry-run] (SOURCE: {', '.join(SOURCES)})")
+    return run_import(conv.settings, words[0], words[1] if len(words) > 1 else None, dry_run=dry_run).text()
+
+
 def _export_command(conv: Conversation, args: str) -> str:
     return _export(conv, args.split(), "/session export md|jsonl [path]")
 
@@ -109,6 +128,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
                lambda conv, args: transcript_command(conv, args)),
     Subcommand("search", "<words>", "ranked search across every saved session", _search, mcp="search",
                mcp_params=("query",)),
+    Subcommand("import", "SOURCE [PATH] [--dry-run]", "make another tool's conversations into sessions",
+               _import),
 )
 BY_NAME = {sub.name: sub for sub in SUBCOMMANDS}
 BY_MCP_ACTION = {sub.mcp: sub for sub in SUBCOMMANDS if sub.mcp}

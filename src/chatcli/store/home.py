@@ -154,6 +154,16 @@ def log_named(filename: str) -> str | None:
 
 
 # -- as paths, within a store's directory (a store may live anywhere: the tests put them in tmp) --
+def sessions_dir_of(root: Path) -> Path:
+    """The sessions directory of a home at `root` (another ChatCLI's, read by `chatcli import`)."""
+    return root / _SESSIONS
+
+
+def recall_dir_of(root: Path) -> Path:
+    """The recall entries' directory of a home at `root`."""
+    return root / _RECALL
+
+
 def session_path(sessions: Path, name: str) -> Path:
     return sessions / (name + _SESSION)
 

@@ -8,7 +8,8 @@ storing an entry again refreshes its time.
 
 Go ChatCLI shares the directory: it keeps its originals as `<key>.ccr`, the raw text it compacted
 (key = the first 16 hex of the text's SHA-256), and its summaries carry the same marker. Those
-are read too, as text (they are not messages), and never written: they are Go's files.
+are read too, as text (they are not messages), and never written: they are Go's files (but for
+those `chatcli import chatcli` copies in from another home).
 """
 
 from __future__ import annotations
@@ -102,6 +103,35 @@ class RecallStore:
         except OSError as exc:
             raise RecallError(f"recall store: cannot write {path}: {exc.strerror or exc}") from None
         return key
+
+    def adopt(self, filename: str, raw: bytes) -> str:
+        """Take in another home's recall entry file (`chatcli import chatcli`): "copied", "had"
+        (one of that name is here already, left as it is) or why it was not copied. A chatcli
+        entry is sealed under this store's key when it has one; Go ChatCLI's text only goes to a
+        plaintext store (it has no sealed form)."""
+        key = home.go_entry_named(filename) or home.entry_named(filename)
+        if not key or not KEY_RE.fullmatch(key):
+            return "not a recall entry"
+        go = home.go_entry_named(filename) is not None
+        path = home.go_entry_path(self.root, key) if go else home.entry_path(self.root, key)
+        if path.exists():
+            return "had"
+        if go:
+            if self.key is not None:
+                return "Go ChatCLI text, which this sealed home does not keep in plaintext"
+            payload = raw
+        else:
+            try:
+                document = load_json(raw, None, "recall", key, f"recall entry {key}")
+                [Message.from_dict(item) for item in document["messages"]]
+            except (SealError, ValueError, KeyError, TypeError):
+                return "sealed with its home's key, or damaged"
+            payload = dump_json(document, self.key, "recall", key)
+        try:
+            atomic_write(path, payload)
+        except OSError as exc:
+            return f"cannot write {path}: {exc.strerror or exc}"
+        return "copied"
 
     def get(self, key: str) -> tuple[list[Message], dict]:
         """The messages of entry `key` and where they came from. Raises RecallError (unknown,

@@ -442,6 +442,26 @@ class SessionStore:
             return None
         return ends, Stamp.of(st), raw, st
 
+    def fields(self, name: str, reach: int = 65536) -> dict:
+        """The session's top-level fields but its history (encode_head's document): from its
+        first `reach` bytes when it is a plaintext file laid out as chatcli writes it (the
+        history last), else from the whole file. SessionError as for `load`."""
+        if self.key is None:
+            try:
+                fd = open_in_home(self.path(name), os.O_RDONLY)
+                try:
+                    first = os.read(fd, reach)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                raise self._error(name, exc) from None
+            found = head_of(first, laid_out=False)
+            if found is not None:
+                found[0].pop("chat_history", None)
+                return found[0]
+        data, _ = self.load(name)
+        return _document().encode_head(data)
+
     def load_opened(self, name: str, fd: int, st: os.stat_result) -> SessionData:
         """The whole session in the file `open_ends` left open (closed here), as of `st`: what it
         held then, whatever was appended to it in place since."""

@@ -1,0 +1,175 @@
+"""Conversations read from another tool, as values, and the rules of bringing them in: the
+session name one gets, what its session records of where it came from, what an import does to a
+session already imported (add, grow, leave). Pure: the readers (store/sources) and the import
+itself (engine/importing.py) do the I/O."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from chatcli.core.journal import history_hashes
+from chatcli.core.messages import Message
+from chatcli.core.names import is_machine_name, is_valid_name
+
+# The top-level field of a session document that records its import (SPEC §4: unknown fields are
+# kept by every reader, and Go ChatCLI ignores fields it does not know).
+META_KEY = "imported"
+SLUG_MAX = 40  # characters of the title kept in a session's name
+
+
+@dataclass
+class Found:
+    """One conversation as another tool saved it, made into chatcli messages.
+
+    `id` is the tool's own id for it (stable across imports: what makes a second import update
+    rather than duplicate); `started` an ISO 8601 time; `left_out` counts, by kind, what has no
+    chatcli equivalent ("thinking block", "image", "side branch"): each such thing is also
+    named in one line in its message's `meta.left_out`, or kept in the message's meta."""
+
+    source: str
+    id: str
+    messages: list[Message]
+    title: str | None = None
+    started: str | None = None
+    where: str = ""
+    left_out: dict[str, int] = field(default_factory=dict)
+    # A session name the conversation already had in its tool (Go ChatCLI's sessions), kept when free.
+    name: str | None = None
+    details: dict = field(default_factory=dict)  # kept in the session's import record (cwd, model…)
+
+    def leave_out(self, kind: str, count: int = 1) -> None:
+        self.left_out[kind] = self.left_out.get(kind, 0) + count
+
+
+class Tally:
+    """What one source file held that could not be read, by kind ("torn last line", "unknown
+    event type 'x'"): said in one line per file, never fatal."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.kinds: dict[str, int] = {}
+
+    def skip(self, kind: str, count: int = 1) -> None:
+        self.kinds[kind] = self.kinds.get(kind, 0) + count
+
+    def __bool__(self) -> bool:
+        return bool(self.kinds)
+
+    def line(self) -> str:
+        return f"{self.where}: skipped {described(self.kinds)}"
+
+
+def slug(title: str | None) -> str:
+    """A title as a name's last part: accents folded, lower case, words joined by '-', at most
+    SLUG_MAX characters cut at a word; "untitled" when nothing is left."""
+    text = unicodedata.normalize("NFKD", title or "")
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+    words = re.findall(r"[a-z0-9]+", text)
+    out = ""
+    for word in words:
+        candidate = f"{out}-{word}" if out else word
+        if len(candidate) > SLUG_MAX:
+            if not out:
+                out = word[:SLUG_MAX]
+            break
+        out = candidate
+    return out or "untitled"
+
+
+def session_name(source: str, started: str | None, title: str | None, taken: Callable[[str], bool],
+                 kept: str | None = None) -> str:
+    """The session an imported conversation becomes: `kept` (its name in the other tool) when it
+    is a free, valid, user name, else `<source>-<date>-<short title>`, with `-2`, `-3`… when
+    that is taken. Never a name that exists: an import never writes over a session."""
+    if kept and is_valid_name(kept) and not is_machine_name(kept) and not taken(kept):
+        return kept
+    date = started[:10] if started and re.fullmatch(r"\d{4}-\d{2}-\d{2}", started[:10]) else "undated"
+    base = f"{source}-{date}-{slug(title)}"
+    name, counter = base, 1
+    while taken(name):
+        counter += 1
+        name = f"{base}-{counter}"
+    return name
+
+
+def digest(messages: Sequence[Message]) -> str:
+    """What an import recorded of the messages it brought in: a later import compares it with
+    the same number of the conversation's messages to see that they are still the ones it took."""
+    return hashlib.sha256("\n".join(history_hashes(messages)).encode()).hexdigest()[:32]
+
+
+@dataclass
+class Record:
+    """A session's import record (its META_KEY field): where it came from, and how many of the
+    source conversation's messages it holds (those first ones, matching `digest`)."""
+
+    source: str
+    id: str
+    name: str  # the session it was made as: a fork or a copy under another name is not updated
+    count: int
+    digest: str
+    at: str
+    where: str = ""
+    left_out: dict[str, int] = field(default_factory=dict)
+    details: dict = field(default_factory=dict)
+
+    def to_meta(self) -> dict:
+        meta = {"source": self.source, "id": self.id, "session": self.name, "count": self.count,
+                "digest": self.digest, "at": self.at, "from": self.where}
+        if self.left_out:
+            meta["left_out"] = dict(self.left_out)
+        if self.details:
+            meta["details"] = dict(self.details)
+        return meta
+
+    @classmethod
+    def of_meta(cls, meta: object) -> Record | None:
+        """The record a session holds, or None when it holds none (or one in a shape not ours)."""
+        if not isinstance(meta, dict):
+            return None
+        values = (meta.get("source"), meta.get("id"), meta.get("session"), meta.get("digest"), meta.get("at"))
+        count = meta.get("count")
+        if not all(isinstance(v, str) for v in values) or not isinstance(count, int) or isinstance(count, bool):
+            return None
+        left = meta.get("left_out")
+        details = meta.get("details")
+        return cls(values[0], values[1], values[2], count, values[3], values[4], str(meta.get("from") or ""),
+                   dict(left) if isinstance(left, dict) else {}, dict(details) if isinstance(details, dict) else {})
+
+
+# What an import does with one conversation.
+NEW = "new"  # no session holds it: made
+GROWN = "grown"  # its session holds its first messages, and it has more: they are added
+SAME = "same"  # its session holds all of it already
+CHANGED = "changed"  # an earlier message differs from what was imported (edited at the source): left
+
+
+def decide(found: Found, record: Record | None) -> tuple[str, int]:
+    """What to do with `found`, given the record of the session that imported it before (None:
+    none did), and from which of its messages on to add."""
+    if record is None:
+        return NEW, 0
+    count = record.count
+    if count > len(found.messages) or digest(found.messages[:count]) != record.digest:
+        return CHANGED, count
+    if count == len(found.messages):
+        return SAME, count
+    return GROWN, count
+
+
+def described(kinds: dict[str, int]) -> str:
+    """`3 thinking blocks, 1 image`: counts by kind, most first. A kind is a singular noun
+    ("torn last line", "line of unknown type 'x'"), made plural here."""
+    return ", ".join(f"{count} {kind if count == 1 else plural(kind)}"
+                     for kind, count in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def plural(kind: str) -> str:
+    """"side branch" → "side branches", "line of unknown type 'x'" → "lines of unknown type 'x'"."""
+    head, of, tail = kind.partition(" of ")
+    suffix = "es" if head.endswith(("s", "x", "ch", "sh")) else "s"
+    return f"{head}{suffix}{of}{tail}"

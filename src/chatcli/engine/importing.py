@@ -1,0 +1,293 @@
+"""`chatcli import` and `/session import`: another tool's conversations made into sessions.
+
+Each conversation a source reader finds (store/sources) becomes a named session with its journal,
+searchable at once: `session search`, `transcript`, export, `/session load` and `-c` work on it
+like on any other. The session records where it came from (core/imported.Record, in its
+`imported` field), which makes importing again safe: a conversation already imported is left
+as it is, one that grew gets its new messages appended to its session, one edited at its source
+before its end is left and named. Nothing is written over: a new session takes a free name.
+
+Conversations are written one at a time, oldest first, as they are read: a 100,000-message
+archive is never held in memory whole, and an import stopped half-way keeps what it wrote (the
+next run adds the rest). The search index is brought up to date at the end."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chatcli.config.settings import Settings
+from chatcli.core import imported as rules
+from chatcli.core.imported import CHANGED, GROWN, NEW, SAME, Found, Record, Tally
+from chatcli.core.messages import Message
+from chatcli.core.session import SessionData, make_title
+from chatcli.engine import records
+from chatcli.engine.transcript import TranscriptSync, now_text
+from chatcli.store import sources
+from chatcli.store.home import Home
+from chatcli.store.session_file import SessionError, SessionExists
+from chatcli.store.sessions import SessionStore
+
+
+@dataclass
+class Outcome:
+    """What the import did with one conversation."""
+
+    action: str  # core/imported NEW, GROWN, SAME or CHANGED
+    name: str  # its session
+    messages: int  # the messages the session holds of it
+    added: int  # messages written by this import
+    left_out: dict[str, int]
+    where: str
+    note: str = ""
+
+
+@dataclass
+class Report:
+    source: str
+    label: str
+    root: str
+    dry_run: bool
+    outcomes: list[Outcome] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # one line per damaged file
+    failed: list[str] = field(default_factory=list)  # one line per conversation not written
+    notes: list[str] = field(default_factory=list)
+
+    def count(self, action: str) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.action == action)
+
+    def text(self) -> str:
+        return "\n".join(report_lines(self))
+
+
+# progress(files read, files in all, conversations, messages): called after each file and
+# every PROGRESS_EVERY conversations within one (a single export file holds thousands).
+Progress = Callable[[int, int, int, int], None]
+PROGRESS_EVERY = 50
+
+
+def run_import(settings: Settings, source_name: str, path: str | None, *, dry_run: bool = False,
+               progress: Progress | None = None, env: Mapping[str, str] | None = None) -> Report:
+    reader = sources.source(source_name)
+    env = os.environ if env is None else env
+    root = Path(path).expanduser() if path else reader.default(env, Path(env.get("HOME") or Path.home()))
+    root = root.absolute()
+    _refuse_own_home(settings, root)
+    files = reader.files(root)
+    home = Home.of(settings)
+    store = home.sessions()
+    report = Report(reader.NAME, reader.LABEL, sources.shown(root), dry_run)
+    bringer = _Bringer(settings, store, reader.NAME, dry_run, report)
+    conversations = messages = 0
+    for done, file in enumerate(files, 1):
+        tally = Tally(sources.shown(file))
+        try:
+            for found in reader.read(file, tally):
+                bringer.bring(found)
+                conversations += 1
+                messages += len(found.messages)
+                if progress is not None and conversations % PROGRESS_EVERY == 0:
+                    progress(done - 1, len(files), conversations, messages)
+        except OSError as exc:
+            report.skipped.append(f"{tally.where}: could not be read ({exc.strerror or exc})")
+        except Exception as exc:  # noqa: BLE001 - one file a reader could not make sense of: said, not fatal
+            report.skipped.append(f"{tally.where}: could not be read ({type(exc).__name__}: {exc})")
+        if tally:
+            report.skipped.append(tally.line())
+        if progress is not None:
+            progress(done, len(files), conversations, messages)
+    _adopt_recall(home, reader, root, report)
+    if bringer.written:
+        with contextlib.suppress(Exception):  # a cache: the next search reads what it lacks
+            records.warm_index(settings, None, store)
+    return report
+
+
+def _adopt_recall(home: Home, reader, root: Path, report: Report) -> None:
+    """Copy the source's recall entries (another ChatCLI home's `ccr/`), which the compaction
+    summaries of its sessions name: copied, already here, or left out with the reason."""
+    entries = getattr(reader, "recall_entries", None)
+    if entries is None or not root.is_dir():
+        return
+    outcomes: dict[str, int] = {}
+    recall = home.recall()
+    for filename, path in entries(root):
+        if report.dry_run:
+            outcome = "would be copied"
+        else:
+            try:
+                outcome = recall.adopt(filename, path.read_bytes())
+            except OSError as exc:
+                outcome = f"could not be read ({exc.strerror or exc})"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    for outcome, count in outcomes.items():
+        what = f"{count} recall entr{'y' if count == 1 else 'ies'}"
+        if outcome == "had":
+            report.notes.append(f"{what} already here")
+        elif outcome in ("copied", "would be copied"):
+            report.notes.append(f"{what} {outcome}")
+        else:
+            report.notes.append(f"{what} not copied: {outcome}")
+
+
+def _refuse_own_home(settings: Settings, root: Path) -> None:
+    own = settings.home.absolute()
+    if root == own or own in root.parents:
+        raise sources.SourceError(f"{sources.shown(root)} is this chatcli's own home (CHATCLI_HOME): "
+                                  "there is nothing to import from it")
+
+
+class _Bringer:
+    """Brings conversations into one store, one at a time: the sessions this source imported
+    before are found once (by their names, then their import records) and kept up to date."""
+
+    def __init__(self, settings: Settings, store: SessionStore, source: str, dry_run: bool, report: Report) -> None:
+        self.settings = settings
+        self.store = store
+        self.source = source
+        self.dry_run = dry_run
+        self.report = report
+        self.written = 0
+        self.names = set(store.entries())
+        self.made: set[str] = set()  # names taken in this run (a dry run writes none)
+        self.known: dict[str, Record] = {}  # source id → the record of the session that holds it
+        for name in self.names:
+            # Its sessions are named `<source>-…`; another chatcli's keep their own names.
+            if name.startswith(f"{source}-") or source == "chatcli":
+                self._learn(name)
+
+    def _learn(self, name: str) -> None:
+        try:
+            record = Record.of_meta(self.store.fields(name).get(rules.META_KEY))
+        except SessionError:
+            return  # unreadable: not ours to update, and its name stays taken
+        if record is not None and record.source == self.source and record.name == name:
+            self.known[record.id] = record
+
+    def taken(self, name: str) -> bool:
+        return name in self.names or name in self.made or self.store.exists(name)
+
+    def bring(self, found: Found) -> None:
+        record = self.known.get(found.id)
+        action, start = rules.decide(found, record)
+        if action == NEW:
+            self._new(found)
+        elif action == GROWN:
+            self._grown(found, record, start)
+        else:
+            note = "" if action == SAME else (
+                f"its first {record.count} messages changed at the source since it was imported; left as it was")
+            self.report.outcomes.append(Outcome(action, record.name, record.count, 0, record.left_out,
+                                                found.where, note))
+
+    def _new(self, found: Found) -> None:
+        name = rules.session_name(self.source, found.started, found.title, self.taken, kept=found.name)
+        outcome = Outcome(NEW, name, len(found.messages), len(found.messages), found.left_out, found.where)
+        if self.dry_run:
+            self.made.add(name)
+            self.report.outcomes.append(outcome)
+            return
+        record = self._record(found, name, len(found.messages))
+        sync = TranscriptSync(self.settings)
+        notes = sync.sync(found.messages)
+        data = SessionData(history=found.messages, title=_titled(found.title), transcript_id=sync.id,
+                           extra={rules.META_KEY: record.to_meta()})
+        while True:
+            try:
+                self.store.create(name, data)
+                break
+            except SessionExists:  # made meanwhile by someone else: the next free name
+                self.made.add(name)
+                name = rules.session_name(self.source, found.started, found.title, self.taken)
+                record.name = outcome.name = name
+                data.extra[rules.META_KEY] = record.to_meta()
+            except SessionError as exc:
+                sync.discard(sync.id)
+                self.report.failed.append(f"{found.where}: not imported: {exc}")
+                return
+        self.made.add(name)
+        self.known[found.id] = record
+        self.written += 1
+        self.report.outcomes.append(outcome)
+        self.report.notes.extend(notes)
+
+    def _grown(self, found: Found, record: Record, start: int) -> None:
+        added = found.messages[start:]
+        if self.dry_run:
+            self.report.outcomes.append(Outcome(GROWN, record.name, len(found.messages), len(added),
+                                                found.left_out, found.where))
+            return
+        note = ""
+        try:
+            with self.store.lock(record.name):
+                data, _ = self.store.load(record.name)
+                current = Record.of_meta(data.extra.get(rules.META_KEY))
+                if current != record:  # changed since it was read at the start: read again next run
+                    raise SessionError(f"session '{record.name}' changed during the import; run it again")
+                if len(data.history) != record.count:
+                    note = "added after the turns made in chatcli since its import"
+                data.history.extend(added)
+                sync = TranscriptSync(self.settings)
+                sync.attach(data.transcript_id)
+                self.report.notes.extend(sync.sync(data.history))
+                data.transcript_id = data.transcript_id or sync.id
+                updated = self._record(found, record.name, len(found.messages))
+                data.extra[rules.META_KEY] = updated.to_meta()
+                self.store.write(record.name, data)
+        except SessionError as exc:
+            self.report.failed.append(f"{found.where}: not updated: {exc}")
+            return
+        self.known[found.id] = updated
+        self.written += 1
+        self.report.outcomes.append(Outcome(GROWN, record.name, len(found.messages), len(added),
+                                            found.left_out, found.where, note))
+
+    def _record(self, found: Found, name: str, count: int) -> Record:
+        return Record(self.source, found.id, name, count, rules.digest(found.messages[:count]), now_text(),
+                      found.where, dict(found.left_out), dict(found.details))
+
+
+def _titled(title: str | None) -> str | None:
+    """A source's title as a session's (SPEC §4): whitespace collapsed, at most TITLE_MAX characters."""
+    if not title or not title.strip():
+        return None
+    return make_title([Message("user", title)])
+
+
+def report_lines(report: Report) -> list[str]:
+    """What an import says: a summary line, one line per session made or grown, the conversations
+    already imported as a count, then what was skipped."""
+    made, grown, same, changed = (report.count(a) for a in (NEW, GROWN, SAME, CHANGED))
+    verb = "Would import" if report.dry_run else "Imported"
+    added = sum(o.added for o in report.outcomes)
+    lines = [f"{verb} from {report.label} ({report.root}): {made} new session{_s(made)}, {grown} grown, "
+             f"{added} message{_s(added)}{'' if report.dry_run else ' written'}; "
+             f"{same} already imported and unchanged."]
+    for outcome in report.outcomes:
+        if outcome.action == NEW:
+            head = f"  {'would make' if report.dry_run else 'new'} '{outcome.name}': {outcome.messages} message{_s(outcome.messages)}"
+        elif outcome.action == GROWN:
+            head = f"  {'would add' if report.dry_run else 'added'} {outcome.added} to '{outcome.name}' (now {outcome.messages})"
+        elif outcome.action == CHANGED:
+            lines.append(f"  left '{outcome.name}': {outcome.note}")
+            continue
+        else:
+            continue
+        if outcome.left_out and outcome.action == NEW:
+            head += f"; left out: {rules.described(outcome.left_out)}"
+        if outcome.note:
+            head += f" ({outcome.note})"
+        lines.append(head)
+    for line in report.skipped:
+        lines.append(f"  {line}")
+    for line in report.failed:
+        lines.append(f"  {line}")
+    lines.extend(f"  {note}" for note in dict.fromkeys(report.notes))
+    return lines
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
