@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_chatcli
+import pexpect
+from conftest import CHATCLI, run_chatcli
 from importing import continued, imported, made, searched, session_document, snapshot
+from repl_driver import Repl, plain
 
 from chatcli.core.imported import Tally
 from chatcli.store.sources import claude_code
@@ -261,3 +263,38 @@ def test_reading_joins_a_response_split_over_lines_even_across_its_tool_results(
     assert not tally
     roles = [(m.role, m.tool_call_id or [c["id"] for c in m.tool_calls or []]) for m in found.messages]
     assert roles == [("user", []), ("assistant", ["t1", "t2"]), ("tool", "t1"), ("tool", "t2"), ("assistant", [])]
+
+
+def test_the_repl_imports_then_loads_and_continues(repl_env, openai_server, home, workdir):
+    lines = Lines(home / ".claude" / "projects" / "p" / f"{SESSION}.jsonl")
+    lines.user("Which port does staging use?")
+    lines.assistant("msg_01", text("Staging listens on 8443."))
+    lines.write()
+    repl = Repl(repl_env, "m", cwd=workdir)
+    try:
+        out = plain(repl.send("/session import claude-code --dry-run"))
+        assert "would make 'claude-code-2025-08-20-which-port-does-staging-use': 2 messages" in out
+        out = plain(repl.send("/session import claude-code"))
+        assert "new 'claude-code-2025-08-20-which-port-does-staging-use': 2 messages" in out
+        assert "Session 'claude-code-2025-08-20-which-port-does-staging-use' loaded" in plain(
+            repl.send("/session load claude-code-2025-08-20-which-port-does-staging-use"))
+        repl.send("and production?")
+        assert [m["content"] for m in openai_server.requests[-1].body["messages"]][-3:] == [
+            "Which port does staging use?", "Staging listens on 8443.", "and production?"]
+        assert "usage: /session import SOURCE [PATH] [--dry-run]" in plain(repl.send("/session import"))
+    finally:
+        repl.close()
+
+
+def test_a_long_import_draws_a_bar_with_counts_on_a_terminal(env, home):
+    for number in range(3):
+        lines = Lines(home / ".claude" / "projects" / "p" / f"s{number}.jsonl", session=f"s{number}")
+        lines.user(f"question {number}")
+        lines.assistant(f"msg_{number}", text(f"answer {number}"))
+        lines.write()
+    child = pexpect.spawn(CHATCLI, ["import", "claude-code"], env=env, encoding="utf-8", timeout=30)
+    child.expect(r"Importing Claude Code \[#+\] 3/3 files · 3 conversations · 6 messages")
+    child.expect("Imported from Claude Code")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0

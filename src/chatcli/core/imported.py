@@ -96,10 +96,12 @@ def session_name(source: str, started: str | None, title: str | None, taken: Cal
     return name
 
 
-def digest(messages: Sequence[Message]) -> str:
+def digest(messages: Sequence[Message], hashes: Sequence[str] | None = None) -> str:
     """What an import recorded of the messages it brought in: a later import compares it with
-    the same number of the conversation's messages to see that they are still the ones it took."""
-    return hashlib.sha256("\n".join(history_hashes(messages)).encode()).hexdigest()[:32]
+    the same number of the conversation's messages to see that they are still the ones it took.
+    `hashes`: the messages' journal hashes, when the caller has them already."""
+    hashes = history_hashes(messages) if hashes is None else hashes
+    return hashlib.sha256("\n".join(hashes).encode()).hexdigest()[:32]
 
 
 @dataclass

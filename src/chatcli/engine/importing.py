@@ -22,6 +22,7 @@ from pathlib import Path
 from chatcli.config.settings import Settings
 from chatcli.core import imported as rules
 from chatcli.core.imported import CHANGED, GROWN, NEW, SAME, Found, Record, Tally
+from chatcli.core.journal import history_hashes
 from chatcli.core.messages import Message
 from chatcli.core.session import SessionData, make_title
 from chatcli.engine import records
@@ -190,9 +191,10 @@ class _Bringer:
             self.made.add(name)
             self.report.outcomes.append(outcome)
             return
-        record = self._record(found, name, len(found.messages))
+        hashes = history_hashes(found.messages)  # hashed once: for the journal and the import record
+        record = self._record(found, name, len(found.messages), hashes)
         sync = TranscriptSync(self.settings)
-        notes = sync.sync(found.messages)
+        notes = sync.sync(found.messages, hashes=hashes)
         data = SessionData(history=found.messages, title=_titled(found.title), transcript_id=sync.id,
                            extra={rules.META_KEY: record.to_meta()})
         while True:
@@ -245,8 +247,8 @@ class _Bringer:
         self.report.outcomes.append(Outcome(GROWN, record.name, len(found.messages), len(added),
                                             found.left_out, found.where, note))
 
-    def _record(self, found: Found, name: str, count: int) -> Record:
-        return Record(self.source, found.id, name, count, rules.digest(found.messages[:count]), now_text(),
+    def _record(self, found: Found, name: str, count: int, hashes: list[str] | None = None) -> Record:
+        return Record(self.source, found.id, name, count, rules.digest(found.messages[:count], hashes), now_text(),
                       found.where, dict(found.left_out), dict(found.details))
 
 
