@@ -40,7 +40,7 @@ def test_an_unknown_command_with_no_near_name_points_to_help_in_one_line(dispatc
 
 @pytest.mark.parametrize(("line", "expected"), [
     ("/session lst", "unknown action 'lst' for /session — did you mean 'list'? (actions: save, load, attach, "
-                     "detach, status, list, delete, new, fork, export, transcript, search)"),
+                     "detach, status, list, delete, new, fork, export, transcript, search, import)"),
     ("/session exprot md", "unknown action 'exprot' for /session — did you mean 'export'?"),
     ("/session transcript shwo 1", "unknown action 'shwo' for /session transcript — did you mean 'show'? "
                                    "(actions: search, show, export, stats)"),
@@ -61,7 +61,7 @@ def test_a_mistyped_action_names_the_nearest_one_in_one_line(dispatch, line, exp
 def test_an_unknown_action_with_no_near_name_lists_the_actions(dispatch):
     said = dispatch("/session zzzzzz")
     assert said == ("unknown action 'zzzzzz' for /session (actions: save, load, attach, detach, status, list, "
-                    "delete, new, fork, export, transcript, search)")
+                    "delete, new, fork, export, transcript, search, import)")
     assert dispatch("/schedule zzzzzz") == \
         "unknown action 'zzzzzz' for /schedule (actions: list, remove; or CRON /COMMAND)"
 

@@ -108,12 +108,15 @@ _LAYOUT = re.compile(r"""/\s*["'](?:sessions|transcripts|ccr|index|logs)["']"""
                      r"""|\.catalog\.(?:json|log)|\.latest\.json|\.listing\.txt""")
 # The prompt history's lock sits beside HISTORY_FILE, outside CHATCLI_HOME.
 _LAYOUT_ELSEWHERE = {"chatcli.store.history": "'.lock'"}
+# The readers of `chatcli import` spell other tools' layouts (Codex's `sessions/`, Gemini CLI's
+# `.jsonl`), not chatcli's; but another ChatCLI home is read through store/home's own names.
+_OTHER_TOOLS = "chatcli.store.sources."
 
 
 def test_the_storage_layout_is_spelled_in_store_home_only():
     spelled = []
     for module, path in _modules():
-        if module == "chatcli.store.home":
+        if module == "chatcli.store.home" or (module.startswith(_OTHER_TOOLS) and module != _OTHER_TOOLS + "chatcli"):
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             found = _LAYOUT.search(line)

@@ -256,7 +256,8 @@ def test_version_and_help(env, workdir):
         assert flag in result.stdout
     # Every command a user can run is named, each on its own line, within 80 columns.
     commands = result.stdout.split("commands (each has --help):\n")[1].splitlines()
-    assert [line.split()[1] for line in commands] == ["session", "storage", "doctor", "mcp-server", "acp", "gateway"]
+    assert [line.split()[1] for line in commands] == ["session", "storage", "import", "doctor", "mcp-server",
+                                                       "acp", "gateway"]
     for action in ("list", "show", "search", "export", "transcript", "delete", "fork", "prune", "rekey"):
         assert action in result.stdout
     assert max(map(len, commands)) <= 80

@@ -56,6 +56,7 @@ class Report:
     skipped: list[str] = field(default_factory=list)  # one line per damaged file
     failed: list[str] = field(default_factory=list)  # one line per conversation not written
     notes: list[str] = field(default_factory=list)
+    empty: int = 0  # conversations without a message, passed over
 
     def count(self, action: str) -> int:
         return sum(1 for outcome in self.outcomes if outcome.action == action)
@@ -155,14 +156,13 @@ class _Bringer:
         self.names = set(store.entries())
         self.made: set[str] = set()  # names taken in this run (a dry run writes none)
         self.known: dict[str, Record] = {}  # source id → the record of the session that holds it
-        for name in self.names:
-            # Its sessions are named `<source>-…`; another chatcli's keep their own names.
-            if name.startswith(f"{source}-") or source == "chatcli":
+        for name in self.names:  # its sessions are named `<source>-…` (or kept their own: see `bring`)
+            if name.startswith(f"{source}-"):
                 self._learn(name)
 
     def _learn(self, name: str) -> None:
         try:
-            record = Record.of_meta(self.store.fields(name).get(rules.META_KEY))
+            record = Record.of_meta(self.store.fields(name, reach=16384).get(rules.META_KEY))
         except SessionError:
             return  # unreadable: not ours to update, and its name stays taken
         if record is not None and record.source == self.source and record.name == name:
@@ -172,6 +172,11 @@ class _Bringer:
         return name in self.names or name in self.made or self.store.exists(name)
 
     def bring(self, found: Found) -> None:
+        if not found.messages:
+            self.report.empty += 1
+            return
+        if found.name and found.id not in self.known and found.name in self.names:
+            self._learn(found.name)  # a session that kept its name in the other tool may be this one
         record = self.known.get(found.id)
         action, start = rules.decide(found, record)
         if action == NEW:
@@ -283,6 +288,8 @@ def report_lines(report: Report) -> list[str]:
         if outcome.note:
             head += f" ({outcome.note})"
         lines.append(head)
+    if report.empty:
+        lines.append(f"  {report.empty} conversation{_s(report.empty)} without a message passed over")
     for line in report.skipped:
         lines.append(f"  {line}")
     for line in report.failed:
