@@ -136,7 +136,7 @@ def _adopt_recall(home: Home, reader, root: Path, report: Report) -> None:
 
 
 def _refuse_own_home(settings: Settings, root: Path) -> None:
-    own = settings.home.absolute()
+    own, root = Path(os.path.realpath(settings.home)), Path(os.path.realpath(root))
     if root == own or own in root.parents:
         raise sources.SourceError(f"{sources.shown(root)} is this chatcli's own home (CHATCLI_HOME): "
                                   "there is nothing to import from it")
@@ -192,12 +192,13 @@ class _Bringer:
     def _new(self, found: Found) -> None:
         name = rules.session_name(self.source, found.started, found.title, self.taken, kept=found.name)
         outcome = Outcome(NEW, name, len(found.messages), len(found.messages), found.left_out, found.where)
-        if self.dry_run:
-            self.made.add(name)
-            self.report.outcomes.append(outcome)
-            return
         hashes = history_hashes(found.messages)  # hashed once: for the journal and the import record
         record = self._record(found, name, len(found.messages), hashes)
+        if self.dry_run:  # as if made: the same conversation again in this run is not made twice
+            self.made.add(name)
+            self.known[found.id] = record
+            self.report.outcomes.append(outcome)
+            return
         sync = TranscriptSync(self.settings)
         notes = sync.sync(found.messages, hashes=hashes)
         data = SessionData(history=found.messages, title=_titled(found.title), transcript_id=sync.id,
