@@ -98,9 +98,11 @@ def test_a_sealed_session_of_the_other_home_is_skipped_and_named(env, tmp_path):
     store.write("secret", SessionData(history=[Message("user", "sealed words")]))
     (source / "sessions" / "plain.json").write_text(json.dumps({"version": 2, "chat_history": [
         {"role": "user", "content": "plain words"}]}))
+    (source / "sessions" / "go-secret.json").write_bytes(b"CHATCLI_ENC_v1\n" + bytes(range(40)))
     report = imported(env, "chatcli", str(source))
     assert made(report) == ["plain"]
     assert "secret.json: skipped 1 sealed session (its home's key is needed: copy that home whole instead)" in report
+    assert "go-secret.json: skipped 1 session Go ChatCLI encrypted (decrypt it there first)" in report
 
 
 def test_this_home_itself_is_refused_in_one_line(env):

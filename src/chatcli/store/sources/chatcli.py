@@ -6,7 +6,8 @@ A session keeps its name when it is free here (a user moving machines expects `p
 `projeto-x`), else it gets `chatcli-<date>-<title>`. Its messages are kept whole, every field;
 what belongs to the other home (attached contexts, /rewind checkpoints, shared memory) is left
 out and counted. A sealed session (chatcli's encryption at rest) cannot be read without its
-home's key: it is skipped and counted (copy that home whole instead, with its key)."""
+home's key: it is skipped and counted (copy that home whole instead, with its key); so is one Go
+ChatCLI encrypted (its `CHATCLI_ENC_v1` files)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from chatcli.store.sources import SourceError, shown
 NAME = "chatcli"
 LABEL = "another ChatCLI home"
 # What a session holds that belongs to its own home, by the kind the report names.
+# How a session file Go ChatCLI encrypted begins (its AES-GCM format; chatcli has no key for it).
+_GO_SEALED = b"CHATCLI_ENC_v1\n"
 _HOME_BOUND = (("attachments", "context attachment"), ("checkpoints", "rewind checkpoint"),
                ("shared_memory", "shared memory item"))
 
@@ -52,6 +55,9 @@ def read(path: Path, tally: Tally) -> Iterator[Found]:
         raw = handle.read()
     if is_sealed(raw):
         tally.skip("sealed session (its home's key is needed: copy that home whole instead)")
+        return
+    if raw.startswith(_GO_SEALED):
+        tally.skip("session Go ChatCLI encrypted (decrypt it there first)")
         return
     try:
         data = decode_session(json.loads(raw))
