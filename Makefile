@@ -97,6 +97,7 @@ bench: $(VENV)/.bench-installed
 	$(PY) bench/rewind.py
 	$(PY) bench/agent.py
 	$(PY) bench/gateway.py
+	$(PY) bench/importing.py
 	$(PY) bench/seeds.py
 	$(PY) bench/encryption.py
 	$(PY) bench/servers.py
