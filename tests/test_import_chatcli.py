@@ -120,3 +120,23 @@ def test_nothing_there_is_one_line(env, tmp_path):
     unknown = run_chatcli("import", "notepad", env=env)
     assert unknown.returncode == 2
     assert "unknown source 'notepad': choose one of claude-code, codex, gemini, chatgpt, llm, chatcli" in unknown.stderr
+
+
+def test_two_homes_with_a_session_of_the_same_name_are_two_conversations(env, tmp_path):
+    for machine, words in (("laptop", "laptop words"), ("desktop", "desktop words")):
+        sessions = tmp_path / machine / "sessions"
+        sessions.mkdir(parents=True)
+        (sessions / "work.json").write_text(json.dumps({"version": 2, "chat_history": [
+            {"role": "user", "content": words}]}))
+    assert made(imported(env, "chatcli", str(tmp_path / "laptop"))) == ["work"]
+    second = made(imported(env, "chatcli", str(tmp_path / "desktop")))
+    assert len(second) == 1 and second[0].startswith("chatcli-") and second[0].endswith("-desktop-words")
+    assert made(imported(env, "chatcli", str(tmp_path / "desktop"))) == []
+
+
+def test_a_dry_run_says_what_the_import_will_say(env, tmp_path):
+    source = other_home(tmp_path / "laptop")
+    assert "1 recall entry would be copied" in imported(env, "chatcli", str(source), "--dry-run")
+    imported(env, "chatcli", str(source))
+    again = imported(env, "chatcli", str(source), "--dry-run")
+    assert "1 recall entry already here" in again and "0 new sessions" in again

@@ -5,6 +5,7 @@ readers declare (see store/sources/claude_code.py)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pexpect
@@ -225,11 +226,14 @@ def test_sealed_store_gets_sealed_imports_that_search_finds(env, home):
     lines.assistant("msg_01", text("In the accounting bucket."))
     lines.write()
     name = made(imported(env, "claude-code"))[0]
-    raw = (Path(env["CHATCLI_HOME"]) / "sessions" / f"{name}.json").read_bytes()
-    assert b"accounting" not in raw and b"invoice" not in raw
-    for journal in (Path(env["CHATCLI_HOME"]) / "transcripts").iterdir():
-        assert b"accounting" not in journal.read_bytes()
+    # Named by a keyed hash, not the title: a file name is not sealed.
+    assert re.fullmatch(r"claude-code-2025-08-20-[0-9a-f]{10}", name)
+    for path in Path(env["CHATCLI_HOME"]).rglob("*"):
+        if path.is_file():
+            assert b"accounting" not in path.read_bytes() and b"invoice" not in path.read_bytes(), path
+            assert "invoice" not in path.name
     assert name in searched(env, "accounting")
+    assert made(imported(env, "claude-code")) == []  # found again by its record, though sealed
 
 
 def test_damaged_files_are_skipped_one_line_each_and_the_rest_imported(env, home):
@@ -298,3 +302,20 @@ def test_a_long_import_draws_a_bar_with_counts_on_a_terminal(env, home):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_titles_give_names_in_any_script_and_odd_lines_cost_only_themselves(env, home):
+    project = home / ".claude" / "projects" / "p"
+    for number, title in enumerate(("Straße nach Köln", "部署冻结什么时候结束", "🚀🚀")):
+        lines = Lines(project / f"s{number}.jsonl", session=f"s{number}")
+        lines.user(title)
+        if number == 0:
+            lines.add({"type": {"nested": "object"}, "uuid": "odd"})  # a type that is no string
+            lines.add({"type": ["list"]})
+        lines.write()
+    report = imported(env, "claude-code", str(home / ".claude"))  # Claude Code's own directory given
+    names = made(report)
+    assert names[0] == "claude-code-2025-08-20-strasse-nach-koln"
+    assert all(re.fullmatch(r"claude-code-2025-08-20-[0-9a-f]{10}", name) for name in names[1:])
+    assert names[1] != names[2]
+    assert "p/s0.jsonl: skipped 2 lines of an unknown shape" in report

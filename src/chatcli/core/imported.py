@@ -64,10 +64,11 @@ class Tally:
 
 
 def slug(title: str | None) -> str:
-    """A title as a name's last part: accents folded, lower case, words joined by '-', at most
-    SLUG_MAX characters cut at a word; "untitled" when nothing is left."""
-    text = unicodedata.normalize("NFKD", title or "")
-    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+    """A title as a name's last part: accents folded, case folded ("Straße" → "strasse"), words
+    joined by '-', at most SLUG_MAX characters cut at a word; "" when no letter or digit of the
+    Latin alphabet is left (a title in Chinese, Greek, emoji)."""
+    text = unicodedata.normalize("NFKD", (title or "").casefold())
+    text = "".join(ch for ch in text if not unicodedata.combining(ch))
     words = re.findall(r"[a-z0-9]+", text)
     out = ""
     for word in words:
@@ -77,18 +78,21 @@ def slug(title: str | None) -> str:
                 out = word[:SLUG_MAX]
             break
         out = candidate
-    return out or "untitled"
+    return out
 
 
 def session_name(source: str, started: str | None, title: str | None, taken: Callable[[str], bool],
-                 kept: str | None = None) -> str:
+                 kept: str | None = None, tag: str = "") -> str:
     """The session an imported conversation becomes: `kept` (its name in the other tool) when it
     is a free, valid, user name, else `<source>-<date>-<short title>`, with `-2`, `-3`… when
-    that is taken. Never a name that exists: an import never writes over a session."""
+    that is taken. `tag` (a short hash of the conversation's id) stands for a title that gives no
+    name (none, or none in Latin letters), and for every title when `title` is None (a sealed
+    store, whose file names must not tell what its conversations are about). Never a name that
+    exists: an import never writes over a session."""
     if kept and is_valid_name(kept) and not is_machine_name(kept) and not taken(kept):
         return kept
     date = started[:10] if started and re.fullmatch(r"\d{4}-\d{2}-\d{2}", started[:10]) else "undated"
-    base = f"{source}-{date}-{slug(title)}"
+    base = f"{source}-{date}-{slug(title) or tag or 'untitled'}"
     name, counter = base, 1
     while taken(name):
         counter += 1

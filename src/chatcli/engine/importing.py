@@ -14,12 +14,15 @@ next run adds the rest). The search index is brought up to date at the end."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from chatcli.config.settings import Settings
+from chatcli.core.errors import ChatcliError
 from chatcli.core import imported as rules
 from chatcli.core.imported import CHANGED, GROWN, NEW, SAME, Found, Record, Tally
 from chatcli.core.journal import history_hashes
@@ -29,7 +32,7 @@ from chatcli.engine import records
 from chatcli.engine.transcript import TranscriptSync, now_text
 from chatcli.store import sources
 from chatcli.store.home import Home
-from chatcli.store.session_file import SessionError, SessionExists
+from chatcli.store.session_file import SessionError, SessionExists, read_regular
 from chatcli.store.sessions import SessionStore
 
 
@@ -88,7 +91,10 @@ def run_import(settings: Settings, source_name: str, path: str | None, *, dry_ru
         tally = Tally(sources.shown(file))
         try:
             for found in reader.read(file, tally):
-                bringer.bring(found)
+                try:
+                    bringer.bring(found)
+                except (ChatcliError, OSError) as exc:  # writing it failed: said, and the others go on
+                    report.failed.append(f"{found.where}: not imported: {getattr(exc, 'strerror', None) or exc}")
                 conversations += 1
                 messages += len(found.messages)
                 if progress is not None and conversations % PROGRESS_EVERY == 0:
@@ -117,19 +123,17 @@ def _adopt_recall(home: Home, reader, root: Path, report: Report) -> None:
     outcomes: dict[str, int] = {}
     recall = home.recall()
     for filename, path in entries(root):
-        if report.dry_run:
-            outcome = "would be copied"
-        else:
-            try:
-                outcome = recall.adopt(filename, path.read_bytes())
-            except OSError as exc:
-                outcome = f"could not be read ({exc.strerror or exc})"
+        try:
+            raw, _stat = read_regular(path)  # a link or a FIFO planted there is not followed
+            outcome = recall.adopt(filename, raw, dry_run=report.dry_run)
+        except OSError as exc:
+            outcome = f"could not be read ({exc.strerror or exc})"
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     for outcome, count in outcomes.items():
         what = f"{count} recall entr{'y' if count == 1 else 'ies'}"
         if outcome == "had":
             report.notes.append(f"{what} already here")
-        elif outcome in ("copied", "would be copied"):
+        elif outcome in ("copied", "would be copied"):  # "would be copied": a dry run's
             report.notes.append(f"{what} {outcome}")
         else:
             report.notes.append(f"{what} not copied: {outcome}")
@@ -149,6 +153,7 @@ class _Bringer:
     def __init__(self, settings: Settings, store: SessionStore, source: str, dry_run: bool, report: Report) -> None:
         self.settings = settings
         self.store = store
+        self.key = store.key
         self.source = source
         self.dry_run = dry_run
         self.report = report
@@ -189,8 +194,20 @@ class _Bringer:
             self.report.outcomes.append(Outcome(action, record.name, record.count, 0, record.left_out,
                                                 found.where, note))
 
+    def _tag(self, found: Found) -> str:
+        """A short hash of the conversation's id: its name's last part when the title gives
+        none, and always in a sealed store (keyed there: the name tells nothing of the id)."""
+        text = f"{self.source}\0{found.id}".encode()
+        if self.key is not None:
+            return hmac.new(self.key, b"chatcli import name\0" + text, hashlib.sha256).hexdigest()[:10]
+        return hashlib.sha256(text).hexdigest()[:10]
+
+    def _name(self, found: Found, kept: str | None) -> str:
+        title = None if self.key is not None else (found.title or make_title(found.messages))
+        return rules.session_name(self.source, found.started, title, self.taken, kept=kept, tag=self._tag(found))
+
     def _new(self, found: Found) -> None:
-        name = rules.session_name(self.source, found.started, found.title, self.taken, kept=found.name)
+        name = self._name(found, found.name)
         outcome = Outcome(NEW, name, len(found.messages), len(found.messages), found.left_out, found.where)
         hashes = history_hashes(found.messages)  # hashed once: for the journal and the import record
         record = self._record(found, name, len(found.messages), hashes)
@@ -209,7 +226,7 @@ class _Bringer:
                 break
             except SessionExists:  # made meanwhile by someone else: the next free name
                 self.made.add(name)
-                name = rules.session_name(self.source, found.started, found.title, self.taken)
+                name = self._name(found, None)
                 record.name = outcome.name = name
                 data.extra[rules.META_KEY] = record.to_meta()
             except SessionError as exc:
@@ -235,6 +252,9 @@ class _Bringer:
                 current = Record.of_meta(data.extra.get(rules.META_KEY))
                 if current != record:  # changed since it was read at the start: read again next run
                     raise SessionError(f"session '{record.name}' changed during the import; run it again")
+                if data.left_out:  # a turn a crash cut short, which chatcli takes back from the journal at a load
+                    raise SessionError(f"session '{record.name}' has a turn a crash cut short: open it in chatcli "
+                                       "once (it takes the turn back), then import again")
                 if len(data.history) != record.count:
                     note = "added after the turns made in chatcli since its import"
                 data.history.extend(added)

@@ -104,9 +104,10 @@ class RecallStore:
             raise RecallError(f"recall store: cannot write {path}: {exc.strerror or exc}") from None
         return key
 
-    def adopt(self, filename: str, raw: bytes) -> str:
+    def adopt(self, filename: str, raw: bytes, dry_run: bool = False) -> str:
         """Take in another home's recall entry file (`chatcli import chatcli`): "copied", "had"
-        (one of that name is here already, left as it is) or why it was not copied. A chatcli
+        (one of that name is here already, left as it is), "would be copied" (`dry_run`: nothing
+        written) or why it was not copied. A chatcli
         entry is sealed under this store's key when it has one; Go ChatCLI's text only goes to a
         plaintext store (it has no sealed form)."""
         key = home.go_entry_named(filename) or home.entry_named(filename)
@@ -116,6 +117,8 @@ class RecallStore:
         path = home.go_entry_path(self.root, key) if go else home.entry_path(self.root, key)
         if path.exists():
             return "had"
+        if dry_run:
+            return "would be copied"
         if go:
             if self.key is not None:
                 return "Go ChatCLI text, which this sealed home does not keep in plaintext"

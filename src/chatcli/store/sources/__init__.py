@@ -64,10 +64,10 @@ def files_under(root: Path, pattern: str, label: str) -> list[Path]:
     found = [path for path in root.glob(pattern) if path.is_file()]
     if not found:
         raise SourceError(f"no {label} conversations at {shown(root)}: no {pattern} files there")
-    return sorted(found, key=_mtime)
+    return sorted(found, key=mtime_order)
 
 
-def _mtime(path: Path) -> tuple[float, str]:
+def mtime_order(path: Path) -> tuple[float, str]:
     try:
         return path.stat().st_mtime, str(path)
     except OSError:
@@ -77,22 +77,20 @@ def _mtime(path: Path) -> tuple[float, str]:
 def json_lines(path: Path, tally: Tally) -> Iterator[dict]:
     """The JSON objects of a JSON Lines file, in order. A last line cut short (the tool was
     writing it) is "torn last line"; any other line that is not a JSON object, "unreadable line"."""
-    with open(path, "rb") as handle:
-        data = handle.read()
-    lines = data.split(b"\n")
-    last = len(lines) - 1
-    for number, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            value = orjson.loads(line)
-        except ValueError:
-            tally.skip("torn last line" if number == last else "unreadable line")
-            continue
-        if not isinstance(value, dict):
-            tally.skip("unreadable line")
-            continue
-        yield value
+    with open(path, "rb") as handle:  # line by line: a log of gigabytes is never held whole
+        for line in handle:
+            if not line.strip():
+                continue
+            try:
+                value = orjson.loads(line)
+            except ValueError:
+                # Only the last line can lack its newline: the tool was writing it.
+                tally.skip("unreadable line" if line.endswith(b"\n") else "torn last line")
+                continue
+            if not isinstance(value, dict):
+                tally.skip("unreadable line")
+                continue
+            yield value
 
 
 def iso(value: object) -> str | None:

@@ -21,7 +21,7 @@ from chatcli.core.imported import Found, Tally
 from chatcli.core.session import SessionFormatError, decode_session
 from chatcli.store import home
 from chatcli.store.seal import is_sealed
-from chatcli.store.sources import SourceError, shown
+from chatcli.store.sources import SourceError, mtime_order, shown
 
 NAME = "chatcli"
 LABEL = "another ChatCLI home"
@@ -46,7 +46,7 @@ def files(root: Path) -> list[Path]:
     found = [path for path in sessions.iterdir() if home.session_named(path.name) and path.is_file()]
     if not found:
         raise SourceError(f"no ChatCLI sessions at {shown(root)}: its sessions directory is empty")
-    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+    return sorted(found, key=mtime_order)
 
 
 def read(path: Path, tally: Tally) -> Iterator[Found]:
@@ -65,7 +65,10 @@ def read(path: Path, tally: Tally) -> Iterator[Found]:
         reason = str(exc) if isinstance(exc, SessionFormatError) else "not valid JSON"
         tally.skip(f"unreadable session ({reason})")
         return
-    found = Found(NAME, data.transcript_id or name, data.history, title=data.title, started=_started(data, path),
+    # The conversation's id: a chatcli session's journal id (its own, wherever the file is
+    # copied), else (Go ChatCLI keeps none) the home and the name: two homes' `work` are two.
+    ident = data.transcript_id or f"{os.path.realpath(path.parent.parent)}/{name}"
+    found = Found(NAME, ident, data.history, title=data.title, started=_started(data, path),
                   where=shown(path), name=name)
     for key, kind in _HOME_BOUND:
         count = len(getattr(data, key))

@@ -41,6 +41,8 @@ def files(root: Path) -> list[Path]:
     """Each project's sessions (`<project>/<id>.jsonl`), or the sessions of one project's
     directory, or one file. Subagents' own files (`agent-*.jsonl`, `<id>/subagents/`) are not
     conversations of their own: a session counts its subagents' lines as left out."""
+    if (root / "projects").is_dir():
+        root = root / "projects"  # Claude Code's own directory (~/.claude) given
     if root.is_dir() and any(root.glob("*.jsonl")) and not any(root.glob("*/*.jsonl")):
         pattern = "*.jsonl"  # one project's directory
     else:
@@ -74,6 +76,9 @@ class _Reading:
 
     def take(self, line: dict) -> None:
         kind = line.get("type")
+        if kind is not None and not isinstance(kind, str):
+            self.tally.skip("line of an unknown shape")
+            return
         uuid = line.get("uuid")
         if isinstance(uuid, str):
             if uuid in self.seen:

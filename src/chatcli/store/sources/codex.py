@@ -81,7 +81,9 @@ class _Reading:
 
     def take(self, line: dict) -> None:
         kind = line.get("type")
-        if kind in _ENVELOPED:
+        if kind is not None and not isinstance(kind, str):
+            self.tally.skip("line of an unknown shape")
+        elif kind in _ENVELOPED:
             self._enveloped(kind, line.get("payload"), iso(line.get("timestamp")))
         elif "record_type" in line:
             if line["record_type"] != "state":
@@ -132,7 +134,9 @@ class _Reading:
 
     def _item(self, item: dict, time: str | None) -> None:
         kind = item.get("type")
-        if kind == "message":
+        if not isinstance(kind, str):
+            self.tally.skip("item of an unknown shape")
+        elif kind == "message":
             self._message(item, time)
         elif kind == "reasoning":
             self._reasoning(item, time)

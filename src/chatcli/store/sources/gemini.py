@@ -30,7 +30,7 @@ import orjson
 
 from chatcli.core.imported import Found, Tally
 from chatcli.core.messages import Message
-from chatcli.store.sources import SourceError, iso, json_lines, shown
+from chatcli.store.sources import SourceError, iso, json_lines, mtime_order, shown
 
 NAME = "gemini"
 LABEL = "Gemini CLI"
@@ -71,14 +71,7 @@ def files(root: Path) -> list[Path]:
     if not found:
         raise SourceError(f"no {LABEL} conversations at {shown(root)}: no chats/session-*.json or "
                           "checkpoint-*.json files there")
-    return sorted(found, key=_mtime)
-
-
-def _mtime(path: Path) -> tuple[float, str]:
-    try:
-        return path.stat().st_mtime, str(path)
-    except OSError:
-        return 0.0, str(path)
+    return sorted(found, key=mtime_order)
 
 
 def read(path: Path, tally: Tally) -> Iterator[Found]:
