@@ -40,7 +40,28 @@ def continued(env: dict, server, name: str, prompt: str = "and then?") -> list[d
     result = run_chatcli("--session", name, "-p", prompt, env=env)
     assert result.returncode == 0, result.stderr
     assert f"You said: {prompt}" in result.stdout
-    return server.requests[-1].body["messages"]
+    sent = server.requests[-1].body["messages"]
+    assert paired(sent), sent
+    return sent
+
+
+def paired(messages: list[dict]) -> bool:
+    """OpenAI's rule for a request (it answers 400 otherwise): an assistant message's tool calls
+    are followed at once by one tool message each, and no tool message stands anywhere else."""
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        if message["role"] == "tool":
+            return False
+        if message["role"] == "assistant" and message.get("tool_calls"):
+            wanted = [call["id"] for call in message["tool_calls"]]
+            answers = [m.get("tool_call_id") for m in messages[index:index + len(wanted)]]
+            if sorted(answers, key=str) != sorted(wanted) or \
+                    any(m["role"] != "tool" for m in messages[index:index + len(wanted)]):
+                return False
+            index += len(wanted)
+    return True
 
 
 def searched(env: dict, *words: str) -> str:

@@ -288,8 +288,8 @@ def test_importing_again_adds_what_grew_leaves_what_was_edited_and_nothing_twice
     write_json(path, first, second)
     later = imported(env, "chatgpt", str(path))
     assert "added 2 to 'chatgpt-2024-05-01-deploy-freeze' (now 4)" in later
-    assert "left 'chatgpt-2024-06-02-herbs': its first 2 messages changed at the source since it was imported; " \
-           "left as it was" in later
+    assert "left 'chatgpt-2024-06-02-herbs': an earlier message changed at the source since it was imported " \
+           "(edited there); left as it was" in later
     name = "chatgpt-2024-05-01-deploy-freeze"
     history = session_document(env, name)["chat_history"]
     assert [m["content"] for m in history] == ["Is the freeze over?", "Not until Friday.", "And after Friday?",

@@ -319,3 +319,61 @@ def test_titles_give_names_in_any_script_and_odd_lines_cost_only_themselves(env,
     assert all(re.fullmatch(r"claude-code-2025-08-20-[0-9a-f]{10}", name) for name in names[1:])
     assert names[1] != names[2]
     assert "p/s0.jsonl: skipped 2 lines of an unknown shape" in report
+
+
+def test_a_session_imported_while_claude_code_writes_it_is_completed_by_the_next_import(openai_env, openai_server,
+                                                                                       home):
+    path = home / ".claude" / "projects" / "p" / f"{SESSION}.jsonl"
+    lines = Lines(path)
+    lines.user("Run the migrations")
+    lines.assistant("msg_01", {"type": "thinking", "thinking": "Plan first."})  # the response's first block
+    lines.write()
+    name = made(imported(openai_env, "claude-code"))[0]
+
+    lines.assistant("msg_01", tool_use("t1", "Bash", command="make migrate"))  # its next block, then its result
+    lines.write()
+    report = imported(openai_env, "claude-code")
+    assert f"updated '{name}' (now 3): 1 message replaced as the source now has it, 1 added" in report
+    history = session_document(openai_env, name)["chat_history"]
+    assert [(m["role"], m.get("tool_call_id")) for m in history] == [("user", None), ("assistant", None),
+                                                                     ("tool", "t1")]
+    assert history[2]["content"] == "[no result recorded]" and history[2]["is_error"] is True
+
+    lines.user([tool_result("t1", "migrated 3 tables")])
+    lines.assistant("msg_02", text("Done: 3 tables."))
+    lines.write()
+    report = imported(openai_env, "claude-code")
+    assert f"updated '{name}' (now 4): 2 messages replaced as the source now has them, 1 added" in report
+    assert [m["content"] for m in session_document(openai_env, name)["chat_history"]][2:] == [
+        "migrated 3 tables", "Done: 3 tables."]
+    assert "0 new sessions, 0 grown" in imported(openai_env, "claude-code")
+    continued(openai_env, openai_server, name)  # a request the provider accepts
+
+    continued(openai_env, openai_server, name, "a turn made here")
+    lines.assistant("msg_02", text("And the seeds ran."))  # the last answer changed after turns made here
+    lines.write()
+    assert f"left '{name}': its last message changed at the source after turns were made here" in imported(
+        openai_env, "claude-code")
+
+
+def test_calls_without_results_and_results_without_calls_are_made_well_paired(openai_env, openai_server, home):
+    lines = Lines(home / ".claude" / "projects" / "p" / f"{SESSION}.jsonl")
+    lines.user("Check the logs")
+    lines.assistant("msg_01", tool_use("t1", "Read", file_path="a.log"), tool_use("t2", "Read", file_path="b.log"))
+    lines.user("never mind that")  # before any result: t1 and t2 get none
+    lines.user([tool_result("t9", "a result whose call is not in the file")])
+    lines.user([tool_result("t1", "late result")])  # t1's result, after other messages
+    lines.user([tool_result("t1", "late result")])  # and written twice
+    lines.assistant("msg_02", text("Here is what I found."))
+    lines.write()
+    report = imported(openai_env, "claude-code")
+    name = made(report)[0]
+    assert "1 tool call without a recorded result, 1 tool result recorded twice, 1 tool result without its call" \
+        in report
+    history = session_document(openai_env, name)["chat_history"]
+    assert [(m["role"], m.get("tool_call_id"), m["content"]) for m in history] == [
+        ("user", None, "Check the logs"), ("assistant", None, ""), ("tool", "t1", "late result"),
+        ("tool", "t2", "[no result recorded]"), ("user", None, "never mind that"), ("assistant", None, ""),
+        ("tool", "t9", "a result whose call is not in the file"), ("assistant", None, "Here is what I found.")]
+    assert history[5]["tool_calls"][0]["name"] == "unknown_tool"
+    continued(openai_env, openai_server, name)  # checks the request is well paired

@@ -108,10 +108,77 @@ def digest(messages: Sequence[Message], hashes: Sequence[str] | None = None) -> 
     return hashlib.sha256("\n".join(hashes).encode()).hexdigest()[:32]
 
 
+# What stands for a tool's result the source never recorded (a tool still running when the
+# conversation was saved, a result lost): a request carries an answer for every call.
+NO_RESULT = "[no result recorded]"
+UNKNOWN_TOOL = "unknown_tool"  # the name of a call the source recorded only the result of
+
+
+def well_paired(found: Found) -> None:
+    """Make `found`'s messages a sequence every provider accepts, in place: each tool message
+    right after the assistant message whose calls name it, in the calls' order; a call the
+    source has no result for answered by NO_RESULT (an error); a result with no call given one
+    (named UNKNOWN_TOOL) in an assistant message before it; a result recorded twice kept once.
+    Each repair is counted in `found.left_out`."""
+    results: dict[str, Message] = {}
+    for message in found.messages:
+        if message.role == "tool" and isinstance(message.tool_call_id, str):
+            if message.tool_call_id in results:
+                found.leave_out("tool result recorded twice")
+            else:
+                results[message.tool_call_id] = message
+    called = {call.get("id") for message in found.messages if message.role == "assistant"
+              for call in message.tool_calls or () if isinstance(call, dict)}
+    out: list[Message] = []
+    placed: set[str] = set()
+    for message in found.messages:
+        if message.role == "tool":
+            ident = message.tool_call_id
+            if not isinstance(ident, str) or ident in called or results.get(ident) is not message:
+                if not isinstance(ident, str):
+                    found.leave_out("tool result without its call's id")
+                continue  # placed after its call (or a second copy, or unplaceable)
+            call = {"id": ident, "type": "function", "name": UNKNOWN_TOOL, "arguments": {}}
+            out.append(Message("assistant", "", {"left_out": ["a tool call the source did not record"]},
+                               tool_calls=[call], extra=_time_of(message)))
+            out.append(message)
+            found.leave_out("tool result without its call")
+            continue
+        out.append(message)
+        if message.role == "assistant" and message.tool_calls:
+            for call in message.tool_calls:
+                ident = call.get("id") if isinstance(call, dict) else None
+                if isinstance(ident, str) and ident in results and ident not in placed:
+                    out.append(results[ident])
+                    placed.add(ident)
+                else:
+                    extra = {"is_error": True, **_time_of(message)}
+                    out.append(Message("tool", NO_RESULT, tool_call_id=str(ident), extra=extra))
+                    found.leave_out("tool call without a recorded result")
+    found.messages[:] = out
+
+
+def _time_of(message: Message) -> dict:
+    time = message.extra.get("timestamp") if message._extra else None
+    return {"timestamp": time} if time else {}
+
+
+def settled(messages: Sequence[Message]) -> int:
+    """How many of a conversation's first messages its tool will not change any more: those
+    before its last assistant message. That one, and what follows it, may still change while
+    the tool writes the conversation (the answer's next blocks joined to it, a recorded result
+    in place of NO_RESULT), and a later import replaces them."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "assistant":
+            return index
+    return 0
+
+
 @dataclass
 class Record:
-    """A session's import record (its META_KEY field): where it came from, and how many of the
-    source conversation's messages it holds (those first ones, matching `digest`)."""
+    """A session's import record (its META_KEY field): where it came from, how many of the
+    source conversation's messages it holds (those first ones, matching `digest`), and how many
+    of those were settled (`settled`, matching `settled_digest`)."""
 
     source: str
     id: str
@@ -122,10 +189,13 @@ class Record:
     where: str = ""
     left_out: dict[str, int] = field(default_factory=dict)
     details: dict = field(default_factory=dict)
+    settled: int = 0
+    settled_digest: str = ""
 
     def to_meta(self) -> dict:
         meta = {"source": self.source, "id": self.id, "session": self.name, "count": self.count,
-                "digest": self.digest, "at": self.at, "from": self.where}
+                "digest": self.digest, "settled": self.settled, "settled_digest": self.settled_digest,
+                "at": self.at, "from": self.where}
         if self.left_out:
             meta["left_out"] = dict(self.left_out)
         if self.details:
@@ -143,28 +213,35 @@ class Record:
             return None
         left = meta.get("left_out")
         details = meta.get("details")
+        firm, firm_digest = meta.get("settled"), meta.get("settled_digest")
+        if not isinstance(firm, int) or isinstance(firm, bool) or not 0 <= firm <= count \
+                or not isinstance(firm_digest, str):
+            firm, firm_digest = count, values[3]  # nothing recorded as unsettled
         return cls(values[0], values[1], values[2], count, values[3], values[4], str(meta.get("from") or ""),
-                   dict(left) if isinstance(left, dict) else {}, dict(details) if isinstance(details, dict) else {})
+                   dict(left) if isinstance(left, dict) else {}, dict(details) if isinstance(details, dict) else {},
+                   firm, firm_digest)
 
 
 # What an import does with one conversation.
 NEW = "new"  # no session holds it: made
 GROWN = "grown"  # its session holds its first messages, and it has more: they are added
 SAME = "same"  # its session holds all of it already
-CHANGED = "changed"  # an earlier message differs from what was imported (edited at the source): left
+CHANGED = "changed"  # a settled message differs from what was imported (edited at the source): left
 
 
 def decide(found: Found, record: Record | None) -> tuple[str, int]:
     """What to do with `found`, given the record of the session that imported it before (None:
-    none did), and from which of its messages on to add."""
+    none did), and from which of its messages on the session takes the source's: GROWN from
+    `record.count` adds what follows what it holds; GROWN from `record.settled`, below that,
+    replaces the unsettled messages it holds, which the tool changed since (see `settled`)."""
     if record is None:
         return NEW, 0
-    count = record.count
-    if count > len(found.messages) or digest(found.messages[:count]) != record.digest:
-        return CHANGED, count
-    if count == len(found.messages):
-        return SAME, count
-    return GROWN, count
+    messages = found.messages
+    if record.settled > len(messages) or digest(messages[:record.settled]) != record.settled_digest:
+        return CHANGED, record.settled
+    if record.count <= len(messages) and digest(messages[:record.count]) == record.digest:
+        return (SAME, record.count) if record.count == len(messages) else (GROWN, record.count)
+    return GROWN, record.settled
 
 
 def described(kinds: dict[str, int]) -> str:

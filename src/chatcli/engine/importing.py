@@ -47,6 +47,7 @@ class Outcome:
     left_out: dict[str, int]
     where: str
     note: str = ""
+    replaced: int = 0  # unsettled messages of an earlier import taken back (the tool changed them)
 
 
 @dataclass
@@ -180,6 +181,7 @@ class _Bringer:
         if not found.messages:
             self.report.empty += 1
             return
+        rules.well_paired(found)
         if found.name and found.id not in self.known and found.name in self.names:
             self._learn(found.name)  # a session that kept its name in the other tool may be this one
         record = self.known.get(found.id)
@@ -190,7 +192,7 @@ class _Bringer:
             self._grown(found, record, start)
         else:
             note = "" if action == SAME else (
-                f"its first {record.count} messages changed at the source since it was imported; left as it was")
+                "an earlier message changed at the source since it was imported (edited there); left as it was")
             self.report.outcomes.append(Outcome(action, record.name, record.count, 0, record.left_out,
                                                 found.where, note))
 
@@ -240,10 +242,15 @@ class _Bringer:
         self.report.notes.extend(notes)
 
     def _grown(self, found: Found, record: Record, start: int) -> None:
+        """Add what the conversation has beyond what its session holds; from `start` below
+        `record.count`, first take back the unsettled messages the import wrote (the tool changed
+        them since), when nothing was added to the session after them."""
         added = found.messages[start:]
+        replaced = record.count - start
+        growth = len(found.messages) - record.count
         if self.dry_run:
-            self.report.outcomes.append(Outcome(GROWN, record.name, len(found.messages), len(added),
-                                                found.left_out, found.where))
+            self.report.outcomes.append(Outcome(GROWN, record.name, len(found.messages), growth,
+                                                found.left_out, found.where, replaced=replaced))
             return
         note = ""
         try:
@@ -255,7 +262,12 @@ class _Bringer:
                 if data.left_out:  # a turn a crash cut short, which chatcli takes back from the journal at a load
                     raise SessionError(f"session '{record.name}' has a turn a crash cut short: open it in chatcli "
                                        "once (it takes the turn back), then import again")
-                if len(data.history) != record.count:
+                if replaced:
+                    if len(data.history) != record.count or rules.digest(data.history) != record.digest:
+                        last = "its last message" if replaced == 1 else f"its last {replaced} messages"
+                        raise _Left(f"{last} changed at the source after turns were made here; left as it was")
+                    del data.history[start:]
+                elif len(data.history) != record.count:
                     note = "added after the turns made in chatcli since its import"
                 data.history.extend(added)
                 sync = TranscriptSync(self.settings)
@@ -265,17 +277,28 @@ class _Bringer:
                 updated = self._record(found, record.name, len(found.messages))
                 data.extra[rules.META_KEY] = updated.to_meta()
                 self.store.write(record.name, data)
+        except _Left as left:
+            self.report.outcomes.append(Outcome(CHANGED, record.name, record.count, 0, record.left_out,
+                                                found.where, str(left)))
+            return
         except SessionError as exc:
             self.report.failed.append(f"{found.where}: not updated: {exc}")
             return
         self.known[found.id] = updated
         self.written += 1
-        self.report.outcomes.append(Outcome(GROWN, record.name, len(found.messages), len(added),
-                                            found.left_out, found.where, note))
+        self.report.outcomes.append(Outcome(GROWN, record.name, len(found.messages), growth,
+                                            found.left_out, found.where, note, replaced))
 
     def _record(self, found: Found, name: str, count: int, hashes: list[str] | None = None) -> Record:
+        hashes = history_hashes(found.messages[:count]) if hashes is None else hashes
+        firm = rules.settled(found.messages[:count])
         return Record(self.source, found.id, name, count, rules.digest(found.messages[:count], hashes), now_text(),
-                      found.where, dict(found.left_out), dict(found.details))
+                      found.where, dict(found.left_out), dict(found.details), firm,
+                      rules.digest(found.messages[:firm], hashes[:firm]))
+
+
+class _Left(Exception):
+    """A conversation whose session cannot take what changed at its source: left, and why."""
 
 
 def _titled(title: str | None) -> str | None:
@@ -290,13 +313,17 @@ def report_lines(report: Report) -> list[str]:
     already imported as a count, then what was skipped."""
     made, grown, same, changed = (report.count(a) for a in (NEW, GROWN, SAME, CHANGED))
     verb = "Would import" if report.dry_run else "Imported"
-    added = sum(o.added for o in report.outcomes)
+    added = sum(max(o.added, 0) for o in report.outcomes)
     lines = [f"{verb} from {report.label} ({report.root}): {made} new session{_s(made)}, {grown} grown, "
              f"{added} message{_s(added)}{'' if report.dry_run else ' written'}; "
              f"{same} already imported and unchanged."]
     for outcome in report.outcomes:
         if outcome.action == NEW:
             head = f"  {'would make' if report.dry_run else 'new'} '{outcome.name}': {outcome.messages} message{_s(outcome.messages)}"
+        elif outcome.action == GROWN and outcome.replaced:
+            head = (f"  {'would update' if report.dry_run else 'updated'} '{outcome.name}' (now {outcome.messages}): "
+                    f"{outcome.replaced} message{_s(outcome.replaced)} replaced as the source now has "
+                    f"{'it' if outcome.replaced == 1 else 'them'}, {max(outcome.added, 0)} added")
         elif outcome.action == GROWN:
             head = f"  {'would add' if report.dry_run else 'added'} {outcome.added} to '{outcome.name}' (now {outcome.messages})"
         elif outcome.action == CHANGED:
