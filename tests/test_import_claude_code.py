@@ -377,3 +377,25 @@ def test_calls_without_results_and_results_without_calls_are_made_well_paired(op
         ("tool", "t9", "a result whose call is not in the file"), ("assistant", None, "Here is what I found.")]
     assert history[5]["tool_calls"][0]["name"] == "unknown_tool"
     continued(openai_env, openai_server, name)  # checks the request is well paired
+
+
+def test_an_edited_prompt_keeps_the_branch_it_started_and_counts_the_one_left(env, home):
+    lines = Lines(home / ".claude" / "projects" / "p" / f"{SESSION}.jsonl")
+    lines.user("Name the release")
+    answer = lines.assistant("msg_01", text("Call it Aurora."))
+    lines.user("Make it shorter")  # the user pressed Esc twice and edited this prompt:
+    lines.assistant("msg_02", text("Aur."))
+    tip = lines.parent
+    lines.parent = "a-line-lost-to-damage"  # a line whose chain breaks before it joins: not proven left, kept
+    lines.user("a remark whose parent is lost")
+    lines.parent = answer["uuid"]  # the edit branches from the first answer
+    lines.user("Make it longer")
+    lines.assistant("msg_03", text("Aurora Borealis."))
+    lines.write()
+    assert tip != lines.parent
+    report = imported(env, "claude-code")
+    name = made(report)[0]
+    contents = [m["content"] for m in session_document(env, name)["chat_history"]]
+    assert contents == ["Name the release", "Call it Aurora.", "a remark whose parent is lost", "Make it longer",
+                        "Aurora Borealis."]
+    assert "2 messages of an abandoned branch" in report

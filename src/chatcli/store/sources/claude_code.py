@@ -52,11 +52,58 @@ def files(root: Path) -> list[Path]:
 
 def read(path: Path, tally: Tally) -> Iterator[Found]:
     reading = _Reading(path, tally)
-    for line in json_lines(path, tally):
-        reading.take(line)
+    lines = list(json_lines(path, tally))
+    abandoned = side_branches(lines)
+    for line in lines:
+        if id(line) in abandoned:
+            reading.found_.leave_out("message of an abandoned branch")
+        else:
+            reading.take(line)
     found = reading.found()
     if found is not None:
         yield found
+
+
+def side_branches(lines: list[dict]) -> set[int]:
+    """The message lines (by `id()`) of branches the conversation left: Claude Code keeps every
+    line, and an edited or rewound prompt starts a new branch from an earlier line (`parentUuid`).
+    The conversation is the chain that ends at its last message; a line whose own chain joins
+    that one below its tip is on a branch left behind. A line whose chain breaks first (a line
+    lost to damage) is kept: only a proven side branch is left out."""
+    parent: dict[str, str | None] = {}
+    messages: list[dict] = []
+    for line in lines:
+        uuid = line.get("uuid")
+        if not isinstance(uuid, str):
+            continue
+        up = line.get("parentUuid")
+        if up is None and isinstance(line.get("logicalParentUuid"), str):
+            up = line["logicalParentUuid"]  # a compaction's boundary: the chain goes on through it
+        parent.setdefault(uuid, up if isinstance(up, str) else None)
+        if line.get("type") in ("user", "assistant") and line.get("isSidechain") is not True:
+            messages.append(line)
+    if not messages:
+        return set()
+    main: set[str] = set()
+    node: str | None = messages[-1]["uuid"]
+    while node is not None and node not in main:
+        main.add(node)
+        node = parent.get(node)
+    joins: dict[str, bool] = {}  # uuid → its chain reaches the conversation's (off it)
+
+    def joined(start: str) -> bool:
+        path, node = [], start
+        while node is not None and node not in main and node not in joins and node in parent and len(path) < 10**6:
+            path.append(node)
+            node = parent[node]
+            if node in path:  # a cycle: no proof of anything
+                node = None
+        result = joins.get(node, False) if node is not None and node not in main else node is not None
+        for step in path:
+            joins[step] = result
+        return result
+
+    return {id(line) for line in messages if line["uuid"] not in main and joined(line["uuid"])}
 
 
 class _Reading:
