@@ -140,3 +140,20 @@ def test_a_dry_run_says_what_the_import_will_say(env, tmp_path):
     imported(env, "chatcli", str(source))
     again = imported(env, "chatcli", str(source), "--dry-run")
     assert "1 recall entry already here" in again and "0 new sessions" in again
+
+
+def test_a_second_import_while_one_runs_is_refused_in_one_line(env, tmp_path):
+    from chatcli.store.held import hold
+
+    source = other_home(tmp_path / "laptop")
+    held = hold(Path(env["CHATCLI_HOME"]) / ".import.lock")  # an import running in another process's place
+    try:
+        result = run_chatcli("import", "chatcli", str(source), env=env)
+        assert result.returncode == 1
+        assert result.stderr == "chatcli: error: another chatcli import is running in this CHATCLI_HOME; wait for " \
+                                "it to end\n"
+        # A dry run writes nothing: it runs beside an import.
+        assert "would make 'projeto-x'" in imported(env, "chatcli", str(source), "--dry-run")
+    finally:
+        held.close()
+    assert sorted(made(imported(env, "chatcli", str(source)))) == ["bare", "old-notes", "projeto-x"]

@@ -84,6 +84,15 @@ def run_import(settings: Settings, source_name: str, path: str | None, *, dry_ru
     _refuse_own_home(settings, root)
     files = reader.files(root)
     home = Home.of(settings)
+    held = None if dry_run else home.import_lock()
+    if held is None and not dry_run:
+        raise ChatcliError("another chatcli import is running in this CHATCLI_HOME; wait for it to end")
+    with held or contextlib.nullcontext():
+        return _run(settings, home, reader, root, files, dry_run, progress)
+
+
+def _run(settings: Settings, home: Home, reader, root: Path, files: list[Path], dry_run: bool,
+         progress: Progress | None) -> Report:
     store = home.sessions()
     report = Report(reader.NAME, reader.LABEL, sources.shown(root), dry_run)
     bringer = _Bringer(settings, store, reader.NAME, dry_run, report)

@@ -24,6 +24,7 @@ knows the storage layout.
                            not yet sent (store.spool; WhatsApp's), sealed with a key; `.lock`
                            in it is held by the one gateway serving it
   gateway.toml             the gateway's settings and tokens: read by config.gateway, never written
+  .import.lock             held by the one `chatcli import` running (engine/importing.py)
 
 Everything else asks here. The engine opens its stores through a `Home` made from the
 settings, so the encryption key is handed to the stores in this one place. The functions on
@@ -67,6 +68,7 @@ _KEY_CHECK = "key-check"
 _HUB = "hub.db"
 _SPOOL = "spool"
 _SPOOL_LOCK = ".lock"
+_IMPORT_LOCK = ".import.lock"
 _PLAIN_INDEX, _SEALED_INDEX = "search.sqlite", "sealed.sqlite"
 # A log is rotated into this many older copies (<name>.log.1 the newest): with the size cap
 # (CHATCLI_LOG_MAX_SIZE) this bounds what each log may take.
@@ -293,6 +295,13 @@ class Home:
 
         root = self.root / _SPOOL / channel
         return Spool(root, self.key, root / _SPOOL_LOCK)
+
+    def import_lock(self):
+        """Held while an import runs (store.held): two at once would each make the same
+        conversation a new session. None when another import holds it."""
+        from chatcli.store.held import hold
+
+        return hold(self.root / _IMPORT_LOCK)
 
     def journal_path(self, transcript_id: str) -> Path:
         return journal_path(self.transcripts_dir, transcript_id)

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
-from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, fsync_dir, os_cause
+from chatcli.store.atomic import atomic_write, ensure_private_dir, fsync_dir, os_cause
+from chatcli.store.held import Held, hold
 from chatcli.store.seal import SealError, dump_json, load_json
 
 KIND = "spool"
@@ -32,18 +33,6 @@ class SpoolBusy(ChatcliError):
     """Another process serves this spool."""
 
 
-class Held:
-    """The spool's lock, held until `close` (or the process ends)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
 class Spool:
     def __init__(self, root: Path, key: bytes | None = None, lock: Path | None = None) -> None:
         """`lock`: the file `hold` locks (store.home names it; it is in `root`, a dot file)."""
@@ -51,17 +40,11 @@ class Spool:
 
     def hold(self) -> Held:
         """Take the spool for this process; SpoolBusy when another one serves it."""
-        import fcntl
-
-        ensure_private_dir(self.root)
-        fd = os.open(self.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        held = hold(self.lock)
+        if held is None:
             raise SpoolBusy(f"another chatcli gateway serves {self.root} (one process per CHATCLI_HOME and "
-                            "channel)") from None
-        return Held(fd)
+                            "channel)")
+        return held
 
     def put(self, item: dict, message_id: str) -> str:
         """Write a new item durably; its name (the order it is taken up in)."""
