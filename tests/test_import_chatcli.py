@@ -33,6 +33,8 @@ def other_home(root: Path) -> Path:
         "agent_history": [{"role": "user", "content": "list the files"}], "coder_history": []}))
     (sessions / "bare.json").write_text(json.dumps([{"role": "user", "content": "a legacy array"}]))
     (sessions / "broken.json").write_text('{"version": 2, "chat_history": [')
+    # A file whose last append a crash cut short (chatcli reads the document before it).
+    (sessions / "cut.json").write_text('{"version":2,"chat_history":[{"role":"user","content":"kept"}]},{"role":"us')
     (sessions / ".projeto-x.lock").write_text("")
     ccr = root / "ccr"
     ccr.mkdir()
@@ -47,7 +49,7 @@ def test_another_home_comes_in_under_its_own_names_and_continues(openai_env, ope
 
     report = imported(openai_env, "chatcli", str(source))
 
-    assert sorted(made(report)) == ["bare", "old-notes", "projeto-x"]
+    assert sorted(made(report)) == ["bare", "cut", "old-notes", "projeto-x"]
     assert "'projeto-x': 4 messages; left out: 1 context attachment" in report
     assert "broken.json: skipped 1 unreadable session (not valid JSON)" in report
     assert "1 recall entry copied" in report
@@ -78,7 +80,7 @@ def test_a_name_taken_here_gets_a_name_of_its_own_and_importing_again_adds_only_
     assert mine == ["mine", "You said: mine"]  # the user's own, untouched
 
     again = imported(env, "chatcli", str(source))
-    assert made(again) == [] and "3 already imported and unchanged" in again
+    assert made(again) == [] and "4 already imported and unchanged" in again
     assert "1 recall entry already here" in again
 
     path = source / "sessions" / "projeto-x.json"
@@ -156,4 +158,4 @@ def test_a_second_import_while_one_runs_is_refused_in_one_line(env, tmp_path):
         assert "would make 'projeto-x'" in imported(env, "chatcli", str(source), "--dry-run")
     finally:
         held.close()
-    assert sorted(made(imported(env, "chatcli", str(source)))) == ["bare", "old-notes", "projeto-x"]
+    assert sorted(made(imported(env, "chatcli", str(source)))) == ["bare", "cut", "old-notes", "projeto-x"]

@@ -329,6 +329,16 @@ def _parsed(raw: bytes) -> tuple[object | None, int, Exception | None]:
         return document, cut, exc
 
 
+def document_of(raw: bytes) -> object:
+    """The JSON document a session file's plaintext bytes hold: what `load` reads of them, a file
+    whose last append a crash cut short included (the document before it). ValueError when
+    they hold none."""
+    document, _cut, exc = _parsed(raw)
+    if document is None:
+        raise ValueError(str(exc) if exc is not None else "no JSON document")
+    return document
+
+
 class SessionStore:
     """Session files in `root`. With a master key (CHATCLI_ENCRYPTION_KEY) every file written is
     sealed (store.seal), sealed files are opened, and the listing caches beside the directory

@@ -12,7 +12,6 @@ ChatCLI encrypted (its `CHATCLI_ENC_v1` files)."""
 from __future__ import annotations
 
 import datetime
-import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -21,6 +20,7 @@ from chatcli.core.imported import Found, Tally
 from chatcli.core.session import SessionFormatError, decode_session
 from chatcli.store import home
 from chatcli.store.seal import is_sealed
+from chatcli.store.sessions import document_of
 from chatcli.store.sources import SourceError, mtime_order, shown
 
 NAME = "chatcli"
@@ -60,7 +60,7 @@ def read(path: Path, tally: Tally) -> Iterator[Found]:
         tally.skip("session Go ChatCLI encrypted (decrypt it there first)")
         return
     try:
-        data = decode_session(json.loads(raw))
+        data = decode_session(document_of(raw))  # read as this chatcli reads its own (an append cut short too)
     except ValueError as exc:  # malformed JSON, or SessionFormatError (a newer version, not a session)
         reason = str(exc) if isinstance(exc, SessionFormatError) else "not valid JSON"
         tally.skip(f"unreadable session ({reason})")
