@@ -399,3 +399,23 @@ def test_an_edited_prompt_keeps_the_branch_it_started_and_counts_the_one_left(en
     assert contents == ["Name the release", "Call it Aurora.", "a remark whose parent is lost", "Make it longer",
                         "Aurora Borealis."]
     assert "2 messages of an abandoned branch" in report
+
+
+def test_ctrl_c_stops_an_import_keeping_what_it_wrote_and_the_next_run_adds_the_rest(env, home):
+    for number in range(400):
+        lines = Lines(home / ".claude" / "projects" / "p" / f"s{number:03d}.jsonl", session=f"s{number}")
+        for turn in range(5):
+            lines.user(f"question {turn} of conversation {number}")
+            lines.assistant(f"m{number}-{turn}", text(f"answer {turn}"))
+        lines.write()
+    child = pexpect.spawn(CHATCLI, ["import", "claude-code"], env=env, encoding="utf-8", timeout=60)
+    child.expect(r"Importing Claude Code \[[#-]+\] \d+/400 files")
+    child.sendintr()
+    child.expect("Stopped before the end: the sessions above are written; run the import again to add the rest.")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    written = len(list((Path(env["CHATCLI_HOME"]) / "sessions").glob("claude-code-*.json")))
+    assert 0 < written < 400
+    rest = imported(env, "claude-code")
+    assert f"{400 - written} new sessions" in rest and f"{written} already imported and unchanged" in rest

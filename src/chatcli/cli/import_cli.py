@@ -45,7 +45,7 @@ def run_import_command(args: argparse.Namespace, load_settings: Callable) -> int
         if bar is not None:
             bar.clear()
     sys.stdout.write(report.text() + "\n")
-    return 1 if report.failed else 0
+    return 130 if report.stopped else 1 if report.failed else 0
 
 
 def sources_table() -> str:

@@ -61,6 +61,7 @@ class Report:
     failed: list[str] = field(default_factory=list)  # one line per conversation not written
     notes: list[str] = field(default_factory=list)
     empty: int = 0  # conversations without a message, passed over
+    stopped: bool = False  # interrupted (Ctrl-C): what the report lists was written, nothing after
 
     def count(self, action: str) -> int:
         return sum(1 for outcome in self.outcomes if outcome.action == action)
@@ -96,6 +97,19 @@ def _run(settings: Settings, home: Home, reader, root: Path, files: list[Path], 
     store = home.sessions()
     report = Report(reader.NAME, reader.LABEL, sources.shown(root), dry_run)
     bringer = _Bringer(settings, store, reader.NAME, dry_run, report)
+    try:
+        _read_all(reader, files, bringer, report, progress)
+    except KeyboardInterrupt:  # Ctrl-C: what was written stays (and is said); a next run adds the rest
+        report.stopped = True
+        return report
+    _adopt_recall(home, reader, root, report)
+    if bringer.written:
+        with contextlib.suppress(Exception):  # a cache: the next search reads what it lacks
+            records.warm_index(settings, None, store)
+    return report
+
+
+def _read_all(reader, files: list[Path], bringer: _Bringer, report: Report, progress: Progress | None) -> None:
     conversations = messages = 0
     for done, file in enumerate(files, 1):
         tally = Tally(sources.shown(file))
@@ -117,11 +131,6 @@ def _run(settings: Settings, home: Home, reader, root: Path, files: list[Path], 
             report.skipped.append(tally.line())
         if progress is not None:
             progress(done, len(files), conversations, messages)
-    _adopt_recall(home, reader, root, report)
-    if bringer.written:
-        with contextlib.suppress(Exception):  # a cache: the next search reads what it lacks
-            records.warm_index(settings, None, store)
-    return report
 
 
 def _adopt_recall(home: Home, reader, root: Path, report: Report) -> None:
@@ -352,6 +361,8 @@ def report_lines(report: Report) -> list[str]:
     for line in report.failed:
         lines.append(f"  {line}")
     lines.extend(f"  {note}" for note in dict.fromkeys(report.notes))
+    if report.stopped:
+        lines.append("Stopped before the end: the sessions above are written; run the import again to add the rest.")
     return lines
 
 
