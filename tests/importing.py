@@ -35,6 +35,13 @@ def session_document(env: dict, name: str) -> dict:
     return json.loads((Path(env["CHATCLI_HOME"]) / "sessions" / f"{name}.json").read_text())
 
 
+def journaled(env: dict, name: str) -> list[str]:
+    """The contents of the messages session `name`'s journal recorded, in order."""
+    journal = Path(env["CHATCLI_HOME"]) / "transcripts" / f"{session_document(env, name)['transcript_id']}.jsonl"
+    events = [json.loads(line) for line in journal.read_text().splitlines()]
+    return [event["message"]["content"] for event in events if event["type"] == "message"]
+
+
 def continued(env: dict, server, name: str, prompt: str = "and then?") -> list[dict]:
     """Continue session `name` with one turn (`--session NAME -p`); the messages the model got."""
     result = run_chatcli("--session", name, "-p", prompt, env=env)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_chatcli
-from importing import continued, imported, made, searched, session_document, snapshot
+from importing import continued, imported, journaled, made, searched, session_document, snapshot
 
 from chatcli.core.imported import Tally
 from chatcli.store.sources import chatgpt
@@ -294,9 +294,7 @@ def test_importing_again_adds_what_grew_leaves_what_was_edited_and_nothing_twice
     history = session_document(env, name)["chat_history"]
     assert [m["content"] for m in history] == ["Is the freeze over?", "Not until Friday.", "And after Friday?",
                                                "Deploys resume Monday."]
-    journal = Path(env["CHATCLI_HOME"]) / "transcripts" / f"{session_document(env, name)['transcript_id']}.jsonl"
-    recorded = [json.loads(line) for line in journal.read_text().splitlines()]
-    assert [e["message"]["content"] for e in recorded if e["type"] == "message"] == [m["content"] for m in history]
+    assert journaled(env, name) == [m["content"] for m in history]  # each message once in its journal
     assert [m["content"] for m in session_document(env, "chatgpt-2024-06-02-herbs")["chat_history"]] == [
         "Name a herb", "Mint."]
     assert run_chatcli("session", "list", env=env).stdout.count("chatgpt-") == 2

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from conftest import run_chatcli
-from importing import continued, imported, made, searched, session_document, snapshot
+from importing import continued, imported, journaled, made, searched, session_document, snapshot
 
 from chatcli.core.imported import Tally
 from chatcli.store.sources import codex
@@ -238,9 +238,7 @@ def test_importing_again_adds_what_grew_and_nothing_twice(env, home):
     history = session_document(env, name)["chat_history"]
     assert [m["content"] for m in history] == ["Is the freeze over?", "Not until Friday.", "And after Friday?",
                                                "Deploys resume Monday."]
-    journal = Path(env["CHATCLI_HOME"]) / "transcripts" / f"{session_document(env, name)['transcript_id']}.jsonl"
-    recorded = [json.loads(line) for line in journal.read_text().splitlines()]
-    assert [e["message"]["content"] for e in recorded if e["type"] == "message"] == [m["content"] for m in history]
+    assert journaled(env, name) == [m["content"] for m in history]  # each message once in its journal
     assert run_chatcli("session", "list", env=env).stdout.count("codex-") == 2
     assert "0 new sessions, 0 grown" in imported(env, "codex")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_chatcli
-from importing import continued, imported, made, searched, session_document, snapshot
+from importing import continued, imported, journaled, made, searched, session_document, snapshot
 
 from chatcli.core.imported import Tally
 from chatcli.store.sources import gemini
@@ -265,9 +265,7 @@ def test_importing_again_adds_what_grew_and_nothing_twice(env, home):
     history = session_document(env, name)["chat_history"]
     assert [m["content"] for m in history] == ["Is the freeze over?", "Not until Friday.", "And after Friday?",
                                                "Deploys resume Monday."]
-    journal = Path(env["CHATCLI_HOME"]) / "transcripts" / f"{session_document(env, name)['transcript_id']}.jsonl"
-    recorded = [json.loads(line) for line in journal.read_text().splitlines()]
-    assert [e["message"]["content"] for e in recorded if e["type"] == "message"] == [m["content"] for m in history]
+    assert journaled(env, name) == [m["content"] for m in history]  # each message once in its journal
 
     # A newer Gemini CLI resumes it: the document is copied to <name>.jsonl, which it goes on logging.
     recording.user("Who signs off?")

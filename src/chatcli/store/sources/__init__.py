@@ -93,6 +93,20 @@ def json_lines(path: Path, tally: Tally) -> Iterator[dict]:
             yield value
 
 
+def timed(message, time: str | None):
+    """`message`, carrying the time its tool recorded for it (in `timestamp`, the field other
+    versions of ChatCLI wrote and the v1 merge reads) when there is one."""
+    if time:
+        message.extra["timestamp"] = time
+    return message
+
+
+def earliest(times: list[str], path: Path) -> str | None:
+    """When a conversation started: the earliest time its lines carry, else its file's
+    modification time."""
+    return min(times) if times else iso(os.stat(path).st_mtime)
+
+
 def iso(value: object) -> str | None:
     """A time as ISO 8601 in UTC: from epoch seconds (or milliseconds), or a time string kept as
     it is when it parses as one; None for anything else."""

@@ -13,13 +13,12 @@ conversation; a `type` not known at all is counted as skipped. The title is the 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from chatcli.core.imported import Found, Tally
 from chatcli.core.messages import Message
-from chatcli.store.sources import files_under, iso, json_lines, shown
+from chatcli.store.sources import earliest, files_under, iso, json_lines, shown, timed
 
 NAME = "claude-code"
 LABEL = "Claude Code"
@@ -274,9 +273,7 @@ class _Reading:
         return f"{kind}{f' {name}' if isinstance(name, str) else ''}"
 
     def _add(self, message: Message, time: str | None) -> None:
-        if time:
-            message.extra["timestamp"] = time
-        self.messages.append(message)
+        self.messages.append(timed(message, time))
 
     def found(self) -> Found | None:
         if not self.messages:
@@ -285,7 +282,7 @@ class _Reading:
         summary = next((text for leaf, text in self.summaries.items() if leaf in self.uuids), None)
         found.title = self.titles.get("custom-title") or self.titles.get("ai-title") or summary or \
             (" ".join(self.first_said.split()) if self.first_said else None)
-        found.started = min(self.times) if self.times else iso(os.stat(self.path).st_mtime)
+        found.started = earliest(self.times, self.path)
         if self.models:
             found.details["models"] = list(self.models)
         subagents = self.path.with_suffix("") / "subagents"

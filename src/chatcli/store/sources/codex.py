@@ -19,14 +19,13 @@ summary (`meta.is_summary`). The title is the first thing the user said."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from chatcli.core.imported import Found, Tally
 from chatcli.core.messages import Message, new_call
-from chatcli.store.sources import files_under, iso, json_lines, shown
+from chatcli.store.sources import earliest, files_under, iso, json_lines, shown, timed
 
 NAME = "codex"
 LABEL = "Codex"
@@ -283,16 +282,14 @@ class _Reading:
         return self.answer
 
     def _add(self, message: Message, time: str | None) -> None:
-        if time:
-            message.extra["timestamp"] = time
-        self.messages.append(message)
+        self.messages.append(timed(message, time))
 
     def found(self) -> Found | None:
         if not self.messages:
             return None
         found = self.found_
         found.title = " ".join(self.first_said.split()) if self.first_said else None
-        found.started = min(self.times) if self.times else iso(os.stat(self.path).st_mtime)
+        found.started = earliest(self.times, self.path)
         if self.models:
             found.details["models"] = list(self.models)
         return found

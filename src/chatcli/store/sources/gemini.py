@@ -30,7 +30,7 @@ import orjson
 
 from chatcli.core.imported import Found, Tally
 from chatcli.core.messages import Message
-from chatcli.store.sources import SourceError, iso, json_lines, mtime_order, shown
+from chatcli.store.sources import SourceError, earliest, iso, json_lines, mtime_order, shown
 
 NAME = "gemini"
 LABEL = "Gemini CLI"
@@ -200,7 +200,7 @@ def _recording(path: Path, document: dict, tally: Tally) -> Found | None:
         return None
     summary = document.get("summary")
     found.title = summary.strip() if isinstance(summary, str) and summary.strip() else reading.first_said
-    found.started = iso(document.get("startTime")) or (min(times) if times else iso(os.stat(path).st_mtime))
+    found.started = iso(document.get("startTime")) or earliest(times, path)
     if isinstance(document.get("projectHash"), str):
         found.details["projectHash"] = document["projectHash"]
     if document.get("kind") == "subagent":

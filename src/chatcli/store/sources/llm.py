@@ -40,7 +40,7 @@ from pathlib import Path
 
 from chatcli.core.imported import Found, Tally
 from chatcli.core.messages import Message, new_call
-from chatcli.store.sources import SourceError, iso, shown
+from chatcli.store.sources import SourceError, earliest, iso, shown
 
 NAME = "llm"
 LABEL = "llm"
@@ -640,7 +640,7 @@ class _Built:
         found = self.found
         found.messages.extend(messages)
         found.title = _title(name, self.said)
-        found.started = iso(started) or (min(self.times) if self.times else iso(os.stat(path).st_mtime))
+        found.started = iso(started) or earliest(self.times, path)
         return found
 
     def _paired(self) -> list[Message]:
