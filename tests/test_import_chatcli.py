@@ -76,6 +76,7 @@ def test_a_name_taken_here_gets_a_name_of_its_own_and_importing_again_adds_only_
     first = imported(env, "chatcli", str(source))
     renamed = [name for name in made(first) if name.startswith("chatcli-")]
     assert len(renamed) == 1 and renamed[0].endswith("-projeto-x")
+    assert f"new '{renamed[0]}': 4 messages ('projeto-x' there: that name is taken here)" in first
     mine = [m["content"] for m in session_document(env, "projeto-x")["chat_history"]]
     assert mine == ["mine", "You said: mine"]  # the user's own, untouched
 
@@ -89,7 +90,7 @@ def test_a_name_taken_here_gets_a_name_of_its_own_and_importing_again_adds_only_
                                  {"role": "assistant", "content": "In March."}]
     path.write_text(json.dumps(document))
     grown = imported(env, "chatcli", str(source))
-    assert f"added 2 to '{renamed[0]}' (now 6)" in grown
+    assert f"added 2 messages to '{renamed[0]}' (now 6 messages)" in grown
     assert [m["content"] for m in session_document(env, renamed[0])["chat_history"][-2:]] == [
         "and the next one?", "In March."]
 
@@ -159,3 +160,17 @@ def test_a_second_import_while_one_runs_is_refused_in_one_line(env, tmp_path):
     finally:
         held.close()
     assert sorted(made(imported(env, "chatcli", str(source)))) == ["bare", "cut", "old-notes", "projeto-x"]
+
+
+def test_two_sessions_of_the_other_home_sharing_a_journal_stay_two_and_steady(env, tmp_path):
+    sessions = tmp_path / "other" / "sessions"
+    sessions.mkdir(parents=True)
+    for name, history in (("autosave-20250102-101010", ["asked", "answered"]),
+                          ("work", ["asked", "answered", "and then"])):  # saved again under a name: one journal
+        (sessions / f"{name}.json").write_text(json.dumps({"version": 2, "transcript_id": "0123456789abcdef",
+                                                           "chat_history": [{"role": "user", "content": text}
+                                                                            for text in history]}))
+    first = imported(env, "chatcli", str(tmp_path / "other"))
+    assert len(made(first)) == 2
+    again = imported(env, "chatcli", str(tmp_path / "other"))
+    assert "0 new sessions, 0 grown, 0 messages written; 2 already imported and unchanged." in again

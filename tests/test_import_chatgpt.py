@@ -287,7 +287,7 @@ def test_importing_again_adds_what_grew_leaves_what_was_edited_and_nothing_twice
     second.assistant("Pepper.")
     write_json(path, first, second)
     later = imported(env, "chatgpt", str(path))
-    assert "added 2 to 'chatgpt-2024-05-01-deploy-freeze' (now 4)" in later
+    assert "added 2 messages to 'chatgpt-2024-05-01-deploy-freeze' (now 4 messages)" in later
     assert "left 'chatgpt-2024-06-02-herbs': an earlier message changed at the source since it was imported " \
            "(edited there); left as it was" in later
     name = "chatgpt-2024-05-01-deploy-freeze"

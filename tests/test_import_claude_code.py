@@ -165,7 +165,7 @@ def test_importing_again_adds_what_grew_and_nothing_twice(env, home):
     lines.assistant("msg_02", text("Deploys resume Monday."))
     lines.write()
     grown = imported(env, "claude-code")
-    assert "added 2 to 'claude-code-2025-08-20-is-the-freeze-over' (now 4)" in grown
+    assert "added 2 messages to 'claude-code-2025-08-20-is-the-freeze-over' (now 4 messages)" in grown
     assert "1 already imported and unchanged" in grown
     name = "claude-code-2025-08-20-is-the-freeze-over"
     history = session_document(env, name)["chat_history"]
@@ -188,7 +188,7 @@ def test_a_conversation_continued_in_chatcli_gets_the_new_source_messages_after_
     lines.user("Second question, in Claude Code")
     lines.write()
     report = imported(openai_env, "claude-code")
-    assert f"added 1 to '{name}' (now 3) (added after the turns made in chatcli since its import)" in report
+    assert f"added 1 message to '{name}' (now 5 messages, after the turns made in chatcli since its import)" in report
     contents = [m["content"] for m in session_document(openai_env, name)["chat_history"]]
     assert contents == ["First question", "First answer", "asked in chatcli", "You said: asked in chatcli",
                         "Second question, in Claude Code"]
@@ -283,7 +283,10 @@ def test_the_repl_imports_then_loads_and_continues(repl_env, openai_server, home
         repl.send("and production?")
         assert [m["content"] for m in openai_server.requests[-1].body["messages"]][-3:] == [
             "Which port does staging use?", "Staging listens on 8443.", "and production?"]
-        assert "usage: /session import SOURCE [PATH] [--dry-run]" in plain(repl.send("/session import"))
+        listed = plain(repl.send("/session import"))
+        assert "claude-code  Claude Code: ~/.claude/projects (found)" in listed
+        assert "Usage: /session import SOURCE [PATH] [--dry-run]" in listed
+        assert "usage: /session import SOURCE [PATH] [--dry-run]" in plain(repl.send("/session import a b c"))
     finally:
         repl.close()
 
@@ -331,7 +334,7 @@ def test_a_session_imported_while_claude_code_writes_it_is_completed_by_the_next
     lines.assistant("msg_01", tool_use("t1", "Bash", command="make migrate"))  # its next block, then its result
     lines.write()
     report = imported(openai_env, "claude-code")
-    assert f"updated '{name}' (now 3): 1 message replaced as the source now has it, 1 added" in report
+    assert f"updated '{name}' (now 3 messages): 1 message replaced as the source now has it, 1 added" in report
     history = session_document(openai_env, name)["chat_history"]
     assert [(m["role"], m.get("tool_call_id")) for m in history] == [("user", None), ("assistant", None),
                                                                      ("tool", "t1")]
@@ -341,7 +344,7 @@ def test_a_session_imported_while_claude_code_writes_it_is_completed_by_the_next
     lines.assistant("msg_02", text("Done: 3 tables."))
     lines.write()
     report = imported(openai_env, "claude-code")
-    assert f"updated '{name}' (now 4): 2 messages replaced as the source now has them, 1 added" in report
+    assert f"updated '{name}' (now 4 messages): 2 messages replaced as the source now has them, 1 added" in report
     assert [m["content"] for m in session_document(openai_env, name)["chat_history"]][2:] == [
         "migrated 3 tables", "Done: 3 tables."]
     assert "0 new sessions, 0 grown" in imported(openai_env, "claude-code")
@@ -366,7 +369,7 @@ def test_calls_without_results_and_results_without_calls_are_made_well_paired(op
     lines.write()
     report = imported(openai_env, "claude-code")
     name = made(report)[0]
-    assert "1 tool call without a recorded result, 1 tool result recorded twice, 1 tool result without its call" \
+    assert "1 duplicate tool result, 1 missing tool call, 1 missing tool result" \
         in report
     history = session_document(openai_env, name)["chat_history"]
     assert [(m["role"], m.get("tool_call_id"), m["content"]) for m in history] == [
@@ -417,3 +420,55 @@ def test_ctrl_c_stops_an_import_keeping_what_it_wrote_and_the_next_run_adds_the_
     assert 0 < written < 400
     rest = imported(env, "claude-code")
     assert f"{400 - written} new sessions" in rest and f"{written} already imported and unchanged" in rest
+
+
+def test_results_of_calls_made_in_parallel_each_on_its_own_call_s_line_are_all_kept(env, home):
+    lines = Lines(home / ".claude" / "projects" / "p" / f"{SESSION}.jsonl")
+    lines.user("Write both files")
+    first = lines.assistant("msg_01", tool_use("t1", "Write", file_path="a"))
+    second = lines.assistant("msg_01", tool_use("t2", "Write", file_path="b"))
+    lines.parent = first["uuid"]  # each result is a child of its own call's line
+    lines.user([tool_result("t1", "wrote a")])
+    lines.parent = second["uuid"]
+    lines.user([tool_result("t2", "wrote b")])
+    lines.assistant("msg_02", text("Both written."))
+    lines.write()
+    report = imported(env, "claude-code")
+    history = session_document(env, made(report)[0])["chat_history"]
+    assert [(m["role"], m.get("tool_call_id"), m["content"]) for m in history] == [
+        ("user", None, "Write both files"), ("assistant", None, ""), ("tool", "t1", "wrote a"),
+        ("tool", "t2", "wrote b"), ("assistant", None, "Both written.")]
+    assert "abandoned" not in report and "missing" not in report
+
+
+def test_imported_messages_keep_their_times_in_the_listing_the_journal_and_exports(env, home, tmp_path):
+    lines = Lines(home / ".claude" / "projects" / "p" / f"{SESSION}.jsonl")
+    lines.user("When was this said?")
+    lines.assistant("msg_01", text("In August 2025."))
+    lines.write()
+    name = made(imported(env, "claude-code"))[0]
+    listed = [line for line in run_chatcli("session", "list", env=env).stdout.splitlines() if name in line]
+    assert len(listed) == 1 and " 2025-08-20 " in listed[0]  # when it was held, not when it was imported
+    exported = run_chatcli("session", "export", name, "md", str(tmp_path / "out.md"), env=env)
+    assert exported.returncode == 0, exported.stderr
+    headings = [line for line in (tmp_path / "out.md").read_text().splitlines() if line.startswith("## #")]
+    assert len(headings) == 2 and all("· 2025-08-20 " in heading for heading in headings)
+
+
+def test_a_session_changed_here_since_its_import_is_not_added_to(env, home):
+    lines = Lines(home / ".claude" / "projects" / "p" / f"{SESSION}.jsonl")
+    lines.user("First")
+    lines.assistant("msg_01", text("One"))
+    lines.write()
+    name = made(imported(env, "claude-code"))[0]
+    path = Path(env["CHATCLI_HOME"]) / "sessions" / f"{name}.json"
+    document = json.loads(path.read_text())
+    document["chat_history"][0]["content"] = "First, as rewound and asked again here"
+    path.write_text(json.dumps(document))
+    lines.user("Second")
+    lines.write()
+    report = imported(env, "claude-code")
+    assert f"left '{name}': its messages were changed here since its import (a rewind, a compaction); " \
+           "left as it was" in report
+    assert [m["content"] for m in session_document(env, name)["chat_history"]] == [
+        "First, as rewound and asked again here", "One"]

@@ -233,7 +233,7 @@ def test_importing_again_adds_what_grew_and_nothing_twice(env, home):
     rollout.write()
     grown = imported(env, "codex")
     name = "codex-2025-09-10-is-the-freeze-over"
-    assert f"added 2 to '{name}' (now 4)" in grown
+    assert f"added 2 messages to '{name}' (now 4 messages)" in grown
     assert "1 already imported and unchanged" in grown
     history = session_document(env, name)["chat_history"]
     assert [m["content"] for m in history] == ["Is the freeze over?", "Not until Friday.", "And after Friday?",

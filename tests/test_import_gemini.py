@@ -260,7 +260,7 @@ def test_importing_again_adds_what_grew_and_nothing_twice(env, home):
     recording.write()  # Gemini CLI writes the whole document again
     grown = imported(env, "gemini")
     name = "gemini-2025-10-03-is-the-freeze-over"
-    assert f"added 2 to '{name}' (now 4)" in grown
+    assert f"added 2 messages to '{name}' (now 4 messages)" in grown
     assert "1 already imported and unchanged" in grown
     history = session_document(env, name)["chat_history"]
     assert [m["content"] for m in history] == ["Is the freeze over?", "Not until Friday.", "And after Friday?",
@@ -272,7 +272,7 @@ def test_importing_again_adds_what_grew_and_nothing_twice(env, home):
     answer = recording.gemini("Nobody yet.")
     recording.write_lines({**answer, "content": "Ana signs off."}, {"$set": {"lastUpdated": recording.time()}})
     moved = imported(env, "gemini")
-    assert f"added 2 to '{name}' (now 6)" in moved and made(moved) == []
+    assert f"added 2 messages to '{name}' (now 6 messages)" in moved and made(moved) == []
     assert [m["content"] for m in session_document(env, name)["chat_history"]][4:] == ["Who signs off?",
                                                                                        "Ana signs off."]
     assert run_chatcli("session", "list", env=env).stdout.count("gemini-") == 2

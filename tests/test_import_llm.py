@@ -336,7 +336,7 @@ def test_importing_again_adds_what_grew_and_nothing_twice(env, home):
     logs.response(freeze, "And after Friday?", "Deploys resume Monday.")
     logs.close()
     grown = imported(env, "llm")
-    assert "added 2 to 'llm-2025-06-01-is-the-freeze-over' (now 4)" in grown
+    assert "added 2 messages to 'llm-2025-06-01-is-the-freeze-over' (now 4 messages)" in grown
     assert "2 already imported and unchanged" in grown
     history = session_document(env, "llm-2025-06-01-is-the-freeze-over")["chat_history"]
     assert [m["content"] for m in history] == ["Is the freeze over?", "Not until Friday.", "And after Friday?",
@@ -365,7 +365,7 @@ def test_a_conversation_imported_then_continued_by_a_later_llm_grows(env, home):
     logs.turn(thread, asked, logs.chain(("assistant", text("6.")), parent=asked))
     logs.close()
     report = imported(env, "llm")
-    assert f"added 2 to '{name}' (now 7)" in report
+    assert f"added 2 messages to '{name}' (now 7 messages)" in report
     assert [m["content"] for m in session_document(env, name)["chat_history"]][-2:] == ["And 3+3?", "6."]
 
 

@@ -4,13 +4,11 @@ progress bar on a terminal (engine/importing.py does the work; /session import i
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-from chatcli.store.sources import SOURCES, shown, source
+from chatcli.store.sources import SOURCES, source
 
 BAR = 24  # characters of the bar
 REDRAW = 0.1  # seconds between two drawings
@@ -31,12 +29,12 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
 
 
 def run_import_command(args: argparse.Namespace, load_settings: Callable) -> int:
-    if args.source is None:
-        sys.stdout.write(sources_table() + "\n")
-        return 0
-    from chatcli.engine.importing import run_import
+    from chatcli.engine.importing import run_import, sources_table
 
     settings = load_settings()
+    if args.source is None:
+        sys.stdout.write(sources_table(settings) + "\n")
+        return 0
     bar = Bar(source(args.source).LABEL) if sys.stderr.isatty() else None
     try:
         report = run_import(settings, args.source, args.path, dry_run=args.dry_run,
@@ -46,18 +44,6 @@ def run_import_command(args: argparse.Namespace, load_settings: Callable) -> int
             bar.clear()
     sys.stdout.write(report.text() + "\n")
     return 130 if report.stopped else 1 if report.failed else 0
-
-
-def sources_table() -> str:
-    """Each source, what it reads and where it looks by default."""
-    lines = ["Sources (chatcli import SOURCE [PATH]):"]
-    home = Path(os.environ.get("HOME") or Path.home())
-    for name in SOURCES:
-        reader = source(name)
-        where = reader.default(os.environ, home)
-        here = "found" if where.exists() else "not found"
-        lines.append(f"  {name:<12} {reader.LABEL}: {shown(where)} ({here})")
-    return "\n".join(lines)
 
 
 class Bar:
@@ -75,7 +61,8 @@ class Bar:
         self.drawn = now
         filled = BAR * done // total if total else 0
         line = (f"Importing {self.label} [{'#' * filled}{'-' * (BAR - filled)}] {done}/{total} "
-                f"file{'' if total == 1 else 's'} · {conversations:,} conversations · {messages:,} messages")
+                f"file{'' if total == 1 else 's'} · {conversations:,} conversation{'' if conversations == 1 else 's'}"
+                f" · {messages:,} message{'' if messages == 1 else 's'}")
         self.width = max(self.width, len(line))
         sys.stderr.write("\r" + line.ljust(self.width))
         sys.stderr.flush()

@@ -86,8 +86,10 @@ def _import(conv: Conversation, args: str) -> str:
     """/session import SOURCE [PATH] [--dry-run]: `chatcli import`'s report (without its bar)."""
     import shlex
 
-    from chatcli.engine.importing import run_import
+    from chatcli.engine.importing import run_import, sources_table
 
+    if not args.strip():  # as `chatcli import` alone: the sources, and where each is looked for
+        return sources_table(conv.settings) + "\nUsage: /session import SOURCE [PATH] [--dry-run]"
     try:
         words = shlex.split(args)  # a PATH with spaces in quotes
     except ValueError as exc:

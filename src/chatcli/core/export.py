@@ -76,7 +76,8 @@ def flags(message: Message) -> str:
     meta = message.meta
     out = f" ({meta['mode']})" if meta.get("mode") in ("agent", "coder") else ""
     if meta.get("is_summary"):
-        out += f" (summary of {meta.get('summary_of', '?')} messages)"
+        count = meta.get("summary_of")
+        out += f" (summary of {count} messages)" if isinstance(count, int) else " (summary)"
     if meta.get("refused"):
         out += " (refused)"
     elif message.role == "tool" and message.extra.get("is_error") is True:

@@ -117,45 +117,65 @@ UNKNOWN_TOOL = "unknown_tool"  # the name of a call the source recorded only the
 def well_paired(found: Found) -> None:
     """Make `found`'s messages a sequence every provider accepts, in place: each tool message
     right after the assistant message whose calls name it, in the calls' order; a call the
-    source has no result for answered by NO_RESULT (an error); a result with no call given one
-    (named UNKNOWN_TOOL) in an assistant message before it; a result recorded twice kept once.
-    Each repair is counted in `found.left_out`."""
-    results: dict[str, Message] = {}
-    for message in found.messages:
-        if message.role == "tool" and isinstance(message.tool_call_id, str):
-            if message.tool_call_id in results:
-                found.leave_out("tool result recorded twice")
-            else:
-                results[message.tool_call_id] = message
-    called = {call.get("id") for message in found.messages if message.role == "assistant"
-              for call in message.tool_calls or () if isinstance(call, dict)}
+    source holds no result for answered by NO_RESULT (an error); a result with no call given one
+    (named UNKNOWN_TOOL) in an assistant message before it; a second result of one call with the
+    same text kept once. A call or result without an id gets one made from its place. Results
+    of one id go to the calls of that id in order (some servers number calls afresh at every
+    answer). Each repair is counted in `found.left_out`. A conversation this made is left as
+    it is by a second pass: what it makes is the same at every import of the same source."""
+    messages = found.messages
+    for index, message in enumerate(messages):  # ids for what has none, made from the place
+        if message.role == "assistant" and message.tool_calls:
+            for number, call in enumerate(message.tool_calls):
+                if isinstance(call, dict) and not isinstance(call.get("id"), str):
+                    call["id"] = f"import-{index}-{number}"
+        elif message.role == "tool" and not isinstance(message.tool_call_id, str):
+            message.tool_call_id = f"import-{index}"
+    waiting: dict[str, list[Message]] = {}  # id → its results, in order
+    for message in messages:
+        if message.role == "tool":
+            waiting.setdefault(message.tool_call_id, []).append(message)
+    calls: dict[str, int] = {}
+    for message in messages:
+        if message.role == "assistant":
+            for call in message.tool_calls or ():
+                if isinstance(call, dict):
+                    calls[call["id"]] = calls.get(call["id"], 0) + 1
+    given: dict[str, list[Message]] = {}  # id → the results placed after its calls
     out: list[Message] = []
-    placed: set[str] = set()
-    for message in found.messages:
+    for message in messages:
         if message.role == "tool":
             ident = message.tool_call_id
-            if not isinstance(ident, str) or ident in called or results.get(ident) is not message:
-                if not isinstance(ident, str):
-                    found.leave_out("tool result without its call's id")
-                continue  # placed after its call (or a second copy, or unplaceable)
+            if any(message is placed for placed in given.get(ident, ())):
+                continue
+            queue = waiting.get(ident, [])
+            if calls.get(ident, 0) > len(given.get(ident, ())) and any(message is m for m in queue):
+                continue  # a later call of its id takes it
+            queue[:] = [m for m in queue if m is not message]
+            if any(placed.content == message.content for placed in given.get(ident, ())):
+                found.leave_out("duplicate tool result")
+                continue
             call = {"id": ident, "type": "function", "name": UNKNOWN_TOOL, "arguments": {}}
             out.append(Message("assistant", "", {"left_out": ["a tool call the source did not record"]},
                                tool_calls=[call], extra=_time_of(message)))
             out.append(message)
-            found.leave_out("tool result without its call")
+            given.setdefault(ident, []).append(message)
+            found.leave_out("missing tool call")
             continue
         out.append(message)
         if message.role == "assistant" and message.tool_calls:
             for call in message.tool_calls:
-                ident = call.get("id") if isinstance(call, dict) else None
-                if isinstance(ident, str) and ident in results and ident not in placed:
-                    out.append(results[ident])
-                    placed.add(ident)
+                ident = call["id"] if isinstance(call, dict) else ""
+                queue = waiting.get(ident)
+                if queue:
+                    result = queue.pop(0)
+                    out.append(result)
+                    given.setdefault(ident, []).append(result)
                 else:
                     extra = {"is_error": True, **_time_of(message)}
-                    out.append(Message("tool", NO_RESULT, tool_call_id=str(ident), extra=extra))
-                    found.leave_out("tool call without a recorded result")
-    found.messages[:] = out
+                    out.append(Message("tool", NO_RESULT, tool_call_id=ident, extra=extra))
+                    found.leave_out("missing tool result")
+    messages[:] = out
 
 
 def _time_of(message: Message) -> dict:
@@ -163,11 +183,37 @@ def _time_of(message: Message) -> dict:
     return {"timestamp": time} if time else {}
 
 
+def last_time(messages: Sequence[Message]) -> float | None:
+    """When the conversation was last held: its last message's recorded time (`timestamp`, ISO
+    8601) as seconds since the epoch; None when no message says."""
+    import datetime
+
+    for message in reversed(messages):
+        value = message.extra.get("timestamp") if message._extra else None
+        if isinstance(value, str):
+            try:
+                moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=datetime.timezone.utc)
+            return moment.timestamp()
+    return None
+
+
 def settled(messages: Sequence[Message]) -> int:
     """How many of a conversation's first messages its tool will not change any more: those
-    before its last assistant message. That one, and what follows it, may still change while
-    the tool writes the conversation (the answer's next blocks joined to it, a recorded result
-    in place of NO_RESULT), and a later import replaces them."""
+    before its last assistant message, and before the first answer NO_RESULT stands in for. That
+    answer and what follows it, the last answer above all, may still change while the tool
+    writes the conversation (the answer's next blocks joined to it, a result recorded in place
+    of NO_RESULT), and a later import replaces them."""
+    last = 0
+    for index, message in enumerate(messages):
+        if message.role == "assistant":
+            last = index
+        elif message.role == "tool" and message.content == NO_RESULT and message._extra \
+                and message._extra.get("is_error") is True:
+            return last  # the answer whose call this stands for a result of
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].role == "assistant":
             return index
@@ -241,6 +287,8 @@ def decide(found: Found, record: Record | None) -> tuple[str, int]:
         return CHANGED, record.settled
     if record.count <= len(messages) and digest(messages[:record.count]) == record.digest:
         return (SAME, record.count) if record.count == len(messages) else (GROWN, record.count)
+    if len(messages) < record.count:  # fewer than were imported: taken back at the source, not here
+        return CHANGED, record.settled
     return GROWN, record.settled
 
 

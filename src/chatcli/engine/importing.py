@@ -48,6 +48,7 @@ class Outcome:
     where: str
     note: str = ""
     replaced: int = 0  # unsettled messages of an earlier import taken back (the tool changed them)
+    was: str = ""  # its name in the other tool, when that one is taken here
 
 
 @dataclass
@@ -85,7 +86,11 @@ def run_import(settings: Settings, source_name: str, path: str | None, *, dry_ru
     _refuse_own_home(settings, root)
     files = reader.files(root)
     home = Home.of(settings)
-    held = None if dry_run else home.import_lock()
+    try:
+        held = None if dry_run else home.import_lock()
+    except OSError as exc:
+        raise ChatcliError(f"cannot take the import lock in {sources.shown(settings.home)}: "
+                           f"{exc.strerror or exc}") from None
     if held is None and not dry_run:
         raise ChatcliError("another chatcli import is running in this CHATCLI_HOME; wait for it to end")
     with held or contextlib.nullcontext():
@@ -96,16 +101,15 @@ def _run(settings: Settings, home: Home, reader, root: Path, files: list[Path], 
          progress: Progress | None) -> Report:
     store = home.sessions()
     report = Report(reader.NAME, reader.LABEL, sources.shown(root), dry_run)
-    bringer = _Bringer(settings, store, reader.NAME, dry_run, report)
     try:
+        bringer = _Bringer(settings, store, reader.NAME, dry_run, report)
         _read_all(reader, files, bringer, report, progress)
+        _adopt_recall(home, reader, root, report)
+        if bringer.written:
+            with contextlib.suppress(Exception):  # a cache: the next search reads what it lacks
+                records.warm_index(settings, None, store)
     except KeyboardInterrupt:  # Ctrl-C: what was written stays (and is said); a next run adds the rest
         report.stopped = True
-        return report
-    _adopt_recall(home, reader, root, report)
-    if bringer.written:
-        with contextlib.suppress(Exception):  # a cache: the next search reads what it lacks
-            records.warm_index(settings, None, store)
     return report
 
 
@@ -158,9 +162,29 @@ def _adopt_recall(home: Home, reader, root: Path, report: Report) -> None:
             report.notes.append(f"{what} not copied: {outcome}")
 
 
-def _refuse_own_home(settings: Settings, root: Path) -> None:
+def sources_table(settings: Settings, env: Mapping[str, str] | None = None) -> str:
+    """Each source, what it reads and where it looks by default, and whether that is here:
+    `chatcli import` and `/session import` without a source."""
+    env = os.environ if env is None else env
+    home = Path(env.get("HOME") or Path.home())
+    lines = ["Sources (chatcli import SOURCE [PATH]):"]
+    for name in sources.SOURCES:
+        reader = sources.source(name)
+        where = reader.default(env, home)
+        here = "found" if where.exists() else "not found"
+        if _is_own_home(settings, where):
+            here = "this chatcli's own home: give the path of another"
+        lines.append(f"  {name:<12} {reader.LABEL}: {sources.shown(where)} ({here})")
+    return "\n".join(lines)
+
+
+def _is_own_home(settings: Settings, root: Path) -> bool:
     own, root = Path(os.path.realpath(settings.home)), Path(os.path.realpath(root))
-    if root == own or own in root.parents:
+    return root == own or own in root.parents
+
+
+def _refuse_own_home(settings: Settings, root: Path) -> None:
+    if _is_own_home(settings, root):
         raise sources.SourceError(f"{sources.shown(root)} is this chatcli's own home (CHATCLI_HOME): "
                                   "there is nothing to import from it")
 
@@ -228,7 +252,8 @@ class _Bringer:
 
     def _new(self, found: Found) -> None:
         name = self._name(found, found.name)
-        outcome = Outcome(NEW, name, len(found.messages), len(found.messages), found.left_out, found.where)
+        was = found.name if found.name and found.name != name else ""
+        outcome = Outcome(NEW, name, len(found.messages), len(found.messages), found.left_out, found.where, was=was)
         hashes = history_hashes(found.messages)  # hashed once: for the journal and the import record
         record = self._record(found, name, len(found.messages), hashes)
         if self.dry_run:  # as if made: the same conversation again in this run is not made twice
@@ -237,22 +262,23 @@ class _Bringer:
             self.report.outcomes.append(outcome)
             return
         sync = TranscriptSync(self.settings)
-        notes = sync.sync(found.messages, hashes=hashes)
-        data = SessionData(history=found.messages, title=_titled(found.title), transcript_id=sync.id,
-                           extra={rules.META_KEY: record.to_meta()})
-        while True:
-            try:
-                self.store.create(name, data)
-                break
-            except SessionExists:  # made meanwhile by someone else: the next free name
-                self.made.add(name)
-                name = self._name(found, None)
-                record.name = outcome.name = name
-                data.extra[rules.META_KEY] = record.to_meta()
-            except SessionError as exc:
-                sync.discard(sync.id)
-                self.report.failed.append(f"{found.where}: not imported: {exc}")
-                return
+        try:
+            notes = sync.sync(found.messages, hashes=hashes)
+            data = SessionData(history=found.messages, title=_titled(found.title), transcript_id=sync.id,
+                               extra={rules.META_KEY: record.to_meta()})
+            while True:
+                try:
+                    self.store.create(name, data, latest=False)
+                    break
+                except SessionExists:  # made meanwhile by someone else: the next free name
+                    self.made.add(name)
+                    name = self._name(found, None)
+                    record.name = outcome.name = name
+                    data.extra[rules.META_KEY] = record.to_meta()
+        except BaseException:  # not made (an error, Ctrl-C): its journal is not left behind
+            sync.discard(sync.id)
+            raise
+        self.store.date(name, rules.last_time(found.messages))
         self.made.add(name)
         self.known[found.id] = record
         self.written += 1
@@ -265,9 +291,8 @@ class _Bringer:
         them since), when nothing was added to the session after them."""
         added = found.messages[start:]
         replaced = record.count - start
-        growth = len(found.messages) - record.count
         if self.dry_run:
-            self.report.outcomes.append(Outcome(GROWN, record.name, len(found.messages), growth,
+            self.report.outcomes.append(Outcome(GROWN, record.name, len(found.messages), len(added) - replaced,
                                                 found.left_out, found.where, replaced=replaced))
             return
         note = ""
@@ -280,13 +305,17 @@ class _Bringer:
                 if data.left_out:  # a turn a crash cut short, which chatcli takes back from the journal at a load
                     raise SessionError(f"session '{record.name}' has a turn a crash cut short: open it in chatcli "
                                        "once (it takes the turn back), then import again")
+                held = data.history[:record.count]
+                if len(held) < record.count or rules.digest(held) != record.digest:
+                    raise _Left("its messages were changed here since its import (a rewind, a compaction); "
+                                "left as it was")
                 if replaced:
-                    if len(data.history) != record.count or rules.digest(data.history) != record.digest:
+                    if len(data.history) != record.count:
                         last = "its last message" if replaced == 1 else f"its last {replaced} messages"
                         raise _Left(f"{last} changed at the source after turns were made here; left as it was")
                     del data.history[start:]
                 elif len(data.history) != record.count:
-                    note = "added after the turns made in chatcli since its import"
+                    note = "after the turns made in chatcli since its import"
                 data.history.extend(added)
                 sync = TranscriptSync(self.settings)
                 sync.attach(data.transcript_id)
@@ -294,7 +323,9 @@ class _Bringer:
                 data.transcript_id = data.transcript_id or sync.id
                 updated = self._record(found, record.name, len(found.messages))
                 data.extra[rules.META_KEY] = updated.to_meta()
-                self.store.write(record.name, data)
+                self.store.write(record.name, data, latest=False)
+                if not note:
+                    self.store.date(record.name, rules.last_time(data.history))
         except _Left as left:
             self.report.outcomes.append(Outcome(CHANGED, record.name, record.count, 0, record.left_out,
                                                 found.where, str(left)))
@@ -304,7 +335,7 @@ class _Bringer:
             return
         self.known[found.id] = updated
         self.written += 1
-        self.report.outcomes.append(Outcome(GROWN, record.name, len(found.messages), growth,
+        self.report.outcomes.append(Outcome(GROWN, record.name, len(data.history), len(added) - replaced,
                                             found.left_out, found.where, note, replaced))
 
     def _record(self, found: Found, name: str, count: int, hashes: list[str] | None = None) -> Record:
@@ -327,43 +358,48 @@ def _titled(title: str | None) -> str | None:
 
 
 def report_lines(report: Report) -> list[str]:
-    """What an import says: a summary line, one line per session made or grown, the conversations
-    already imported as a count, then what was skipped."""
+    """What an import says: a summary line, one line per session made, grown or left, the
+    conversations already imported as a count, then what was skipped."""
     made, grown, same, changed = (report.count(a) for a in (NEW, GROWN, SAME, CHANGED))
-    verb = "Would import" if report.dry_run else "Imported"
-    added = sum(max(o.added, 0) for o in report.outcomes)
-    lines = [f"{verb} from {report.label} ({report.root}): {made} new session{_s(made)}, {grown} grown, "
-             f"{added} message{_s(added)}{'' if report.dry_run else ' written'}; "
-             f"{same} already imported and unchanged."]
+    dry = report.dry_run
+    written = sum(o.added + o.replaced for o in report.outcomes if o.action in (NEW, GROWN))
+    left = f"; {changed} left as {'it was' if changed == 1 else 'they were'}" if changed else ""
+    lines = [f"{'Would import' if dry else 'Imported'} from {report.label} ({report.root}): {made} new "
+             f"session{_s(made)}, {grown} grown, {_count(written, 'message')}{'' if dry else ' written'}; "
+             f"{same} already imported and unchanged{left}."]
     for outcome in report.outcomes:
+        now = _count(outcome.messages, "message")
         if outcome.action == NEW:
-            head = f"  {'would make' if report.dry_run else 'new'} '{outcome.name}': {outcome.messages} message{_s(outcome.messages)}"
+            head = f"  {'would make' if dry else 'new'} '{outcome.name}': {now}"
+            if outcome.was:
+                head += f" ('{outcome.was}' there: that name is taken here)"
+            if outcome.left_out:
+                head += f"; left out: {rules.described(outcome.left_out)}"
         elif outcome.action == GROWN and outcome.replaced:
-            head = (f"  {'would update' if report.dry_run else 'updated'} '{outcome.name}' (now {outcome.messages}): "
-                    f"{outcome.replaced} message{_s(outcome.replaced)} replaced as the source now has "
+            head = (f"  {'would update' if dry else 'updated'} '{outcome.name}' (now {now}): "
+                    f"{_count(outcome.replaced, 'message')} replaced as the source now has "
                     f"{'it' if outcome.replaced == 1 else 'them'}, {max(outcome.added, 0)} added")
         elif outcome.action == GROWN:
-            head = f"  {'would add' if report.dry_run else 'added'} {outcome.added} to '{outcome.name}' (now {outcome.messages})"
+            after = f", {outcome.note}" if outcome.note else ""
+            head = f"  {'would add' if dry else 'added'} {_count(outcome.added, 'message')} to '{outcome.name}' " \
+                   f"(now {now}{after})"
         elif outcome.action == CHANGED:
-            lines.append(f"  left '{outcome.name}': {outcome.note}")
-            continue
+            head = f"  left '{outcome.name}': {outcome.note}"
         else:
             continue
-        if outcome.left_out and outcome.action == NEW:
-            head += f"; left out: {rules.described(outcome.left_out)}"
-        if outcome.note:
-            head += f" ({outcome.note})"
         lines.append(head)
     if report.empty:
-        lines.append(f"  {report.empty} conversation{_s(report.empty)} without a message passed over")
-    for line in report.skipped:
-        lines.append(f"  {line}")
-    for line in report.failed:
-        lines.append(f"  {line}")
+        lines.append(f"  {_count(report.empty, 'conversation')} without a message passed over")
+    lines.extend(f"  {line}" for line in report.skipped)
+    lines.extend(f"  {line}" for line in report.failed)
     lines.extend(f"  {note}" for note in dict.fromkeys(report.notes))
     if report.stopped:
         lines.append("Stopped before the end: the sessions above are written; run the import again to add the rest.")
     return lines
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{_s(number)}"
 
 
 def _s(count: int) -> str:

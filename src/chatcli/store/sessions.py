@@ -572,12 +572,24 @@ class SessionStore:
                     before_replace(previous)
             return self.write(name, data)
 
-    def create(self, name: str, data: SessionData) -> Stamp:
-        """Write a new session; SessionExists if another process (or an earlier run) made it first."""
+    def create(self, name: str, data: SessionData, *, latest: bool = True) -> Stamp:
+        """Write a new session; SessionExists if another process (or an earlier run) made it first.
+        `latest`: as for `write`."""
         with self.lock(name):
             if self.stamp(name) is not None:
                 raise SessionExists(f"session '{name}' already exists")
-            return self.write(name, data)
+            return self.write(name, data, latest=latest)
+
+    def date(self, name: str, when: float | None) -> None:
+        """Give session `name` the time of its last change as `when` (seconds since the epoch),
+        when that is in the past: a conversation imported from another tool is listed, and
+        resumed by --continue, by when it was held, not by when it was imported. Best effort."""
+        import time
+
+        if when is None or when >= time.time():
+            return
+        with contextlib.suppress(OSError):
+            os.utime(self.path(name), (when, when), follow_symlinks=False)
 
     def write(self, name: str, data: SessionData, *, latest: bool = True) -> Stamp:
         """The atomic write itself, with no checks: callers hold `lock(name)` and have decided.

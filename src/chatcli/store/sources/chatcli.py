@@ -65,9 +65,10 @@ def read(path: Path, tally: Tally) -> Iterator[Found]:
         reason = str(exc) if isinstance(exc, SessionFormatError) else "not valid JSON"
         tally.skip(f"unreadable session ({reason})")
         return
-    # The conversation's id: a chatcli session's journal id (its own, wherever the file is
-    # copied), else (Go ChatCLI keeps none) the home and the name: two homes' `work` are two.
-    ident = data.transcript_id or f"{os.path.realpath(path.parent.parent)}/{name}"
+    # The conversation's id: a chatcli session's journal id and name (the journal's id goes with
+    # the file wherever it is copied; a conversation saved under a second name shares it), else
+    # (Go ChatCLI keeps none) the home and the name: two homes' `work` are two.
+    ident = f"{data.transcript_id}/{name}" if data.transcript_id else f"{os.path.realpath(path.parent.parent)}/{name}"
     found = Found(NAME, ident, data.history, title=data.title, started=_started(data, path),
                   where=shown(path), name=name)
     for key, kind in _HOME_BOUND:

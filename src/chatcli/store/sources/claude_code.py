@@ -51,10 +51,11 @@ def files(root: Path) -> list[Path]:
 
 def read(path: Path, tally: Tally) -> Iterator[Found]:
     reading = _Reading(path, tally)
-    lines = list(json_lines(path, tally))
-    abandoned = side_branches(lines)
-    for line in lines:
-        if id(line) in abandoned:
+    # Read twice, never held whole: first what each line is in the conversation's tree, then the
+    # lines themselves, those of branches the conversation left only counted.
+    abandoned = side_branches(_Line.of(line) for line in json_lines(path, Tally("")))
+    for line in json_lines(path, tally):
+        if line.get("uuid") in abandoned and isinstance(line["uuid"], str):
             reading.found_.leave_out("message of an abandoned branch")
         else:
             reading.take(line)
@@ -63,46 +64,84 @@ def read(path: Path, tally: Tally) -> Iterator[Found]:
         yield found
 
 
-def side_branches(lines: list[dict]) -> set[int]:
-    """The message lines (by `id()`) of branches the conversation left: Claude Code keeps every
-    line, and an edited or rewound prompt starts a new branch from an earlier line (`parentUuid`).
-    The conversation is the chain that ends at its last message; a line whose own chain joins
-    that one below its tip is on a branch left behind. A line whose chain breaks first (a line
-    lost to damage) is kept: only a proven side branch is left out."""
-    parent: dict[str, str | None] = {}
-    messages: list[dict] = []
-    for line in lines:
-        uuid = line.get("uuid")
-        if not isinstance(uuid, str):
-            continue
-        up = line.get("parentUuid")
+class _Line(tuple):
+    """What the tree needs of a line: (uuid, parent, a message of the conversation, a prompt the
+    user typed)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, line: dict) -> _Line:
+        uuid, up = line.get("uuid"), line.get("parentUuid")
         if up is None and isinstance(line.get("logicalParentUuid"), str):
             up = line["logicalParentUuid"]  # a compaction's boundary: the chain goes on through it
-        parent.setdefault(uuid, up if isinstance(up, str) else None)
-        if line.get("type") in ("user", "assistant") and line.get("isSidechain") is not True:
-            messages.append(line)
+        kind = line.get("type")
+        message = kind in ("user", "assistant") and line.get("isSidechain") is not True
+        return cls((uuid if isinstance(uuid, str) else None, up if isinstance(up, str) else None, message,
+                    message and kind == "user" and _typed(line)))
+
+
+def _typed(line: dict) -> bool:
+    """A user line that is something the user typed: not a tool's result, not injected context."""
+    if line.get("isMeta") is True or line.get("isCompactSummary") is True:
+        return False
+    content = line["message"].get("content") if isinstance(line.get("message"), dict) else None
+    if isinstance(content, str):
+        return bool(content.strip())
+    return isinstance(content, list) and any(
+        isinstance(block, str) or (isinstance(block, dict) and block.get("type") != "tool_result") for block in content)
+
+
+def side_branches(lines) -> set[str]:
+    """The uuids of the message lines on branches the conversation left. Claude Code keeps every
+    line; a prompt edited or rewound to starts a new branch from an earlier line (`parentUuid`).
+    The conversation is the chain that ends at its last message. A line off that chain is on a
+    branch left behind when its own chain joins it through a prompt the user typed (the prompt
+    that was edited away); lines hanging off it otherwise (the results of calls made in
+    parallel, each a child of its own call's line) are the conversation's, and so is a line
+    whose chain breaks before it joins (a line lost to damage): only a proven branch is left."""
+    parent: dict[str, str | None] = {}
+    typed: set[str] = set()
+    messages: list[str] = []
+    for uuid, up, message, prompt in lines:
+        if uuid is None:
+            continue
+        parent.setdefault(uuid, up)
+        if message:
+            messages.append(uuid)
+        if prompt:
+            typed.add(uuid)
     if not messages:
         return set()
     main: set[str] = set()
-    node: str | None = messages[-1]["uuid"]
+    node: str | None = messages[-1]
     while node is not None and node not in main:
         main.add(node)
         node = parent.get(node)
-    joins: dict[str, bool] = {}  # uuid → its chain reaches the conversation's (off it)
+    left: dict[str, bool] = {}  # uuid off the chain → on a branch left behind
 
-    def joined(start: str) -> bool:
-        path, node = [], start
-        while node is not None and node not in main and node not in joins and node in parent and len(path) < 10**6:
+    def abandoned(start: str) -> bool:
+        path: list[str] = []
+        on_path: set[str] = set()
+        node: str | None = start
+        verdict = False
+        while True:
+            if node is None or node not in parent or node in on_path:
+                break  # the chain breaks (or loops): nothing proven
+            if node in left:
+                verdict = left[node]
+                break
+            if node in main:  # joined: through a typed prompt just off the chain?
+                verdict = bool(path) and path[-1] in typed
+                break
             path.append(node)
+            on_path.add(node)
             node = parent[node]
-            if node in path:  # a cycle: no proof of anything
-                node = None
-        result = joins.get(node, False) if node is not None and node not in main else node is not None
         for step in path:
-            joins[step] = result
-        return result
+            left[step] = verdict
+        return verdict
 
-    return {id(line) for line in messages if line["uuid"] not in main and joined(line["uuid"])}
+    return {uuid for uuid in messages if uuid not in main and abandoned(uuid)}
 
 
 class _Reading:
