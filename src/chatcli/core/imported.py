@@ -283,9 +283,10 @@ def decide(found: Found, record: Record | None) -> tuple[str, int]:
     if record is None:
         return NEW, 0
     messages = found.messages
-    if record.settled > len(messages) or digest(messages[:record.settled]) != record.settled_digest:
+    hashes = history_hashes(messages[:max(record.count, record.settled)])  # hashed once, for both digests
+    if record.settled > len(messages) or digest((), hashes[:record.settled]) != record.settled_digest:
         return CHANGED, record.settled
-    if record.count <= len(messages) and digest(messages[:record.count]) == record.digest:
+    if record.count <= len(messages) and digest((), hashes[:record.count]) == record.digest:
         return (SAME, record.count) if record.count == len(messages) else (GROWN, record.count)
     if len(messages) < record.count:  # fewer than were imported: taken back at the source, not here
         return CHANGED, record.settled
