@@ -139,11 +139,6 @@ def plan_sync(recorded: Sequence[str], known: set[str], live: Sequence[str]) -> 
 
 
 def message_line(digest: str, message: Message, time: str) -> dict:
-    """A message's journal line. Its time is when it was recorded, or when it was said when the
-    message carries that (`timestamp`: a conversation imported from another tool)."""
-    said = message.extra.get("timestamp") if message._extra else None
-    if isinstance(said, str) and said[:4].isdigit():
-        time = said
     line = {"v": VERSION, "type": MESSAGE, "hash": digest, "message": message.to_dict(), "time": time}
     if message.tool_calls:
         line[CALLS_KEYED] = 2  # hashed by what its calls' arguments mean (see rekey_earlier_hashes)

@@ -59,7 +59,7 @@ class Record:
     def entries(self) -> list[Entry]:
         if self._entries is None:
             if self.journal is None:
-                self._entries = [Entry(i, m, "") for i, m in enumerate(self._history, 1)]
+                self._entries = [Entry(i, m, said_at(m) or "") for i, m in enumerate(self._history, 1)]
             else:
                 self.reading = self.journal.read()
                 self._entries = _entries(self.reading.events)
@@ -74,11 +74,28 @@ def _entries(events: list[dict]) -> list[Entry]:
         if event["type"] == rules.MESSAGE:
             pos += 1
             positions.setdefault(event["hash"], pos)
-            entries.append(Entry(pos, Message.from_dict(event["message"]), event.get("time", "")))
+            message = Message.from_dict(event["message"])
+            entries.append(Entry(pos, message, said_at(message) or event.get("time", "")))
         elif event["type"] == rules.REWRITE:
             entries.append(Entry(None, None, event.get("time", ""), [positions.get(h) for h in event["hashes"]],
                                  str(event.get("reason") or "")))
     return entries
+
+
+def said_at(message: Message) -> str | None:
+    """When a message was said, when it carries that itself (`timestamp`, ISO 8601: one imported
+    from another tool, or read from an older file): what its record shows rather than when its
+    journal line was written (the line's own time stays the sync's: a sync's lines share one)."""
+    value = message.extra.get("timestamp") if message._extra else None
+    if isinstance(value, str):
+        import datetime
+
+        try:
+            datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return value
+    return None
 
 
 def record(settings: Settings, data: SessionData, transcript_id: str | None) -> Record:
