@@ -174,3 +174,16 @@ def test_two_sessions_of_the_other_home_sharing_a_journal_stay_two_and_steady(en
     assert len(made(first)) == 2
     again = imported(env, "chatcli", str(tmp_path / "other"))
     assert "0 new sessions, 0 grown, 0 messages written; 2 already imported and unchanged." in again
+
+
+def test_a_session_whose_messages_carry_no_time_is_dated_by_its_file(env, tmp_path):
+    import os
+
+    sessions = tmp_path / "other" / "sessions"
+    sessions.mkdir(parents=True)
+    old = sessions / "oldtalk.json"
+    old.write_text(json.dumps({"version": 2, "chat_history": [{"role": "user", "content": "from 2023"}]}))
+    os.utime(old, (1_690_000_000, 1_690_000_000))  # July 2023
+    imported(env, "chatcli", str(tmp_path / "other"))
+    listed = [line for line in run_chatcli("session", "list", env=env).stdout.splitlines() if "oldtalk" in line]
+    assert len(listed) == 1 and " 2023-07-2" in listed[0]

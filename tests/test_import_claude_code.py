@@ -472,3 +472,37 @@ def test_a_session_changed_here_since_its_import_is_not_added_to(env, home):
            "left as it was" in report
     assert [m["content"] for m in session_document(env, name)["chat_history"]] == [
         "First, as rewound and asked again here", "One"]
+
+
+def test_the_first_prompt_edited_leaves_its_first_version_out(env, home):
+    lines = Lines(home / ".claude" / "projects" / "p" / f"{SESSION}.jsonl")
+    lines.user("Name the project")
+    lines.assistant("msg_01", text("Aurora."))
+    lines.parent = None  # the first prompt edited: a first line again
+    lines.user("Name the product")
+    lines.assistant("msg_02", text("Borealis."))
+    lines.write()
+    report = imported(env, "claude-code")
+    assert [m["content"] for m in session_document(env, made(report)[0])["chat_history"]] == [
+        "Name the product", "Borealis."]
+    assert "2 messages of an abandoned branch" in report
+
+
+def test_a_session_continued_here_grows_again_and_again(openai_env, openai_server, home):
+    lines = Lines(home / ".claude" / "projects" / "p" / f"{SESSION}.jsonl")
+    lines.user("First")
+    lines.assistant("msg_01", text("One"))
+    lines.write()
+    name = made(imported(openai_env, "claude-code"))[0]
+    continued(openai_env, openai_server, name, "asked here")
+    for number, word in ((2, "Two"), (3, "Three")):
+        lines.user(f"Question {number}")
+        lines.assistant(f"msg_0{number}", text(word))
+        lines.write()
+        assert f"would add 2 messages to '{name}'" in imported(openai_env, "claude-code", "--dry-run")
+        assert f"added 2 messages to '{name}'" in imported(openai_env, "claude-code")
+    assert [m["content"] for m in session_document(openai_env, name)["chat_history"]] == [
+        "First", "One", "asked here", "You said: asked here", "Question 2", "Two", "Question 3", "Three"]
+    assert "0 new sessions, 0 grown" in imported(openai_env, "claude-code")
+    listed = [line for line in run_chatcli("session", "list", env=openai_env).stdout.splitlines() if name in line]
+    assert " 2025-08-20 " not in listed[0]  # its last change is the turn made here, today, not the source's

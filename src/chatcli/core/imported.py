@@ -119,10 +119,14 @@ def well_paired(found: Found) -> None:
     right after the assistant message whose calls name it, in the calls' order; a call the
     source holds no result for answered by NO_RESULT (an error); a result with no call given one
     (named UNKNOWN_TOOL) in an assistant message before it; a second result of one call with the
-    same text kept once. A call or result without an id gets one made from its place. Results
-    of one id go to the calls of that id in order (some servers number calls afresh at every
-    answer). Each repair is counted in `found.left_out`. A conversation this made is left as
-    it is by a second pass: what it makes is the same at every import of the same source."""
+    same text kept once. A call or result without an id gets one made from its place.
+
+    A result answers the latest call of its id before it that has no answer yet (some servers
+    number calls afresh at every answer: `call_0` again and again), else the first such call
+    after it within the same turn (a result written before its call's line); never a call
+    across a message the user typed, so that what a source adds later does not change how its
+    earlier messages pair. Each repair is counted in `found.left_out`. A conversation this made
+    is left as it is by a second pass: every import of a source makes the same messages."""
     messages = found.messages
     for index, message in enumerate(messages):  # ids for what has none, made from the place
         if message.role == "assistant" and message.tool_calls:
@@ -131,50 +135,68 @@ def well_paired(found: Found) -> None:
                     call["id"] = f"import-{index}-{number}"
         elif message.role == "tool" and not isinstance(message.tool_call_id, str):
             message.tool_call_id = f"import-{index}"
-    waiting: dict[str, list[Message]] = {}  # id → its results, in order
-    for message in messages:
-        if message.role == "tool":
-            waiting.setdefault(message.tool_call_id, []).append(message)
-    calls: dict[str, int] = {}
-    for message in messages:
+    # Where each call is: its slot (message index, call index), by id, in order; each position's turn.
+    slots: dict[str, list[tuple[int, int]]] = {}
+    turn_of: list[int] = []
+    turn = 0
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            turn += 1
+        turn_of.append(turn)
         if message.role == "assistant":
-            for call in message.tool_calls or ():
+            for number, call in enumerate(message.tool_calls or ()):
                 if isinstance(call, dict):
-                    calls[call["id"]] = calls.get(call["id"], 0) + 1
-    given: dict[str, list[Message]] = {}  # id → the results placed after its calls
-    out: list[Message] = []
-    for message in messages:
-        if message.role == "tool":
+                    slots.setdefault(call["id"], []).append((index, number))
+    answer: dict[tuple[int, int], Message] = {}  # slot → its result
+    unanswered: dict[str, list[tuple[int, int]]] = {}  # id → calls before the current place, unanswered
+    seen: dict[str, int] = {}  # id → how many of its slots are before the current place
+    drop: set[int] = set()  # id() of results placed after their call, or dropped
+    orphans: dict[int, str] = {}  # id() of results given a call of their own → why
+    for index, message in enumerate(messages):
+        if message.role == "assistant":
+            for number, call in enumerate(message.tool_calls or ()):
+                if isinstance(call, dict):
+                    ident = call["id"]
+                    seen[ident] = seen.get(ident, 0) + 1
+                    if (index, number) not in answer:
+                        unanswered.setdefault(ident, []).append((index, number))
+        elif message.role == "tool":
             ident = message.tool_call_id
-            if any(message is placed for placed in given.get(ident, ())):
+            waiting = unanswered.get(ident)
+            if waiting:
+                answer[waiting.pop()] = message
+                drop.add(id(message))
                 continue
-            queue = waiting.get(ident, [])
-            if calls.get(ident, 0) > len(given.get(ident, ())) and any(message is m for m in queue):
-                continue  # a later call of its id takes it
-            queue[:] = [m for m in queue if m is not message]
-            if any(placed.content == message.content for placed in given.get(ident, ())):
+            later = [slot for slot in slots.get(ident, ())[seen.get(ident, 0):]
+                     if turn_of[slot[0]] == turn_of[index] and slot not in answer]
+            if later:
+                answer[later[0]] = message
+                drop.add(id(message))
+                continue
+            given = [answer[slot] for slot in slots.get(ident, ()) if slot in answer]
+            if any(other.content == message.content for other in given):
+                drop.add(id(message))
                 found.leave_out("duplicate tool result")
-                continue
-            call = {"id": ident, "type": "function", "name": UNKNOWN_TOOL, "arguments": {}}
+            else:
+                orphans[id(message)] = ident
+    out: list[Message] = []
+    for index, message in enumerate(messages):
+        if id(message) in drop:
+            continue
+        if id(message) in orphans:
+            call = {"id": orphans[id(message)], "type": "function", "name": UNKNOWN_TOOL, "arguments": {}}
             out.append(Message("assistant", "", {"left_out": ["a tool call the source did not record"]},
                                tool_calls=[call], extra=_time_of(message)))
-            out.append(message)
-            given.setdefault(ident, []).append(message)
             found.leave_out("missing tool call")
-            continue
         out.append(message)
-        if message.role == "assistant" and message.tool_calls:
-            for call in message.tool_calls:
-                ident = call["id"] if isinstance(call, dict) else ""
-                queue = waiting.get(ident)
-                if queue:
-                    result = queue.pop(0)
-                    out.append(result)
-                    given.setdefault(ident, []).append(result)
-                else:
-                    extra = {"is_error": True, **_time_of(message)}
-                    out.append(Message("tool", NO_RESULT, tool_call_id=ident, extra=extra))
+        if message.role == "assistant":
+            for number, call in enumerate(message.tool_calls or ()):
+                result = answer.get((index, number))
+                if result is None:
+                    ident = call["id"] if isinstance(call, dict) else ""
+                    result = Message("tool", NO_RESULT, tool_call_id=ident, extra={"is_error": True, **_time_of(message)})
                     found.leave_out("missing tool result")
+                out.append(result)
     messages[:] = out
 
 
@@ -183,22 +205,30 @@ def _time_of(message: Message) -> dict:
     return {"timestamp": time} if time else {}
 
 
-def last_time(messages: Sequence[Message]) -> float | None:
-    """When the conversation was last held: its last message's recorded time (`timestamp`, ISO
-    8601) as seconds since the epoch; None when no message says."""
+def last_time(found: Found) -> float | None:
+    """When the conversation was last held, in seconds since the epoch: its last message's
+    recorded time (`timestamp`, ISO 8601), else when it started (a source whose messages carry
+    no time: its file's); None when nothing says."""
+    for message in reversed(found.messages):
+        value = message.extra.get("timestamp") if message._extra else None
+        moment = _epoch(value)
+        if moment is not None:
+            return moment
+    return _epoch(found.started)
+
+
+def _epoch(value: object) -> float | None:
     import datetime
 
-    for message in reversed(messages):
-        value = message.extra.get("timestamp") if message._extra else None
-        if isinstance(value, str):
-            try:
-                moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=datetime.timezone.utc)
-            return moment.timestamp()
-    return None
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
 
 
 def settled(messages: Sequence[Message]) -> int:
@@ -237,10 +267,17 @@ class Record:
     details: dict = field(default_factory=dict)
     settled: int = 0
     settled_digest: str = ""
+    # The session as the import left it: its first `held` messages (matching `held_digest`), of
+    # which the last `run` are the source's last messages, in a row (turns made in chatcli since
+    # an earlier import stand before them).
+    held: int = 0
+    held_digest: str = ""
+    run: int = 0
 
     def to_meta(self) -> dict:
         meta = {"source": self.source, "id": self.id, "session": self.name, "count": self.count,
                 "digest": self.digest, "settled": self.settled, "settled_digest": self.settled_digest,
+                "held": self.held, "held_digest": self.held_digest, "run": self.run,
                 "at": self.at, "from": self.where}
         if self.left_out:
             meta["left_out"] = dict(self.left_out)
@@ -260,12 +297,18 @@ class Record:
         left = meta.get("left_out")
         details = meta.get("details")
         firm, firm_digest = meta.get("settled"), meta.get("settled_digest")
-        if not isinstance(firm, int) or isinstance(firm, bool) or not 0 <= firm <= count \
-                or not isinstance(firm_digest, str):
+        if not _count(firm, count) or not isinstance(firm_digest, str):
             firm, firm_digest = count, values[3]  # nothing recorded as unsettled
+        held, held_digest, run = meta.get("held"), meta.get("held_digest"), meta.get("run")
+        if not _count(held, None) or not isinstance(held_digest, str) or not _count(run, held):
+            held, held_digest, run = count, values[3], count  # the session was the source's messages
         return cls(values[0], values[1], values[2], count, values[3], values[4], str(meta.get("from") or ""),
                    dict(left) if isinstance(left, dict) else {}, dict(details) if isinstance(details, dict) else {},
-                   firm, firm_digest)
+                   firm, firm_digest, held, held_digest, run)
+
+
+def _count(value: object, most: int | None) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value and (most is None or value <= most)
 
 
 # What an import does with one conversation.

@@ -62,7 +62,7 @@ class Report:
     failed: list[str] = field(default_factory=list)  # one line per conversation not written
     notes: list[str] = field(default_factory=list)
     empty: int = 0  # conversations without a message, passed over
-    stopped: bool = False  # interrupted (Ctrl-C): what the report lists was written, nothing after
+    stopped: str = ""  # interrupted (Ctrl-C) while "reading" (what the report lists was written) or "indexing"
 
     def count(self, action: str) -> int:
         return sum(1 for outcome in self.outcomes if outcome.action == action)
@@ -105,11 +105,15 @@ def _run(settings: Settings, home: Home, reader, root: Path, files: list[Path], 
         bringer = _Bringer(settings, store, reader.NAME, dry_run, report)
         _read_all(reader, files, bringer, report, progress)
         _adopt_recall(home, reader, root, report)
-        if bringer.written:
+    except KeyboardInterrupt:  # Ctrl-C: what was written stays (and is said); a next run adds the rest
+        report.stopped = "reading"
+        return report
+    if bringer.written:
+        try:
             with contextlib.suppress(Exception):  # a cache: the next search reads what it lacks
                 records.warm_index(settings, None, store)
-    except KeyboardInterrupt:  # Ctrl-C: what was written stays (and is said); a next run adds the rest
-        report.stopped = True
+        except KeyboardInterrupt:
+            report.stopped = "indexing"
     return report
 
 
@@ -276,9 +280,10 @@ class _Bringer:
                     record.name = outcome.name = name
                     data.extra[rules.META_KEY] = record.to_meta()
         except BaseException:  # not made (an error, Ctrl-C): its journal is not left behind
-            sync.discard(sync.id)
+            if self.store.stamp(name) is None:  # (but the journal of a session written is its own)
+                sync.discard(sync.id)
             raise
-        self.store.date(name, rules.last_time(found.messages))
+        self.store.date(name, rules.last_time(found))
         self.made.add(name)
         self.known[found.id] = record
         self.written += 1
@@ -291,41 +296,48 @@ class _Bringer:
         them since), when nothing was added to the session after them."""
         added = found.messages[start:]
         replaced = record.count - start
-        if self.dry_run:
-            self.report.outcomes.append(Outcome(GROWN, record.name, len(found.messages), len(added) - replaced,
-                                                found.left_out, found.where, replaced=replaced))
-            return
         note = ""
         try:
             with self.store.lock(record.name):
-                data, _ = self.store.load(record.name)
+                data, stamp = self.store.load(record.name)
                 current = Record.of_meta(data.extra.get(rules.META_KEY))
                 if current != record:  # changed since it was read at the start: read again next run
                     raise SessionError(f"session '{record.name}' changed during the import; run it again")
                 if data.left_out:  # a turn a crash cut short, which chatcli takes back from the journal at a load
                     raise SessionError(f"session '{record.name}' has a turn a crash cut short: open it in chatcli "
                                        "once (it takes the turn back), then import again")
-                held = data.history[:record.count]
-                if len(held) < record.count or rules.digest(held) != record.digest:
+                held = data.history[:record.held]
+                if len(held) < record.held or rules.digest(held) != record.held_digest:
                     raise _Left("its messages were changed here since its import (a rewind, a compaction); "
                                 "left as it was")
+                after = len(data.history) - record.held  # turns made in chatcli since
                 if replaced:
-                    if len(data.history) != record.count:
+                    if after or replaced > record.run:
                         last = "its last message" if replaced == 1 else f"its last {replaced} messages"
                         raise _Left(f"{last} changed at the source after turns were made here; left as it was")
-                    del data.history[start:]
-                elif len(data.history) != record.count:
+                    del data.history[len(data.history) - replaced:]
+                    run = record.run - replaced + len(added)
+                elif after:
                     note = "after the turns made in chatcli since its import"
+                    run = len(added)
+                else:
+                    run = record.run + len(added)
                 data.history.extend(added)
+                if self.dry_run:  # what the import would do, checked as it checks it: nothing written
+                    self.report.outcomes.append(Outcome(GROWN, record.name, len(data.history), len(added) - replaced,
+                                                        found.left_out, found.where, note, replaced))
+                    return
                 sync = TranscriptSync(self.settings)
                 sync.attach(data.transcript_id)
-                self.report.notes.extend(sync.sync(data.history))
+                hashes = history_hashes(data.history)
+                self.report.notes.extend(sync.sync(data.history, hashes=hashes))
                 data.transcript_id = data.transcript_id or sync.id
                 updated = self._record(found, record.name, len(found.messages))
+                updated.held, updated.held_digest, updated.run = len(data.history), rules.digest((), hashes), run
                 data.extra[rules.META_KEY] = updated.to_meta()
                 self.store.write(record.name, data, latest=False)
-                if not note:
-                    self.store.date(record.name, rules.last_time(data.history))
+                # Its last change: the source's last message, or a turn made here since, if later.
+                self.store.date(record.name, max(stamp.mtime_ns / 1e9, rules.last_time(found) or 0))
         except _Left as left:
             self.report.outcomes.append(Outcome(CHANGED, record.name, record.count, 0, record.left_out,
                                                 found.where, str(left)))
@@ -339,11 +351,13 @@ class _Bringer:
                                             found.left_out, found.where, note, replaced))
 
     def _record(self, found: Found, name: str, count: int, hashes: list[str] | None = None) -> Record:
+        """The record of a session holding the conversation's first `count` messages, as they
+        are (`held`, `run`: the caller says otherwise when turns made here stand among them)."""
         hashes = history_hashes(found.messages[:count]) if hashes is None else hashes
         firm = rules.settled(found.messages[:count])
-        return Record(self.source, found.id, name, count, rules.digest(found.messages[:count], hashes), now_text(),
-                      found.where, dict(found.left_out), dict(found.details), firm,
-                      rules.digest(found.messages[:firm], hashes[:firm]))
+        whole = rules.digest((), hashes[:count])
+        return Record(self.source, found.id, name, count, whole, now_text(), found.where, dict(found.left_out),
+                      dict(found.details), firm, rules.digest((), hashes[:firm]), count, whole, count)
 
 
 class _Left(Exception):
@@ -393,8 +407,10 @@ def report_lines(report: Report) -> list[str]:
     lines.extend(f"  {line}" for line in report.skipped)
     lines.extend(f"  {line}" for line in report.failed)
     lines.extend(f"  {note}" for note in dict.fromkeys(report.notes))
-    if report.stopped:
+    if report.stopped == "reading":
         lines.append("Stopped before the end: the sessions above are written; run the import again to add the rest.")
+    elif report.stopped:
+        lines.append("Stopped while indexing: every session is written; the next search indexes what is left.")
     return lines
 
 

@@ -118,6 +118,9 @@ def side_branches(lines) -> set[str]:
     while node is not None and node not in main:
         main.add(node)
         node = parent.get(node)
+    # The conversation's chain reached its first line (not a line lost to damage): another first
+    # line joins it there, as the first prompt edited does (it has no parent either).
+    rooted = node is None
     left: dict[str, bool] = {}  # uuid off the chain → on a branch left behind
 
     def abandoned(start: str) -> bool:
@@ -126,7 +129,10 @@ def side_branches(lines) -> set[str]:
         node: str | None = start
         verdict = False
         while True:
-            if node is None or node not in parent or node in on_path:
+            if node is None:  # a first line: joined at the top when the conversation's chain is rooted
+                verdict = rooted and bool(path) and path[-1] in typed
+                break
+            if node not in parent or node in on_path:
                 break  # the chain breaks (or loops): nothing proven
             if node in left:
                 verdict = left[node]
