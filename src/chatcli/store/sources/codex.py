@@ -28,7 +28,7 @@ from chatcli.core.messages import Message, new_call
 from chatcli.store.sources import earliest, files_under, iso, json_lines, shown, timed
 
 NAME = "codex"
-LABEL = "Codex"
+LABEL = "Codex CLI"
 # The kinds of an enveloped line (`{timestamp, type, payload}`).
 _ENVELOPED = {"session_meta", "response_item", "compacted", "turn_context", "event_msg"}
 # The kinds of item a rollout holds, enveloped or (older files) bare.
