@@ -449,3 +449,35 @@ def test_a_split_export_is_read_from_its_parts_each_conversation_once(tmp_path):
     assert not tally
     assert [(f.title, f.messages[-1].content) for f in found] == [("Deploy freeze", "Not until Friday."),
                                                                    ("Herbs", "Mint.")]
+
+
+def test_an_unpacked_split_export_is_read_as_one_each_conversation_once(env, tmp_path):
+    old, stale = freeze(), freeze()
+    stale.clock -= 100
+    stale.mapping[stale.current]["message"]["content"]["parts"] = ["stale"]
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "conversations-000.json").write_text(json.dumps([herbs().to_dict(), stale.to_dict()]))
+    (export / "conversations-001.json").write_text(json.dumps([old.to_dict()]))
+    assert chatgpt.files(export) == [export]
+    first = imported(env, "chatgpt", str(export))
+    assert sorted(made(first)) == ["chatgpt-2024-05-01-deploy-freeze", "chatgpt-2024-06-02-herbs"]
+    assert session_document(env, "chatgpt-2024-05-01-deploy-freeze")["chat_history"][-1]["content"] == \
+        "Not until Friday."
+    assert "2 already imported and unchanged." in imported(env, "chatgpt", str(export))
+
+
+def test_an_odd_value_costs_its_own_conversation_only(tmp_path):
+    odd = freeze()
+    odd.ident = "odd-one"
+    image = {"content_type": "image_asset_pointer", "asset_pointer": "file-service://x", "size_bytes": float("nan")}
+    odd.user("look", image)
+    deep = herbs()
+    deep.call("python", "x" * 3)
+    deep.mapping[deep.current]["message"]["content"]["text"] = "[" * 100_000 + "]" * 100_000  # JSON: a deep list
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([odd.to_dict(), deep.to_dict(), freeze().to_dict() | {"conversation_id": "fine"}],
+                               allow_nan=True))
+    found, tally = read(path)
+    assert [f.id for f in found] == ["odd-one", "fine"]  # the image of no size named without one
+    assert tally.kinds == {"conversation that could not be read": 1}  # the call nested past reading

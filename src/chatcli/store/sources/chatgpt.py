@@ -22,6 +22,7 @@ a message of a kind not known, is counted as skipped."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import zipfile
 import zlib
@@ -41,8 +42,11 @@ CONVERSATIONS = "conversations.json"
 SPLIT = re.compile(r"conversations-\d+\.json")  # the parts of a split export
 ASKED = "give the export's .zip, its conversations.json or the directory holding it"
 NO_RESULT = "[no result in the export]"
+# A conversations file larger than this once unpacked is not read (its text and what is made of it
+# are held in memory): an export that size is unheard of, a zip that says so likely a zip bomb.
+UNPACKED_MAX = 8 * 2**30
 # Below this size (characters) a file's conversations are kept as read while they are put in order;
-# above it each is read again when its turn comes, so that a large export is never held whole.
+# above it each is read again when its turn comes, so that a large export is held as text only.
 KEEP_BELOW = 16_000_000
 # The content types read; a message of any other is counted as skipped.
 KNOWN = {"text", "multimodal_text", "code", "execution_output", "tether_browsing_display", "tether_quote",
@@ -66,10 +70,9 @@ def files(root: Path) -> list[Path]:
     if root.is_dir():
         if (root / CONVERSATIONS).is_file():
             return [root / CONVERSATIONS]
-        parts = sorted(path for path in root.glob("conversations-*.json") if SPLIT.fullmatch(path.name))
-        if not parts:
+        if not _parts(root):
             raise SourceError(f"no ChatGPT export at {shown(root)}: no {CONVERSATIONS} there ({ASKED})")
-        return parts
+        return [root]  # its parts read together: a conversation in two of them is read once
     if not root.is_file():
         raise SourceError(f"no ChatGPT export at {shown(root)}: it does not exist ({ASKED})")
     try:
@@ -89,6 +92,11 @@ def files(root: Path) -> list[Path]:
     if not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"[", b"{")):
         raise SourceError(f"{shown(root)} is not a ChatGPT export ({ASKED})")
     return [root]
+
+
+def _parts(directory: Path) -> list[Path]:
+    """The parts of a split export unpacked in `directory`, in order."""
+    return sorted(path for path in directory.glob("conversations-*.json") if SPLIT.fullmatch(path.name))
 
 
 def _members(archive: zipfile.ZipFile) -> list[str]:
@@ -113,16 +121,26 @@ def read(path: Path, tally: Tally) -> Iterator[Found]:
                 chosen[entry.id] = entry
     where = shown(path)
     for entry in sorted(chosen.values(), key=lambda entry: (entry.started, entry.order)):
-        value = entry.value
-        if value is None:
-            value = json.JSONDecoder().raw_decode(texts[entry.text], entry.start)[0]
-        found = _Conversation(entry.id, value, where, tally).found()
+        try:
+            value = entry.value
+            if value is None:
+                value = json.JSONDecoder().raw_decode(texts[entry.text], entry.start)[0]
+            found = _Conversation(entry.id, value, where, tally).found()
+        except (ValueError, TypeError, OverflowError, RecursionError):  # one odd value costs its conversation only
+            tally.skip("conversation that could not be read")
+            continue
         if found is not None:
             yield found
 
 
 def _texts(path: Path, tally: Tally) -> Iterator[str]:
-    """The text of each conversations file of the export at `path` (its zip, or one file)."""
+    """The text of each conversations file of the export at `path` (its zip, one file, or the
+    directory of a split export's parts)."""
+    if path.is_dir():
+        for part in _parts(path):
+            with open(part, "rb") as handle:
+                yield _decoded(handle.read())
+        return
     with open(path, "rb") as handle:
         zipped = handle.read(2) == b"PK"
         if not zipped:
@@ -131,6 +149,10 @@ def _texts(path: Path, tally: Tally) -> Iterator[str]:
             return
     with zipfile.ZipFile(path) as archive:
         for name in _members(archive):
+            size = archive.getinfo(name).file_size
+            if size > UNPACKED_MAX:  # said before it is unpacked: a zip bomb never fills the memory
+                tally.skip(f"file in the zip of {size // 2**30} GB unpacked, more than is read here")
+                continue
             try:
                 data = archive.read(name)
             except (zipfile.BadZipFile, zlib.error, EOFError, ValueError):
@@ -176,6 +198,9 @@ def _entries(text: str, number: int, tally: Tally) -> Iterator[_Entry]:
         except json.JSONDecodeError as exc:
             tally.skip(_torn(text, exc))
             return
+        except RecursionError:
+            tally.skip("conversation nested too deeply to read")
+            return
         listed = value.get("conversations") if "mapping" not in value else None
         for item in listed if isinstance(listed, list) else [value]:
             entry = _entry(item, number, order, 0, tally)
@@ -199,6 +224,9 @@ def _entries(text: str, number: int, tally: Tally) -> Iterator[_Entry]:
             value, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as exc:
             tally.skip(_torn(text, exc))
+            return
+        except RecursionError:  # where it ends is not known: what follows cannot be read either
+            tally.skip("conversation nested too deeply to read (and the rest of the file)")
             return
         entry = _entry(value, number, order, position, tally)
         order += 1
@@ -296,7 +324,9 @@ def _tool_name(recipient: str) -> str:
 
 
 def _kb(size: object) -> str | None:
-    return f"{int(size) // 1024} KB" if isinstance(size, (int, float)) and not isinstance(size, bool) else None
+    if not isinstance(size, (int, float)) or isinstance(size, bool) or not math.isfinite(size):
+        return None
+    return f"{int(size) // 1024} KB"
 
 
 class _Conversation:
