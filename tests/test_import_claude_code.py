@@ -506,3 +506,23 @@ def test_a_session_continued_here_grows_again_and_again(openai_env, openai_serve
     assert "0 new sessions, 0 grown" in imported(openai_env, "claude-code")
     listed = [line for line in run_chatcli("session", "list", env=openai_env).stdout.splitlines() if name in line]
     assert " 2025-08-20 " not in listed[0]  # its last change is the turn made here, today, not the source's
+
+
+def test_an_import_is_at_once_what_continue_and_the_transcript_work_on(openai_env, openai_server, home):
+    for number, (day, question) in enumerate(((10, "Older question about caching"), (20, "Newer question on cron"))):
+        lines = Lines(home / ".claude" / "projects" / "p" / f"s{number}.jsonl", session=f"s{number}")
+        lines.user(question)
+        lines.assistant(f"msg_{number}", text(f"answer {number}"))
+        for line_number, line in enumerate(lines.lines):  # the second conversation held ten days later
+            lines.lines[line_number] = line.replace("2025-08-20", f"2025-08-{day}")
+        lines.write()
+    names = made(imported(openai_env, "claude-code"))
+    newer = "claude-code-2025-08-20-newer-question-on-cron"
+    assert sorted(names) == ["claude-code-2025-08-10-older-question-about-caching", newer]
+    resumed = run_chatcli("-c", "-p", "and?", env=openai_env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"Resumed session '{newer}'" in resumed.stderr + resumed.stdout
+    assert [m["content"] for m in openai_server.requests[-1].body["messages"]][-3:] == [
+        "Newer question on cron", "answer 1", "and?"]
+    found = run_chatcli("session", "transcript", newer, "search", "cron", env=openai_env)
+    assert found.returncode == 0 and "#1 user" in found.stdout and "cron" in found.stdout
