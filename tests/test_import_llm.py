@@ -463,3 +463,138 @@ def test_the_database_is_looked_for_where_llm_keeps_it(tmp_path):
     linux.write_bytes(b"")
     assert llm.default({}, home) == linux
     assert llm.default({"XDG_CONFIG_HOME": str(tmp_path / "xdg")}, home) == linux
+
+
+def test_a_conversation_begun_with_llm_0_31_reads_the_same_once_a_later_llm_goes_on_with_it(env, home):
+    """The rows as llm 0.31 and then 0.36 write them: the echo model gives no call ids, and 0.36
+    rebuilds the old conversation in its thread without its attachment."""
+    env = at_home(env)
+    logs = logs_at(home)
+    chat = logs.conversation("look at this")
+    logs.response(chat, "look at this", "A cat.", model="echo",
+                  attachments=({"type": "image/png", "path": "/home/ana/cat.png"},))
+    logs.response(chat, "add them", "", model="echo", calls=(("add", {"a": 2, "b": 3}, None),))
+    logs.response(chat, "", "It is 5.", model="echo", results=(("add", "5", None, None),))
+    logs.close()
+    name = made(imported(env, "llm"))[0]
+    history = session_document(env, name)["chat_history"]
+    assert history[0]["content"] == "look at this\n[attachment (image/png, cat.png): not imported]"
+    assert [history[3]["tool_calls"][0]["id"], history[4]["tool_call_id"]] == ["llm-call-1", "llm-call-1"]
+
+    logs.db = sqlite3.connect(logs.path)  # llm 0.36: its migrations, then `llm -c`
+    logs.db.executescript(STORE)
+    thread = logs.thread("third question", ident=chat)
+    asked = logs.chain(("user", text("look at this")), ("assistant", text("A cat.")), ("user", text("add them")),
+                       ("assistant", {"type": "tool_call", "name": "add", "arguments": {"a": 2, "b": 3}}),
+                       ("tool", {"type": "tool_result", "name": "add", "output": "5"}),
+                       ("assistant", text("It is 5.")), ("user", text("third question")))
+    # A call of 0.32 on has an id llm made when the model gave none.
+    called = logs.chain(("assistant", {"type": "tool_call", "name": "add", "arguments": {"a": 7, "b": 3},
+                                       "tool_call_id": "tc_01jx2m9a0000000000000000aa"}), parent=asked)
+    logs.turn(thread, asked, called, model="echo")
+    result = logs.chain(("tool", {"type": "tool_result", "name": "add", "output": "10",
+                                  "tool_call_id": "tc_01jx2m9a0000000000000000aa"}), parent=called)
+    logs.turn(thread, result, logs.chain(("assistant", text("It is 10.")), parent=result), model="echo")
+    logs.close()
+    report = imported(env, "llm")
+    assert f"added 4 messages to '{name}' (now 10 messages)" in report and "left as it was" not in report
+    grown = session_document(env, name)["chat_history"]
+    assert grown[:6] == history
+    assert [(m["role"], m["content"]) for m in grown[6:]] == [
+        ("user", "third question"), ("assistant", ""), ("tool", "10"), ("assistant", "It is 10.")]
+    assert grown[0]["meta"]["left_out"] == ["attachment (image/png, cat.png)"]
+    again = imported(env, "llm")
+    assert "0 grown" in again and "left as it was" not in again
+
+
+def test_a_thread_that_cannot_be_followed_is_its_old_rows(tmp_path):
+    logs = Logs(tmp_path / "logs.db", "0.32")
+    chat = logs.conversation("Hello")
+    logs.response(chat, "Hello", "Hi.")
+    logs.thread("Again", ident=chat)
+    looped = logs.chain(("user", text("Hello")), ("assistant", text("Hi.")))
+    logs.db.execute("update messages set parent_hash = ? where parent_hash is null", [looped])
+    logs.db.execute("update threads set tip_message_hash = ?", [looped])
+    tally = Tally("logs.db")
+    [found] = llm.read(logs.close(), tally)
+    assert [m.content for m in found.messages] == ["Hello", "Hi."] and found.id == chat
+    assert tally.kinds == {"thread whose messages loop": 1}
+
+
+def test_reading_leaves_the_database_free_for_llm_to_write_between_conversations(tmp_path):
+    logs = Logs(tmp_path / "logs.db", "0.32")
+    for number in range(3):
+        logs.response(logs.conversation(f"Question {number}"), f"Question {number}", "An answer.")
+        thread = logs.thread(f"Thread {number}")
+        asked = logs.chain(("user", text(f"Thread {number}")))
+        logs.turn(thread, asked, logs.chain(("assistant", text("An answer.")), parent=asked))
+    path = logs.close()
+    reading = llm.read(path, Tally("logs.db"))
+    next(reading)
+    writer = sqlite3.connect(path, timeout=0.2, isolation_level=None)
+    writer.execute("begin immediate")
+    writer.execute("insert into conversations values ('01jx2m8k3qzzzzzzzzzzzzzzzz', 'written meanwhile', 'echo')")
+    writer.execute("commit")  # would be "database is locked" while a reading query stays open
+    writer.close()
+    assert len(list(reading)) == 5
+
+
+def test_one_value_that_cannot_be_read_costs_its_conversation_only(tmp_path):
+    logs = Logs(tmp_path / "logs.db", "0.32")
+    logs.response(logs.conversation("Before"), "Before", "Fine.")
+    deep = logs.conversation("Deep arguments")
+    logs.response(deep, "Call", "", calls=(("f", {}, "c1"),))
+    logs.db.execute("update tool_calls set arguments = ?", ['{"a": ' + "[" * 100000 + "]" * 100000 + "}"])
+    for part in ({"type": "tool_call", "name": "f", "arguments": {}},
+                 {"type": "text", "text_ref": [{"fragment": 2**70}]}):
+        thread = logs.thread("Odd")
+        asked = logs.chain(("user", text("Odd")))
+        logs.turn(thread, asked, logs.chain(("assistant", part), parent=asked))
+    logs.db.execute("update parts set payload = ? where type = 'tool_call'", ["[" * 100000 + "]" * 100000])
+    logs.response(logs.conversation("After"), "After", "Fine too.")
+    tally = Tally("logs.db")
+    found = list(llm.read(logs.close(), tally))
+    assert [f.title for f in found] == ["Before", "Deep arguments", "Odd", "Odd", "After"]
+    assert found[1].messages[1].tool_calls[0]["raw"].startswith('{"a": [[[')  # kept as written, as text not JSON
+    assert [(c["name"], c["arguments"]) for c in found[2].messages[1].tool_calls] == [("f", {})]  # its column's name
+    assert [m.content for m in found[3].messages] == ["Odd", ""]
+    assert tally.kinds == {"message part with an unreadable payload": 1, "fragment missing from the database": 1}
+
+
+def test_a_conversation_that_fails_to_read_is_skipped_and_counted(tmp_path, monkeypatch):
+    logs = Logs(tmp_path / "logs.db")
+    logs.response(logs.conversation("Before"), "Before", "Fine.")
+    logs.response(logs.conversation("Photo"), "Photo", "A cat.", attachments=({"type": "image/png", "path": "a.png"},))
+    logs.response(logs.conversation("After"), "After", "Fine too.")
+
+    def odd(*args):
+        raise ValueError("a value no one foresaw")
+
+    monkeypatch.setattr(llm, "_attachment_line", odd)
+    tally = Tally("logs.db")
+    assert [f.title for f in llm.read(logs.close(), tally)] == ["Before", "After"]
+    assert tally.kinds == {"conversation that could not be read": 1}
+
+
+def test_a_database_in_wal_mode_with_its_log_and_no_shared_memory_file_is_read_and_left_alone(tmp_path):
+    """llm ended half-way (its log of writes not yet folded into the database): what the log holds
+    is read, and no file is made beside the database."""
+    logs = Logs(tmp_path / "llm" / "logs.db")
+    logs.db.execute("pragma journal_mode=wal")
+    logs.response(logs.conversation("Hello"), "Hello", "Hi.")
+    logs.db.commit()
+    copy = tmp_path / "copy"  # the files as a process that had them open and stopped left them
+    copy.mkdir()
+    for suffix in ("", "-wal"):
+        (copy / f"logs.db{suffix}").write_bytes((tmp_path / "llm" / f"logs.db{suffix}").read_bytes())
+    live = sorted(path.name for path in (tmp_path / "llm").iterdir())
+    assert live == ["logs.db", "logs.db-shm", "logs.db-wal"]
+    # Read while llm has it open: through SQLite's locks.
+    assert [f.title for f in llm.read(tmp_path / "llm" / "logs.db", Tally("logs.db"))] == ["Hello"]
+    assert sorted(path.name for path in (tmp_path / "llm").iterdir()) == live
+    logs.close()
+    before = snapshot(copy)
+    assert llm.files(copy) == [copy / "logs.db"]
+    tally = Tally("logs.db")
+    assert [f.title for f in llm.read(copy / "logs.db", tally)] == ["Hello"] and not tally
+    assert snapshot(copy) == before

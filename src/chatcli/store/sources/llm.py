@@ -1,6 +1,7 @@
 """The logs of llm, the command-line tool for language models: one SQLite database, `logs.db`,
 in its user directory (`$LLM_USER_PATH`, else `io.datasette.llm` in the platform's
-configuration directory; `llm logs path` prints it). It is opened read-only and never written.
+configuration directory; `llm logs path` prints it). It is opened read-only and never written
+(one in WAL mode, which llm does not set itself, is read from a private copy).
 
 It holds two generations of tables, and an llm that has been upgraded holds both:
 - up to llm 0.31, `responses`: one row a model call, grouped by `conversation_id` (a row
@@ -15,25 +16,30 @@ It holds two generations of tables, and an llm that has been upgraded holds both
   chain of `messages` (each names its parent), made of ordered `parts` (text, reasoning, tool
   call, tool result, attachment); fragment text and attachment bytes are stored by reference.
   A thread keeps its conversation's id, and llm writes a conversation begun in `responses`
-  and continued later into its thread whole: the thread is read (with the name and the times
-  the old rows had), and those rows are not read as a conversation of their own.
+  and continued later into its thread whole (but for its attachments): the thread is read, its
+  first messages, where they are those of the old rows, as the old rows have them (with their
+  attachments, times and name), so that the conversation reads the same before and after; the
+  rows are not read as a conversation of their own.
 
-A tool call without its logged result gets one saying so (providers refuse a call left
-unanswered), a result whose call is not logged gets its call back, with no arguments, on the
-assistant message before it. Left out, and counted: attachments (one line in the message says
-what was there), reasoning (its text kept in the message's `meta.thinking`), the tools a
-provider ran itself (server-side tools). The title is the conversation's name, unless llm made
-it by cutting the first prompt short: then the first prompt."""
+A tool call the model gave no id is given one made from its place among the conversation's
+calls, the same in both generations of tables. A tool call without its logged result gets one
+saying so (providers refuse a call left unanswered), a result whose call is not logged gets its
+call back, with no arguments, on the assistant message before it. Left out, and counted:
+attachments (one line in the message says what was there), reasoning (its text kept in the
+message's `meta.thinking`), the tools a provider ran itself (server-side tools). The title is
+the conversation's name, unless llm made it by cutting the first prompt short: then the first
+prompt."""
 
 from __future__ import annotations
 
 import contextlib
 import heapq
-import itertools
 import json
 import os
+import shutil
 import sqlite3
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +60,9 @@ LLM_TABLES = ("responses", "threads")
 READ = ("conversations", "responses", "prompt_fragments", "system_fragments", "fragments", "prompt_attachments",
         "attachments", "tool_calls", "tool_results", "tool_results_attachments", "threads", "turns", "messages",
         "parts")
+BATCH = 100  # rows of the responses table read at once
+# What a value of an unexpected shape raises while a conversation is read: it is not read, the others are.
+ODD = (ValueError, TypeError, LookupError, AttributeError, ArithmeticError, RecursionError)
 
 
 def default(env: Mapping[str, str], user_home: Path) -> Path:
@@ -93,7 +102,7 @@ def files(root: Path) -> list[Path]:
             header = handle.read(len(SQLITE_HEADER))
         if header != SQLITE_HEADER:
             raise SourceError(f"{shown(path)} is not llm's logs database: it is not an SQLite database")
-        with contextlib.closing(_open(path)) as db:
+        with _opened(path) as db:
             tables = _tables(db)
     except OSError as exc:
         raise SourceError(f"{shown(path)} could not be read ({exc.strerror or exc})") from None
@@ -106,26 +115,49 @@ def files(root: Path) -> list[Path]:
 
 
 def read(path: Path, tally: Tally) -> Iterator[Found]:
-    try:
-        db = _open(path)
-    except sqlite3.Error as exc:
-        tally.skip(f"unreadable database ({exc})")
+    with contextlib.ExitStack() as stack:
+        try:
+            db = stack.enter_context(_opened(path))
+        except sqlite3.Error as exc:
+            tally.skip(f"unreadable database ({exc})")
+            return
+        try:
+            yield from _Reading(db, path, tally).conversations()
+        except sqlite3.Error as exc:  # a damaged page, met half-way: what was read before it stays
+            tally.skip(f"unreadable part of the database ({exc})")
+
+
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection that reads the database and leaves it, and the directory it is in, as they
+    were. A database in llm's own journal mode (a rollback journal) is read in place, read-only:
+    its locks are taken for each query and let go before the next, so llm can write between
+    them. A database in WAL mode is read from a private copy, in a temporary directory removed
+    after: reading it in place would make its shared-memory file beside it when there is none,
+    and without one no lock keeps a checkpoint from changing it half-way through. The copy is
+    taken through SQLite (the backup API, under its locks) when the shared-memory file is
+    there (the database may be open); else no one has it open, and its files are copied as
+    they are (its log read into the copy when it is opened)."""
+    log, shared = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if not log.exists() and not _wal_mode(path):
+        with contextlib.closing(_connect(f"{path.absolute().as_uri()}?mode=ro")) as db:
+            yield db
         return
-    try:
-        yield from _Reading(db, path, tally).conversations()
-    except sqlite3.Error as exc:  # a damaged page, met half-way: what was read before it stays
-        tally.skip(f"unreadable part of the database ({exc})")
-    finally:
-        db.close()
+    with tempfile.TemporaryDirectory(prefix="chatcli-llm-") as scratch:
+        copy = Path(scratch) / DATABASE
+        if log.exists() and shared.exists():
+            with contextlib.closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)) as source, \
+                    contextlib.closing(sqlite3.connect(copy)) as target:
+                source.backup(target)
+        else:
+            shutil.copyfile(path, copy)
+            if log.exists():
+                shutil.copyfile(log, f"{copy}-wal")
+        with contextlib.closing(_connect(copy.as_uri())) as db:
+            yield db
 
 
-def _open(path: Path) -> sqlite3.Connection:
-    """A read-only connection that leaves the database, and the directory it is in, as they were.
-    A database in WAL mode with no write-ahead log beside it is opened immutable: read-only
-    alone would make its shared-memory and log files there."""
-    uri = f"{path.absolute().as_uri()}?mode=ro"
-    if _wal_mode(path) and not Path(f"{path}-wal").exists():
-        uri += "&immutable=1"
+def _connect(uri: str) -> sqlite3.Connection:
     db = sqlite3.connect(uri, uri=True)
     db.text_factory = _text
     return db
@@ -156,7 +188,7 @@ class _Head:
     id: str
     started: str | None
     thread: tuple | None = None  # (name, tip message hash), for a thread
-    rows: list | None = None  # its `responses` rows, for an older conversation
+    rows: range | None = None  # where its `responses` rows are listed, for an older conversation
 
 
 def _order(head: _Head) -> tuple[str, str]:
@@ -180,6 +212,8 @@ class _Reading:
         self.tip_times: dict[str, str] | None = None
         self.calls: dict[str, list[int]] | None = None
         self.results: dict[str, list[int]] | None = None
+        self.listed: list = []  # the ids of the responses table's rows, conversation by conversation
+        self.rows: dict = {}  # rows of it read ahead, by id
 
     def has(self, table: str, *columns: str) -> bool:
         return table in self.columns and all(column in self.columns[table] for column in columns)
@@ -195,17 +229,23 @@ class _Reading:
         threads = sorted(self._thread_heads(), key=_order)
         taken = {head.id for head in threads}
         # A conversation begun in `responses` and continued by a later llm is its thread, which
-        # holds it whole; its old rows (read first: it started with them) give the times of its first messages.
-        earlier: dict[str, Found] = {}
+        # holds it whole; its old rows (read first: it started with them) give its first messages.
+        earlier: dict[str, _Built] = {}
         for head in heapq.merge(self._legacy_heads(), threads, key=_order):
-            if head.thread is None:
-                found = self._conversation(head)
-                if head.id in taken:
-                    if found is not None:
-                        earlier[head.id] = found
-                    continue
-            else:
-                found = self._thread(head, earlier.pop(head.id, None))
+            old = earlier.pop(head.id, None) if head.thread is not None else None
+            try:
+                if head.thread is None:
+                    built = self._conversation(head)
+                    if head.id in taken:
+                        if built is not None:
+                            earlier[head.id] = built
+                        continue
+                    found = built.found if built is not None else None
+                else:
+                    found = self._thread(head, old)
+            except ODD:  # one odd value costs its conversation only (its old rows stand for a thread)
+                self.tally.skip("conversation that could not be read")
+                found = old.found if old is not None else None
             if found is not None:
                 yield found
 
@@ -240,13 +280,17 @@ class _Reading:
                           default=None)
             yield _Head(ident, started, thread=(title if isinstance(title, str) else None, tip))
 
-    def _thread(self, head: _Head, earlier: Found | None) -> Found | None:
+    def _thread(self, head: _Head, earlier: _Built | None) -> Found | None:
         """A thread: its chain of messages; `earlier`, the same conversation as llm 0.31 or before
-        logged its beginning in `responses`."""
+        logged its beginning in `responses`. The thread holds that beginning again, as a later llm
+        rebuilt it (its attachments left out): where its messages are those (the same role, text
+        and calls), the old rows' are kept, so that the conversation reads the same before and
+        after llm went on with it. A thread that cannot be followed (its messages loop, or there
+        are none) is its old rows alone."""
         title, tip = head.thread
         chain = self._chain(tip)
         if not chain:
-            return None
+            return earlier.found if earlier is not None else None
         found = Found(NAME, head.id, [], where=self.where)
         built = _Built(found, self.tally)
         times = self._tip_times()
@@ -258,26 +302,31 @@ class _Reading:
             stamps[index] = iso(time)
         for (digest, role), stamp in zip(chain, stamps, strict=True):
             self._message(built, digest, role, stamp)
-        models = list(earlier.details.get("models", [])) if earlier is not None else []
+        models = list(earlier.found.details.get("models", [])) if earlier is not None else []
         if self.has("turns", "thread_id", "model"):
             models += [row[0] for row in self.db.execute("select model from turns where thread_id = ? order by id",
-                                                         [head.id]) if isinstance(row[0], str)]
+                                                         [head.id]).fetchall() if isinstance(row[0], str)]
         if models:
             found.details["models"] = list(dict.fromkeys(models))
         if earlier is None:
             return built.done(title, head.started, self.path)
         # Its name is the prompt that continued it: the one it had is kept.
         done = built.done(None, head.started, self.path)
-        if done is not None:
-            done.title = earlier.title or done.title
-            for message, before in zip(done.messages, earlier.messages, strict=False):
-                if (message.role, message.content) != (before.role, before.content):
-                    break
-                stamp = before._extra.get("timestamp") if before._extra else None
-                if stamp:
-                    message.extra["timestamp"] = stamp
-                elif message._extra:
-                    message._extra.pop("timestamp", None)
+        if done is None:
+            return earlier.found
+        done.title = earlier.found.title or done.title
+        old = earlier.found.messages
+        kept = next((index for index, (message, before) in enumerate(zip(done.messages, old, strict=False))
+                     if _said(message) != _said(before)), min(len(done.messages), len(old)))
+        # What is left out is counted again: the old rows' count for the messages kept, the thread's for the others.
+        left = dict(done.left_out)
+        for message, before in zip(done.messages[:kept], old[:kept], strict=True):
+            for kind, count in built.counted.get(id(message), {}).items():
+                left[kind] = left.get(kind, 0) - count
+            for kind, count in earlier.counted.get(id(before), {}).items():
+                left[kind] = left.get(kind, 0) + count
+        done.left_out = {kind: count for kind, count in left.items() if count > 0}
+        done.messages[:kept] = old[:kept]
         return done
 
     def _chain(self, tip: str) -> list[tuple[str, str]]:
@@ -317,15 +366,15 @@ class _Reading:
             self.tally.skip(f"message of unknown role {str(role)[:40]!r}")
             return
         columns = ", ".join(column if self.has("parts", column) else "null"
-                            for column in ("id", "type", "tool_name", "text", "payload"))
+                            for column in ("type", "tool_name", "text", "payload"))
         texts: list[str] = []
         typed: list[str] = []  # the text the user typed: fragments left out
         lines: list[str] = []
         calls: list[dict] = []
         thinking: list[str] = []
         results: list[tuple[Message, str | None]] = []
-        for ident, kind, tool_name, text, payload in self.db.execute(
-                f"select {columns} from parts where message_hash = ? order by position", [digest]):
+        for kind, tool_name, text, payload in self.db.execute(
+                f"select {columns} from parts where message_hash = ? order by position", [digest]).fetchall():
             data = self._payload(payload)
             if kind in ("text", "reasoning"):
                 said, literal = self._part_text(text, data)
@@ -346,7 +395,7 @@ class _Reading:
                     continue
                 arguments = data.get("arguments", {})
                 written = arguments if isinstance(arguments, str) else json.dumps(arguments)
-                calls.append(new_call(_call_id(data.get("tool_call_id"), "part", ident), name, written))
+                calls.append(built.call(data.get("tool_call_id"), name, written))
             elif kind == "tool_result":
                 if data.get("server_executed") is True:
                     continue  # its call is left out, and counted
@@ -376,7 +425,7 @@ class _Reading:
             return {}
         try:
             data = json.loads(payload) if isinstance(payload, str) else None
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than it can be read
             data = None
         if not isinstance(data, dict):
             self.tally.skip("message part with an unreadable payload")
@@ -395,8 +444,10 @@ class _Reading:
                 if isinstance(piece, dict) and isinstance(piece.get("literal"), str):
                     said.append(piece["literal"])
                     literal.append(piece["literal"])
-                elif isinstance(piece, dict) and isinstance(piece.get("fragment"), int):
+                elif isinstance(piece, dict) and _row_number(piece.get("fragment")):
                     said.append(self._fragment(piece["fragment"]))
+                elif isinstance(piece, dict) and "fragment" in piece:
+                    self.tally.skip("fragment missing from the database")
             return "".join(said), "".join(literal)
         value = data.get("text")
         return (value, value) if isinstance(value, str) else ("", "")
@@ -429,31 +480,42 @@ class _Reading:
     # -- the responses table (up to llm 0.31) ----------------------------------------------
 
     def _legacy_heads(self) -> Iterator[_Head]:
-        """The conversations of the responses table, oldest first, each with its rows in order."""
+        """The conversations of the responses table, oldest first, each with the ids of its rows
+        in order: all read before the first is given, so no query is left open while it is used."""
         if not self.has("responses", "id"):
             return
-        wanted = ("id", "conversation_id", "datetime_utc", "prompt", "system", "response", "model", "reasoning")
-        columns = ", ".join(f"r.{column}" if self.has("responses", column) else "null" for column in wanted)
         conversation = "r.conversation_id" if self.has("responses", "conversation_id") else "null"
         time = "r.datetime_utc" if self.has("responses", "datetime_utc") else "null"
         missing = self.db.execute("select count(*) from responses where id is null").fetchone()[0]
         if missing:
             self.tally.skip("response without an id", missing)
-        rows = self.db.execute(
-            f"select {columns}, min({time}) over (partition by coalesce({conversation}, r.id)) as started, "
-            f"coalesce({conversation}, r.id) as cid from responses r where r.id is not null "
-            f"order by started, cid, {time}, r.id")
-        for cid, group in itertools.groupby(rows, key=lambda row: row[-1]):
-            group = list(group)
-            started = group[0][-2]
-            yield _Head(str(cid), started if isinstance(started, str) else None, rows=[row[:-2] for row in group])
+        heads: list[_Head] = []
+        last: object = None
+        first = 0
+        self.listed = []
+        for ident, cid, started in self.db.execute(
+                f"select r.id, coalesce({conversation}, r.id) as cid, "
+                f"min({time}) over (partition by coalesce({conversation}, r.id)) as started from responses r "
+                f"where r.id is not null order by started, cid, {time}, r.id").fetchall():
+            if not heads or cid != last:
+                last, first = cid, len(self.listed)
+                heads.append(_Head(str(cid), started if isinstance(started, str) else None))
+            self.listed.append(ident)
+            heads[-1].rows = range(first, len(self.listed))
+        yield from heads
 
-    def _conversation(self, head: _Head) -> Found | None:
+    def _conversation(self, head: _Head) -> _Built | None:
+        """A conversation of the responses table, read a row at a time (by its id)."""
         found = Found(NAME, head.id, [], where=self.where)
         built = _Built(found, self.tally)
         models: dict[str, None] = {}
-        for row in head.rows:
-            ident, _, time, prompt, system, response, model, reasoning = row
+        wanted = ("id", "datetime_utc", "prompt", "system", "response", "model", "reasoning")
+        columns = ", ".join(column if self.has("responses", column) else "null" for column in wanted)
+        for index in head.rows:
+            row = self._row(index, columns)
+            if row is None:
+                continue  # taken away since the conversations were listed
+            ident, time, prompt, system, response, model, reasoning = row
             if not all(value is None or isinstance(value, str) for value in (prompt, system, response)):
                 self.tally.skip("response with values of an unexpected type")
                 continue
@@ -466,7 +528,17 @@ class _Reading:
             title = named[0] if named is not None and isinstance(named[0], str) else None
         if models:
             found.details["models"] = list(models)
-        return built.done(title, head.started, self.path)
+        return built if built.done(title, head.started, self.path) is not None else None
+
+    def _row(self, index: int, columns: str) -> tuple | None:
+        """The row of the responses table listed at `index`, by its id: read with the next ones
+        listed, BATCH at a time (most conversations are a row or two)."""
+        key = self.listed[index]
+        if key not in self.rows:
+            batch = self.listed[index:index + BATCH]
+            self.rows = {row[0]: row for row in self.db.execute(
+                f"select {columns} from responses where id in ({', '.join('?' * len(batch))})", batch).fetchall()}
+        return self.rows.pop(key, None)
 
     def _response(self, built: _Built, ident: str, time: str | None, prompt: str | None, system: str | None,
                   response: str | None, reasoning: object) -> None:
@@ -478,10 +550,10 @@ class _Reading:
         fragments = self._fragments_of("prompt_fragments", ident)
         text = "\n".join([*fragments, *([prompt] if prompt else [])])
         # The attachments a tool gave are sent again with the prompt that returns its result: named once, there.
-        lines = [line for attachment, line in self._attachments_of(ident, built) if attachment not in given]
+        lines = self._attachments_of(ident, built, given)
         if text or lines:
             built.user(text, prompt or "", lines, time)
-        calls = self._calls_of(ident)
+        calls = self._calls_of(ident, built)
         thinking = [reasoning] if isinstance(reasoning, str) and reasoning.strip() else []
         if thinking:
             built.found.leave_out("reasoning block")
@@ -496,14 +568,15 @@ class _Reading:
         rows = self.db.execute(f'select fragment_id from {table} where response_id = ? order by "order"', [ident])
         return [self._fragment(row[0]) for row in rows.fetchall() if isinstance(row[0], int)]
 
-    def _attachments_of(self, ident: str, built: _Built) -> list[tuple[str | None, str]]:
+    def _attachments_of(self, ident: str, built: _Built, given: set) -> list[str]:
+        """A line for each attachment of a prompt but those in `given`."""
         if not self.holds("prompt_attachments", "response_id", "attachment_id", "order"):
             return []
         rows = self.db.execute('select attachment_id from prompt_attachments where response_id = ? order by "order"',
                                [ident]).fetchall()
-        return [(row[0], self._attachment(row[0], built)) for row in rows]
+        return [self._attachment(row[0], built) for row in rows if row[0] not in given]
 
-    def _calls_of(self, ident: str) -> list[dict]:
+    def _calls_of(self, ident: str, built: _Built) -> list[dict]:
         if not self.has("tool_calls", "id", "response_id", "name", "arguments", "tool_call_id"):
             return []
         if self.calls is None:
@@ -515,7 +588,7 @@ class _Reading:
             if not isinstance(name, str) or not (arguments is None or isinstance(arguments, str)):
                 self.tally.skip("tool call with values of an unexpected type")
                 continue
-            calls.append(new_call(_call_id(call_id, "call", row_id), name, arguments or "{}"))
+            calls.append(built.call(call_id, name, arguments or "{}"))
         return calls
 
     def _results_of(self, ident: str, built: _Built, time: str | None) -> list[tuple[Message, str | None, list]]:
@@ -536,8 +609,8 @@ class _Reading:
                 continue
             ids = [row[0] for row in self.db.execute(
                 'select attachment_id from tool_results_attachments where tool_result_id = ? order by "order"',
-                [row_id])] if attached else []
-            message, tool = _result(_call_id(call_id, None, None), name, output, error,
+                [row_id]).fetchall()] if attached else []
+            message, tool = _result(call_id, name, output, error,
                                     [self._attachment(attachment, built) for attachment in ids], time)
             results.append((message, tool, ids))
         return results
@@ -553,11 +626,24 @@ def _row_ids(db: sqlite3.Connection, table: str) -> dict[str, list[int]]:
     return out
 
 
-def _call_id(value: object, kind: str | None, row: object) -> str | None:
-    """A tool call's id; when llm has none, one made from its row (stable across imports)."""
-    if isinstance(value, str) and value:
-        return value
-    return f"llm-{kind}-{row}" if kind is not None else None
+def _row_number(value: object) -> bool:
+    """Whether `value` can be a row's number: an integer SQLite holds (a larger one it refuses)."""
+    return type(value) is int and -2 ** 63 <= value < 2 ** 63
+
+
+def _said(message: Message) -> tuple:
+    """What a message says, its attachment lines aside: how a thread's message is known for one
+    of the old rows."""
+    content = message.content
+    for what in reversed((message._meta.get("left_out") or []) if message._meta else []):
+        line = f"[{what}: not imported]"
+        if content.endswith("\n" + line):
+            content = content[:-len(line) - 1]
+        elif content == line:
+            content = ""
+    calls = [(call.get("id"), call.get("name"), call.get("arguments"), call.get("raw"))
+             for call in message.tool_calls or []]
+    return message.role, content, calls, message.tool_call_id
 
 
 def _result(call_id: object, name: object, output: object, exception: object, left: list[str],
@@ -604,6 +690,11 @@ class _Built:
         self.system_text: str | None = None
         self.said: tuple[str, str] | None = None  # the first prompt: as sent, as typed
         self.times: list[str] = []
+        self.calls = 0  # the tool calls read so far
+        # What was left out (by kind) while each message was read, by the message's id(): and so
+        # what a thread's message taken for an older one's stops counting.
+        self.counted: dict[int, dict[str, int]] = {}
+        self.before: dict[str, int] = {}
 
     def add(self, message: Message, name: str | None = None, time: str | None = None) -> None:
         if time:
@@ -611,7 +702,23 @@ class _Built:
         stamp = message._extra.get("timestamp") if message._extra else None
         if isinstance(stamp, str):
             self.times.append(stamp)
+        now = self.found.left_out
+        if now != self.before:
+            self.counted[id(message)] = {kind: count - self.before.get(kind, 0) for kind, count in now.items()
+                                         if count != self.before.get(kind, 0)}
+            self.before = dict(now)
         self.entries.append((message, name))
+
+    def call(self, ident: object, name: str, arguments: str) -> dict:
+        """A tool call. Without its id from the model, it is given one made from its place among
+        the conversation's calls (`llm-call-<n>`), which llm's two generations of tables share and
+        which what follows does not change."""
+        self.calls += 1
+        ident = ident if isinstance(ident, str) and ident else f"llm-call-{self.calls}"
+        try:
+            return new_call(ident, name, arguments)
+        except RecursionError:  # arguments nested deeper than can be read: kept as written, as any that are not JSON
+            return {"id": ident, "type": "function", "name": name, "arguments": {}, "raw": arguments}
 
     def system(self, text: str, time: str | None) -> None:
         if text.strip() and text != self.system_text:
