@@ -217,18 +217,27 @@ def last_time(found: Found) -> float | None:
     return _epoch(found.started)
 
 
+def moment(value: object):
+    """An ISO 8601 time (`Z` for UTC accepted) as a datetime; None for anything else."""
+    import datetime
+
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def _epoch(value: object) -> float | None:
     import datetime
 
-    if not isinstance(value, str):
+    when = moment(value)
+    if when is None:
         return None
-    try:
-        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.timestamp()
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp()
 
 
 def settled(messages: Sequence[Message]) -> int:

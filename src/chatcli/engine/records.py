@@ -87,15 +87,11 @@ def said_at(message: Message) -> str | None:
     from another tool, or read from an older file): what its record shows rather than when its
     journal line was written (the line's own time stays the sync's: a sync's lines share one)."""
     value = message.extra.get("timestamp") if message._extra else None
-    if isinstance(value, str):
-        import datetime
+    if value is None:
+        return None
+    from chatcli.core.imported import moment  # here: `session search` imports this module, not that one
 
-        try:
-            datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return value
-    return None
+    return value if moment(value) is not None else None
 
 
 def record(settings: Settings, data: SessionData, transcript_id: str | None) -> Record:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError, UsageError
-from chatcli.core.imported import Tally
+from chatcli.core.imported import Tally, moment
 
 # The sources, in the order `chatcli import` lists them: NAME → module.
 SOURCES = {
@@ -118,10 +118,4 @@ def iso(value: object) -> str | None:
             return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(timespec="seconds")
         except (OverflowError, OSError, ValueError):
             return None
-    if isinstance(value, str) and value:
-        try:
-            datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return value
-    return None
+    return value if moment(value) is not None else None
