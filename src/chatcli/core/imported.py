@@ -194,7 +194,8 @@ def well_paired(found: Found) -> None:
                 result = answer.get((index, number))
                 if result is None:
                     ident = call["id"] if isinstance(call, dict) else ""
-                    result = Message("tool", NO_RESULT, tool_call_id=ident, extra={"is_error": True, **_time_of(message)})
+                    extra = {"is_error": True, **_time_of(message)}
+                    result = Message("tool", NO_RESULT, tool_call_id=ident, extra=extra)
                     found.leave_out("missing tool result")
                 out.append(result)
     messages[:] = out
