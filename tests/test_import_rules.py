@@ -94,3 +94,21 @@ def test_names_come_from_titles_in_any_script_and_never_take_a_name_in_use():
                         tag="ff") == "chatcli-2025-01-02-ff"  # a name chatcli keeps for itself is not kept
     long = session_name("llm", "2025-01-02", "word " * 200, lambda _n: False)
     assert len(long) <= 128 and long.startswith("llm-2025-01-02-word-word")
+
+
+def test_a_time_without_its_zone_is_shown_as_the_utc_it_is(monkeypatch):
+    import time
+
+    from chatcli.core.export import local_time
+    from chatcli.engine.records import said_at
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        naive = Message("user", "q", extra={"timestamp": "2025-06-01T12:00:00"})
+        zoned = Message("user", "q", extra={"timestamp": "2025-06-01T12:00:00Z"})
+        assert local_time(said_at(naive)) == local_time(said_at(zoned)) == "2025-06-01 08:00:00"
+        assert said_at(Message("user", "q", extra={"timestamp": "not a time"})) is None
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

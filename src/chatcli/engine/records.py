@@ -91,7 +91,12 @@ def said_at(message: Message) -> str | None:
         return None
     from chatcli.core.imported import moment  # here: `session search` imports this module, not that one
 
-    return value if moment(value) is not None else None
+    when = moment(value)
+    if when is None:
+        return None
+    # A time written without its zone is UTC (llm's `datetime_utc`), as the import dates it: said so,
+    # or it would be shown as local time.
+    return value if when.tzinfo is not None else f"{value}+00:00"
 
 
 def record(settings: Settings, data: SessionData, transcript_id: str | None) -> Record:
