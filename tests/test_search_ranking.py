@@ -133,7 +133,7 @@ def _ranked(tmp_path, sessions: dict[str, list[str]], query: str, wanted: int = 
     file of these sessions' messages (as SearchIndex takes them from the store)."""
     def read(name, _since):
         rows = [(pos, "user", text) for pos, text in enumerate(sessions[name], 1)]
-        return rows, 0, 0, len(rows), True
+        return rows, 0, 0, len(rows), True, "-"
 
     hits = SearchIndex(tmp_path / "search.sqlite").search_sessions({name: "1" for name in sessions}, read, query,
                                                                      wanted)
@@ -260,7 +260,7 @@ def test_a_sealed_index_made_with_other_terms_is_rebuilt(env):
     with sqlite3.connect(path) as db:
         made = db.execute("SELECT how FROM made").fetchone()[0]
         db.execute("UPDATE made SET how='another version'")
-        db.execute("INSERT INTO sources VALUES ('s', 'stale', '1:1', 0, 1, 0, 99)")
+        db.execute("INSERT INTO sources VALUES ('s', 'stale', '1:1', 0, 1, 0, 99, '-')")
     assert names(search(env, "walrus")) == ["notes"]
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT how FROM made").fetchone()[0] == made

@@ -84,6 +84,17 @@ def main(argv: list[str] | None = None) -> int:
             return code
     words = argv[2:] if argv[:2] == ["session", "search"] else []
     if words and not any(word.startswith("-") for word in words):
+        from chatcli.cli.quick_search import run as quick_search
+
+        try:  # an index up to date answers without the rest of chatcli
+            code = quick_search(words)
+        except KeyboardInterrupt:
+            return 130
+        except BrokenPipeError:
+            _silence_stdout()
+            return 141
+        if code is not None:
+            return code
         # Words alone: the namespace the parser would make, without loading argparse (which
         # imports shutil, gettext and locale: a tenth of a search's whole time).
         from types import SimpleNamespace

@@ -8,11 +8,11 @@ the live history and says so.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import itertools
 import os
 import time
-from collections import namedtuple
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -21,15 +21,15 @@ from chatcli.core import journal as rules
 from chatcli.core.errors import UsageError
 from chatcli.core.export import Entry, call_names, local_time, plain_block, to_markdown, to_trajectory, trajectory
 from chatcli.core.messages import Message
+from chatcli.core.search_hits import SessionHits, elided, format_session_hits, grouped
 from chatcli.core.session import SessionData
 from chatcli.store.atomic import atomic_write, os_cause
 from chatcli.store.home import Home
 from chatcli.store.journal import ID_RE, Journal, JournalError
-from chatcli.store.search import SearchError, SearchIndex
+from chatcli.store.search import SearchError, SearchIndex, session_stamp
 from chatcli.store.sessions import SessionStore
 
 FORMATS = ("md", "jsonl")
-SessionHits = namedtuple("SessionHits", "name mtime score hits")
 
 
 def search_index(settings: Settings, wait: float = 30) -> SearchIndex:
@@ -175,7 +175,7 @@ def warm_index(settings: Settings, transcript_id: str | None, store: SessionStor
         if journal.exists():
             search_index(settings).update_journal(journal.id, _stamp(journal), _reader(journal))
     if store is not None:
-        current, read = _sessions_to_index(store)
+        current, read = _sessions_to_index(store, Home.of(settings))
         search_index(settings).update_sessions(current, read)
 
 
@@ -310,60 +310,87 @@ def numbering(settings: Settings, transcript_id: str | None, count: int | None =
     their numbers then differ until the next rewrite of the history; rare, and only a label.) Otherwise the journal is replayed once; a live position the
     journal does not hold (it lags the file, or `count`, the file's message count, says they
     are out of step) keeps its own number, as the record would (it falls back to the file)."""
-    same = lambda pos: pos  # noqa: E731
-    if not settings.session_transcript or not transcript_id or not ID_RE.fullmatch(transcript_id):
-        return same
-    journal = Home.of(settings).journal(transcript_id)
-    found = journal.last_event()
-    if found is not None and found[0]["type"] == rules.SYNCED and found[0]["dead"] == 0 \
-            and not rules.damage_said(found[0]) and (count is None or found[0]["count"] == count):
-        return same
+    if not settings.session_transcript:
+        return _same
+    return _numbering(Home.of(settings), transcript_id, count)[0]
+
+
+def _same(pos: int) -> int:
+    return pos
+
+
+def _numbering(home: Home, transcript_id: str | None, count: int | None) -> tuple[Callable[[int], int], str | None]:
+    """`numbering` with journals on, and what the search index records of it (`_by_file`)."""
+    journal, mark = _by_file(home, transcript_id, count)
+    if journal is None:
+        return _same, mark
     try:
         reading = journal.read()
     except (JournalError, OSError):
-        return same
+        return _same, mark
     state = rules.Replay()
     state.apply(reading.events)
     if count is not None and count != len(state.live):
-        return same
+        return _same, mark
     live, positions = state.live, state.positions
-    return lambda pos: positions.get(live[pos - 1], pos) if 0 < pos <= len(live) else pos
+    return (lambda pos: positions.get(live[pos - 1], pos) if 0 < pos <= len(live) else pos), mark
+
+
+def _by_file(home: Home, transcript_id: str | None, count: int | None) -> tuple[Journal | None, str]:
+    """(the journal to replay for the session's numbering, or None when the file's positions are
+    its numbering; what the search index records of this, the session's `numbered`: see
+    store.search.search_current): "-" without a journal; with it, its id, and the stamp at which
+    its last line said it holds the file's history and nothing more. Reads the journal's last
+    line only (a search index records this of every session it reads)."""
+    if not transcript_id or not ID_RE.fullmatch(transcript_id):
+        return None, "-"
+    journal = home.journal(transcript_id)
+    try:
+        st = os.stat(journal.path)  # the stamp recorded: the one the last line was read at
+    except OSError:
+        st = None
+    found = journal.last_event()
+    if found is not None and found[0]["type"] == rules.SYNCED and found[0]["dead"] == 0 \
+            and not rules.damage_said(found[0]) and (count is None or found[0]["count"] == count):
+        same_file = st is not None and (st.st_size, (st.st_dev, st.st_ino)) == found[1:]
+        return None, f"{transcript_id} {st.st_mtime_ns} {st.st_size} {st.st_ino}" if same_file else transcript_id
+    return journal, transcript_id
 
 
 def format_hits(hits: Sequence[tuple[int, str, str]]) -> str:
-    return "\n".join(f"#{pos} {role} {_elided(snippet)}" for pos, role, snippet in hits)
-
-
-def _elided(snippet: str) -> str:
-    """A hit's snippet between ellipses: the index marks where it cut the text with one already,
-    and a mark is not doubled."""
-    text = snippet.strip()
-    return ("" if text.startswith("…") else "…") + text + ("" if text.endswith("…") else "…")
+    return "\n".join(f"#{pos} {role} {elided(snippet)}" for pos, role, snippet in hits)
 
 
 # -- every saved session ----------------------------------------------------------------------
-def _sessions_to_index(store: SessionStore, rows: dict[str, list] | None = None):
+def _sessions_to_index(store: SessionStore, home: Home, rows: dict[str, list] | None = None):
     """What the session index needs (SearchIndex._update_sessions): the readable sessions'
     stamps (from the catalog `rows`, read when not given), and how to read one: only the turns
-    appended in place since it was indexed when the file grew that way, else all of it."""
+    appended in place since it was indexed when the file grew that way, else all of it. Each
+    read says how the session's hits are numbered (`_numbering` in a store with journals on,
+    whatever this process's setting: the index serves every process)."""
     rows = store.entries() if rows is None else rows
-    current = {name: f"{row[0]}:{row[1]}" for name, row in rows.items() if row[4] == ""}
+    current = {name: session_stamp(row[0], row[1]) for name, row in rows.items() if row[4] == ""}
 
     def indexed(messages: list[Message], first: int) -> list[tuple[int, str, str]]:
         return [(pos, m.role, m.content) for pos, m in enumerate(messages, first) if m.role != "system"]
 
-    def read(name: str, since: tuple[int, int, int] | None):
-        if since is not None and since[0]:
-            inode, size, count = since
+    def read(name: str, since: tuple[int, int, int, str | None] | None):
+        if since is not None and since[0] and since[3] is not None:
+            inode, size, count, numbered = since
             added = store.appended_since(name, inode, size)
             if added is not None:
                 messages, inode, size = added
-                return indexed(messages, count + 1), inode, size, count + len(messages), False
+                count += len(messages)
+                transcript_id = None if numbered == "-" else numbered.split(" ", 1)[0]
+                return indexed(messages, count - len(messages) + 1), inode, size, count, False, \
+                    _by_file(home, transcript_id, count)[1]
         try:
             data, stamp = store.load(name)
         except Exception:  # noqa: BLE001 - a session that cannot be read is not searched
-            return [], 0, 0, 0, True
-        return indexed(data.history, 1), stamp.inode if data.appendable else 0, stamp.size, len(data.history), True
+            return [], 0, 0, 0, True, None
+        count = len(data.history)
+        return indexed(data.history, 1), stamp.inode if data.appendable else 0, stamp.size, count, True, \
+            None if store.private else _by_file(home, data.transcript_id, count)[1]
 
     return current, read
 
@@ -376,29 +403,32 @@ def search_sessions(settings: Settings, store: SessionStore, query: str, session
     `hidden`: sessions the searcher may not see (Conversation.hidden), left out of the hits (the
     index itself covers every session, whoever searches). The index is a cache: when it cannot
     be opened or written (a read-only home), every session is read and ranked in memory, slower,
-    and `notice` is told so in one line."""
+    and `notice` is told so in one line. The hits' numbering, read from their journals, is
+    recorded in the index for `chatcli session search`'s fast path."""
+    home = Home.of(settings)
     rows = store.entries()  # the catalog, read once: its stamps, then the hits' times
-    current, read = _sessions_to_index(store, rows)
+    current, read = _sessions_to_index(store, home, rows)
     wanted = sessions * 4 if hidden else sessions
+    index = search_index(settings)
     try:
-        hits = search_index(settings).search_sessions(current, read, query, wanted, per_session)
+        hits = index.search_sessions(current, read, query, wanted, per_session)
     except (SearchError, OSError) as exc:
         notice(f"the search index cannot be written ({_reason(exc)}): searching without it")
-        hits = SearchIndex(None).search_sessions(current, read, query, wanted, per_session)
-    grouped: dict[str, SessionHits] = {}
-    for hit in hits:
-        if hidden is not None and hidden(hit.source):
-            continue
-        group = grouped.get(hit.source)
-        if group is None:
-            mtime = rows[hit.source][0] / 1e9 if hit.source in rows else 0.0
-            group = grouped[hit.source] = SessionHits(hit.source, mtime, hit.score, [])
-        if len(group.hits) < per_session:
-            group.hits.append((hit.pos, hit.role, hit.snippet))
-    ranked = sorted(grouped.values(), key=lambda g: (round(g.score, 6), -g.mtime))[:sessions]
+        index, hits = None, SearchIndex(None).search_sessions(current, read, query, wanted, per_session)
+    mtimes = {name: row[0] / 1e9 for name, row in rows.items()}
+    ranked = grouped(hits, mtimes, sessions, per_session, hidden)
+    numbered = {}  # what the index is told of the hits' numbering (see _numbering)
     for group in ranked:  # numbered as `transcript show` numbers them (the index counts the file's)
-        number = numbering(settings, *_journal_of(store, rows, group.name))
+        if not settings.session_transcript:
+            break
+        transcript_id, count = _journal_of(store, rows, group.name)
+        number, mark = _numbering(home, transcript_id, count)
         group.hits[:] = [(number(pos), role, snippet) for pos, role, snippet in group.hits]
+        if group.name in current and rows[group.name][2] is not None:  # the catalog's row of the file indexed
+            numbered[group.name] = (current[group.name], mark)
+    if index is not None and numbered and not store.private:
+        with contextlib.suppress(SearchError, OSError):  # a cache: the fast path only waits for it
+            index.note_numbered(numbered)
     return ranked
 
 
@@ -419,19 +449,6 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, OSError):
         return f"{exc.filename}: {os_cause(exc)}" if exc.filename else os_cause(exc)
     return str(exc).removeprefix("search index ")  # SearchError names the index first
-
-
-def format_session_hits(groups: list[SessionHits]) -> str:
-    """The ranked hits of a session search, as /session search, `chatcli session search` and the
-    model's session_search tool show them."""
-    if not groups:
-        return "No saved session matches."
-    lines = []
-    for group in groups:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(group.mtime)) if group.mtime else ""
-        lines.append(f"{group.name}  ({when})")
-        lines += [f"  #{pos} {role} {_elided(snippet)}" for pos, role, snippet in group.hits]
-    return "\n".join(lines)
 
 
 __all__ = ["FORMATS", "Record", "SessionHits", "export", "exported", "format_hits", "format_session_hits", "messages", "record", "remove_journal", "search",

@@ -113,6 +113,15 @@ def rendered_text(sessions: str) -> str:
     return sessions + _RENDERED
 
 
+def index_text(home: str) -> str:
+    """The plaintext search index (a store without a key)."""
+    return os.path.join(home, _INDEX, _PLAIN_INDEX)
+
+
+def journal_text(home: str, transcript_id: str) -> str:
+    return os.path.join(home, _TRANSCRIPTS, transcript_id + _JOURNAL)
+
+
 # -- what a file in a store's directory is -------------------------------------------------------
 def session_named(filename: str) -> str | None:
     """The session a file of the sessions directory holds ("notes.json" → "notes"); None for
@@ -416,6 +425,7 @@ def _newest(root: Path, named: Callable[[str], str | None]) -> list[tuple[str, P
 
 
 __all__ = ["LOG_BACKUPS", "Home", "appends_path", "appends_text", "catalog_path", "entry_named", "entry_path",
-           "go_entry_named", "go_entry_path", "journal_named", "journal_path", "journals_path", "key_check_text",
+           "go_entry_named", "go_entry_path", "index_text", "journal_named", "journal_path", "journal_text",
+           "journals_path", "key_check_text",
            "latest_path", "lock_path", "lock_text", "locked_session", "log_named", "rendered_path", "rendered_text",
            "session_named", "session_path", "session_text", "sessions_dir_text"]

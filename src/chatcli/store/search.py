@@ -28,20 +28,19 @@ and hashing its text once more, `_drop`).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
-import re
 from collections import namedtuple
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 
 from chatcli.core.errors import ChatcliError, UsageError
-from chatcli.store.atomic import ensure_private_dir
 
-SCHEMA_VERSION = 3
-SEALED_SCHEMA_VERSION = 4  # a sealed index (contentless tables; roles in the seals)
-_WORD = re.compile(r"\w+", re.UNICODE)
+TYPE_CHECKING = False  # `chatcli session search`'s fast path imports this module: nothing it does not need
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from pathlib import Path
+
+SCHEMA_VERSION = 4
+SEALED_SCHEMA_VERSION = 5  # a sealed index (contentless tables; roles in the seals)
 SNIPPET_TOKENS = 12
 POSITION_BITS = 32  # a row id: its source's number, then its position (under 2**32) in these bits
 INSERT_CHUNK = 1_000  # rows made at a time before SQLite indexes them (see SearchIndex._insert)
@@ -62,10 +61,34 @@ def fts_query(text: str, every: bool = False) -> str:
 
 
 def _words(text: str) -> list[str]:
-    words = _WORD.findall(text)
+    """The words of a query, as `_word_pattern` finds them in a text (a word character is one
+    `str.isalnum` accepts, or "_": what `\\w` matches in a str pattern, for every code point, as
+    a test checks), found without importing `re` for a few words."""
+    words, word = [], []
+    for char in text:
+        if char.isalnum() or char == "_":
+            word.append(char)
+        elif word:
+            words.append("".join(word))
+            word.clear()
+    if word:
+        words.append("".join(word))
     if not words:
         raise UsageError("nothing to search for: give one or more words")
     return words
+
+
+_WORD = None
+
+
+def _word_pattern():
+    """The words of a text (`\\w+`), for what reads many texts (a sealed index's hashing, snippets)."""
+    global _WORD
+    if _WORD is None:
+        import re
+
+        _WORD = re.compile(r"\w+")
+    return _WORD
 
 
 def _joined(terms: list[str], every: bool) -> str:
@@ -95,7 +118,7 @@ class _Pieces(dict):
     def __missing__(self, piece: str) -> str:
         if len(self) > 200_000:
             self.clear()
-        hashed = self[piece] = " ".join(map(self.term, _WORD.findall(piece)))
+        hashed = self[piece] = " ".join(map(self.term, _word_pattern().findall(piece)))
         return hashed
 
 
@@ -156,8 +179,9 @@ class Terms:
 def snippet(text: str, query: str, tokens: int = SNIPPET_TOKENS) -> str:
     """About `tokens` words of `text` around the first word of `query` in it (what FTS5's
     snippet() gives the plaintext index)."""
-    wanted = {fold(word) for word in _WORD.findall(query)}
-    spans = [match.span() for match in _WORD.finditer(text)]
+    words = _word_pattern()
+    wanted = {fold(word) for word in words.findall(query)}
+    spans = [match.span() for match in words.finditer(text)]
     first = next((i for i, (a, b) in enumerate(spans) if fold(text[a:b]) in wanted), 0)
     start = max(0, min(first - tokens // 2, len(spans) - tokens))
     chosen = spans[start:start + tokens]
@@ -175,15 +199,19 @@ def forget_journal_text(path: Path, journal_ids: list[str], terms: Terms | None 
         try:
             SearchIndex(path, terms).forget_journals(journal_ids)
         except Exception:  # noqa: BLE001 - see above
-            with contextlib.suppress(OSError):
+            try:
                 discard_index(path)
+            except OSError:
+                pass
 
 
 def discard_index(path: Path) -> None:
     """Remove an index file and its WAL companions (a cache: it is rebuilt when needed)."""
     for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
 
 
 def _wal(db) -> None:
@@ -247,8 +275,10 @@ def _create_schema(db, sealed: bool) -> None:
                 "DROP TABLE IF EXISTS sources", "DROP TABLE IF EXISTS sealed_texts", "DROP TABLE IF EXISTS made",
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS journal_entries USING fts5({columns})",
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS session_entries USING fts5({columns})",
+                # A session's `numbered`: see `search_current`.
                 "CREATE TABLE IF NOT EXISTS sources(kind TEXT, source TEXT, stamp TEXT, offset INTEGER,"
-                " count INTEGER, inode INTEGER, number INTEGER NOT NULL, PRIMARY KEY(kind, source))",
+                " count INTEGER, inode INTEGER, number INTEGER NOT NULL, numbered TEXT,"
+                " PRIMARY KEY(kind, source))",
                 # A sealed index's text: the messages of source `number` from position `first` on.
                 "CREATE TABLE IF NOT EXISTS sealed_texts(number INTEGER, first INTEGER, blob BLOB,"
                 " PRIMARY KEY(number, first)) WITHOUT ROWID",
@@ -321,8 +351,11 @@ class SearchIndex:
 
         for attempt in (1, 2):
             try:
-                with self._connect() as db:
+                db = self._connect()
+                try:
                     return work(db)
+                finally:
+                    db.close()
             except sqlite3.DatabaseError as exc:
                 damaged = "not a database" in str(exc) or "malformed" in str(exc)
                 if self.path is None or not damaged or attempt == 2:
@@ -330,13 +363,15 @@ class SearchIndex:
                 discard_index(self.path)
         return None
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator:
+    def _connect(self):
+        """The index, open, in this version's layout (made so when it is not)."""
         import sqlite3
 
         if self.path is None:  # a throw-away index in memory (a history with no journal)
             db = sqlite3.connect(":memory:", isolation_level=None)
         else:
+            from chatcli.store.atomic import ensure_private_dir
+
             ensure_private_dir(self.path.parent)
             fresh = not self.path.exists()
             db = sqlite3.connect(self.path, timeout=self.wait, isolation_level=None)
@@ -348,9 +383,10 @@ class SearchIndex:
             sealed = self.terms is not None
             if not _current(db, sealed):
                 _create_schema(db, sealed)
-            yield db
-        finally:
+        except BaseException:
             db.close()
+            raise
+        return db
 
     # -- what goes in, what a query is --------------------------------------------------------
     def _match(self, query: str, every: bool = False) -> str:
@@ -504,7 +540,8 @@ class SearchIndex:
         `count`, now indexed up to byte `end` (inside the caller's transaction)."""
         self._insert(db, "journal_entries", source, number,
                      ((count + i, role, text) for i, (role, text) in enumerate(messages, 1)))
-        db.execute("INSERT OR REPLACE INTO sources VALUES ('j', ?, ?, ?, ?, 0, ?)",
+        db.execute("INSERT OR REPLACE INTO sources(kind, source, stamp, offset, count, inode, number)"
+                   " VALUES ('j', ?, ?, ?, ?, 0, ?)",
                    (source, stamp, end, count + len(messages), number))
 
     def _update_journal(self, db, source: str, stamp: str, read) -> None:
@@ -539,14 +576,15 @@ class SearchIndex:
     @staticmethod
     def _indexed_sessions(db) -> dict[str, tuple]:
         return {name: row for name, *row in db.execute(
-            "SELECT source, stamp, offset, count, inode, number FROM sources WHERE kind='s'")}
+            "SELECT source, stamp, offset, count, inode, number, numbered FROM sources WHERE kind='s'")}
 
     def _update_sessions(self, db, current: dict[str, str], read: Callable) -> None:
-        """`current` is {name: stamp} of the sessions that exist now; `read(name, since)` gives
-        (rows, inode, size, count, whole) for a session new or changed since indexed: rows are
-        (position, role, text) of its messages (not its system prompts), all of them (`whole`)
-        or, when `since` = (inode, size, count) of what was indexed still holds, only those
-        appended since. An index found up to date is only read: no write lock is taken."""
+        """`current` is {name: stamp (`session_stamp`)} of the sessions that exist now;
+        `read(name, since)` gives (rows, inode, size, count, whole, numbered) for a session new
+        or changed since indexed: rows are (position, role, text) of its messages (not its
+        system prompts), all of them (`whole`) or, when `since` = (inode, size, count, numbered)
+        of what was indexed still holds, only those appended since; `numbered` is kept for
+        `search_current`. An index found up to date is only read: no write lock is taken."""
         if dict(db.execute("SELECT source, stamp FROM sources WHERE kind='s'")) == current:
             return
         db.execute("BEGIN IMMEDIATE")
@@ -559,7 +597,8 @@ class SearchIndex:
                 known = indexed.get(name)
                 if known is not None and known[0] == stamp:
                     continue
-                rows, inode, size, count, whole = read(name, None if known is None else (known[3], known[1], known[2]))
+                since = None if known is None else (known[3], known[1], known[2], known[5])
+                rows, inode, size, count, whole, numbered = read(name, since)
                 if known is None:
                     own, number = number, number + 1
                 else:
@@ -567,8 +606,8 @@ class SearchIndex:
                     if whole:
                         self._drop(db, "session_entries", own)
                 self._insert(db, "session_entries", name, own, rows)
-                db.execute("INSERT OR REPLACE INTO sources VALUES ('s', ?, ?, ?, ?, ?, ?)",
-                           (name, stamp, size, count, inode, own))
+                db.execute("INSERT OR REPLACE INTO sources VALUES ('s', ?, ?, ?, ?, ?, ?, ?)",
+                           (name, stamp, size, count, inode, own, numbered))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -581,27 +620,50 @@ class SearchIndex:
         and `read`). Messages with every word of the query come first: those with only some
         of them are ranked only when the first do not fill `sessions` sessions, and then fill
         the sessions already chosen up to `per_session`, and the sessions still missing."""
-        every, any_word = self._match(query, every=True), self._match(query)
-
         def work(db):
             self._update_sessions(db, current, read)
-            chosen = self._best_of_sessions(db, every, sessions, per_session)
-            if len(chosen) < sessions and every != any_word:
-                # Enough of them ranked for the missing sessions, whichever the chosen ones take,
-                # and enough messages each for those sessions' places not taken by the first.
-                more = self._best_of_sessions(db, any_word, sessions + len(chosen), 2 * per_session)
-                for number, found in more.items():
-                    picked = chosen.get(number)
-                    if picked is None:
-                        if len(chosen) >= sessions:
-                            continue
-                        picked = chosen[number] = []
-                    have = {rowid for rowid, _score in picked}
-                    picked += [hit for hit in found if hit[0] not in have][:per_session - len(picked)]
-            scores = {rowid: score for picked in chosen.values() for rowid, score in picked}
-            return self._snippets(db, "session_entries", list(scores), any_word, query), scores
+            return self._ranked(db, query, sessions, per_session)
 
-        rows, scores = self._with_db(work)
+        return self._with_db(work)
+
+    def note_numbered(self, numbered: dict[str, tuple[str, str | None]]) -> None:
+        """Record sessions' `numbered` (see `search_current`), {name: (the stamp of the file it
+        was found for, numbered)}, where it changed: a search that numbered its hits from their
+        journals says what it found. Nothing is written when nothing changed."""
+        def work(db):
+            known = self._indexed_sessions(db)
+            changed = [(value, name, stamp) for name, (stamp, value) in numbered.items()
+                       if name in known and known[name][0] == stamp and known[name][5] != value]
+            if not changed:
+                return
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("UPDATE sources SET numbered=? WHERE kind='s' AND source=? AND stamp=?", changed)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+        self._with_db(work)
+
+    def _ranked(self, db, query: str, sessions: int, per_session: int) -> list[Hit]:
+        """`search_sessions`'s hits from the index as it is."""
+        every, any_word = self._match(query, every=True), self._match(query)
+        chosen = self._best_of_sessions(db, every, sessions, per_session)
+        if len(chosen) < sessions and every != any_word:
+            # Enough of them ranked for the missing sessions, whichever the chosen ones take,
+            # and enough messages each for those sessions' places not taken by the first.
+            more = self._best_of_sessions(db, any_word, sessions + len(chosen), 2 * per_session)
+            for number, found in more.items():
+                picked = chosen.get(number)
+                if picked is None:
+                    if len(chosen) >= sessions:
+                        continue
+                    picked = chosen[number] = []
+                have = {rowid for rowid, _score in picked}
+                picked += [hit for hit in found if hit[0] not in have][:per_session - len(picked)]
+        scores = {rowid: score for picked in chosen.values() for rowid, score in picked}
+        rows = self._snippets(db, "session_entries", list(scores), any_word, query)
         found = {rowid: Hit(source, pos, role, text, scores[rowid]) for rowid, source, pos, role, text in rows}
         # Ranked order first (equal scores stay in it), then by score.
         return sorted((found[rowid] for rowid in scores if rowid in found), key=lambda hit: hit.score)
@@ -637,4 +699,48 @@ class SearchIndex:
         return chosen
 
 
-__all__ = ["Hit", "SearchIndex", "Terms", "fts_query", "snippet"]
+def session_stamp(mtime_ns: int, size: int) -> str:
+    """What the index records of a session file to know it unchanged."""
+    return f"{mtime_ns}:{size}"
+
+
+def search_current(path: str, query: str, sessions: int = 10, per_session: int = 3
+                   ) -> tuple[list[Hit], dict[str, str | None], dict[str, str]] | None:
+    """SearchIndex.search_sessions's hits from the plaintext index file at `path` as it is, with
+    each hit session's `numbered` and the stamp of every session indexed: the caller uses them
+    only when those are its session files' stamps now (`session_stamp`: the index needs no
+    update). None when the file is missing, in another layout, or cannot be read now. It only
+    reads, in one read transaction (the hits and the stamps are of one moment).
+    `chatcli session search` starts with this and runs the whole search when it cannot use it.
+
+    A session's `numbered`, recorded when it was indexed and by each search that numbered its
+    hits from their journals (engine.records), says how its hits are numbered (a journal's
+    position for each live one): "-" by the file's own positions, whatever happens (it names no
+    journal); "ID MTIME_NS SIZE INODE" by the file's positions while journal ID keeps that
+    stamp; "ID" or None when only reading the journal can say."""
+    import sqlite3
+
+    if not os.path.isfile(path):
+        return None
+    uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
+    try:
+        db = sqlite3.connect(uri, uri=True, isolation_level=None)
+    except sqlite3.Error:
+        return None
+    try:
+        db.execute("BEGIN")
+        if not _current(db, sealed=False):
+            return None
+        stamps = dict(db.execute("SELECT source, stamp FROM sources WHERE kind='s'"))
+        hits = SearchIndex(None)._ranked(db, query, sessions, per_session)
+        names = list({hit.source: None for hit in hits})
+        numbered = dict(db.execute("SELECT source, numbered FROM sources WHERE kind='s' AND source IN"
+                                   f" ({','.join('?' * len(names))})", names)) if names else {}
+        return hits, numbered, stamps
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+
+
+__all__ = ["Hit", "SearchIndex", "Terms", "fts_query", "search_current", "session_stamp", "snippet"]
