@@ -357,8 +357,7 @@ class Home:
             from chatcli.store.seal import sealer_for
 
             discard_index(plain)
-            hash_key, cipher = sealer_for(self.key).index_keys()
-            return SearchIndex(sealed, Terms(hash_key, cipher), wait)
+            return SearchIndex(sealed, Terms(*sealer_for(self.key).index_keys()), wait)
         return SearchIndex(plain, wait=wait)
 
     def forget_journals(self, transcript_ids: list[str]) -> None:

@@ -96,13 +96,16 @@ class Sealer:
                 self._keys[(salt, kind)] = cipher
         return cipher
 
-    def index_keys(self) -> tuple[bytes, object]:
-        """The search index's keys (store.search.Terms): one for the keyed hashes of words, and
-        an AES-GCM cipher for the messages' text. Derived, so the master key opens the index and
-        nothing else does; fixed for a master key, so the index outlives the process."""
+    def index_keys(self) -> tuple[bytes, object, bytes]:
+        """The search index's keys (store.search.Terms): one for the keyed hashes of words, an
+        AES-GCM cipher for the messages' text, and that cipher's key (for the helper process
+        that hashes and seals a big index's text: store.index_hashing). Derived, so the master
+        key opens the index and nothing else does; fixed for a master key, so the index outlives
+        the process."""
         derive = lambda info: self._hkdf(algorithm=self._sha256(), length=KEY_BYTES, salt=b"chatcli/index",  # noqa: E731
                                          info=info).derive(self._master)
-        return derive(b"chatcli/index/terms"), self._aesgcm(derive(b"chatcli/index/text"))
+        text_key = derive(b"chatcli/index/text")
+        return derive(b"chatcli/index/terms"), self._aesgcm(text_key), text_key
 
     # -- whole files (sessions, recall entries) ------------------------------------------
     def seal(self, plaintext: bytes, kind: str, name: str) -> bytes:

@@ -128,12 +128,13 @@ class Terms:
     groups with a key derived for the index, bound to where they belong (source and first
     position)."""
 
-    def __init__(self, hash_key: bytes, cipher) -> None:
+    def __init__(self, hash_key: bytes, cipher, text_key: bytes | None = None) -> None:
         import hashlib
 
         self._keyed = hashlib.blake2b(key=hash_key, digest_size=8)  # copied for each word: the key is hashed once
         self._cipher = cipher
         self._pieces = _Pieces(self.term)
+        self.keys = (hash_key, text_key)  # for a helper process (store.index_hashing); cipher's key, if known
 
     def term(self, word: str) -> str:
         hashed = self._keyed.copy()
@@ -295,6 +296,189 @@ def _create_schema(db, sealed: bool) -> None:
         raise
 
 
+def hashed_chunk(terms: Terms, source: str, number: int, chunk: list[tuple[int, str, str]]) -> tuple[list, list]:
+    """A sealed index's rows for a chunk of source `number`'s (pos, role, text): [(rowid, its
+    words hashed)], and its seals [(number, first position, sealed text)], SEAL_GROUP messages
+    to a seal. Made here, or by the helper process (store.index_hashing), which runs this."""
+    base, body = number << POSITION_BITS, terms.body
+    groups = (chunk[i:i + SEAL_GROUP] for i in range(0, len(chunk), SEAL_GROUP))
+    return ([(base | pos, body(text)) for pos, _role, text in chunk],
+            [(number, group[0][0], terms.seal(group, source)) for group in groups])
+
+
+def _index_hashed(db, table: str, made: tuple[list, list]) -> None:
+    rows, seals = made
+    db.executemany(f"INSERT INTO {table}(rowid, body) VALUES (?,?)", rows)
+    db.executemany("INSERT OR REPLACE INTO sealed_texts VALUES (?,?,?)", seals)
+
+
+HELPER_FROM = 5_000  # messages an update hashes itself before it starts a helper process
+HELPER_AHEAD = 4  # chunks the helper is given before the first of them is indexed
+
+
+class _Hashing:
+    """Where a sealed index's chunks are hashed and sealed during one update (of many sessions):
+    here, until HELPER_FROM messages were, then by a helper process (store.index_hashing) on
+    another core, a chunk or two ahead of SQLite indexing them here. Small updates (a turn, a
+    few sessions changed) never start one. Chunks are indexed in any order (their row ids say
+    where they belong) within the update's transaction. A helper that cannot start, or fails,
+    only costs speed: what it was given and everything after is hashed here."""
+
+    def __init__(self, db, table: str, terms: Terms) -> None:
+        self.db, self.table, self.terms = db, table, terms
+        self.here = 0  # messages hashed here
+        self.helper: _Helper | None = None
+        self.tried = False
+        self.given: list[tuple[str, int, list]] = []  # chunks the helper has, oldest first
+
+    def add(self, source: str, number: int, chunk: list[tuple[int, str, str]]) -> None:
+        helper = self._helper()
+        if helper is not None:
+            try:
+                helper.send((source, number, chunk))
+            except Exception:  # noqa: BLE001 - see the class's docstring
+                self._lost()
+            else:
+                self.given.append((source, number, chunk))
+                while len(self.given) > HELPER_AHEAD:
+                    self._take()
+                return
+        _index_hashed(self.db, self.table, hashed_chunk(self.terms, source, number, chunk))
+        self.here += len(chunk)
+
+    def finish(self) -> None:
+        try:
+            while self.given:
+                self._take()
+        finally:
+            if self.helper is not None:
+                self.helper.close()
+                self.helper = None
+
+    def _helper(self) -> _Helper | None:
+        """The helper, once it is ready (it takes a moment to start: chunks are hashed here
+        meanwhile); started the first time HELPER_FROM messages were hashed here."""
+        if self.helper is None and not self.tried and self.here >= HELPER_FROM:
+            self.tried = True
+            self.helper = _Helper.start(self.terms.keys)
+        if self.helper is not None and not self.helper.ready():
+            if self.helper.failed:
+                self._lost()
+            return None
+        return self.helper
+
+    def _take(self) -> None:
+        chunk = self.given.pop(0)
+        try:
+            made = self.helper.receive()
+        except Exception:  # noqa: BLE001 - the helper failed: see the class's docstring
+            self._lost()
+            made = hashed_chunk(self.terms, *chunk)
+        _index_hashed(self.db, self.table, made)
+
+    def _lost(self) -> None:
+        """The helper failed: it is stopped, and what it was given is hashed here."""
+        helper, self.helper = self.helper, None
+        if helper is not None:
+            helper.close()
+        given, self.given = self.given, []
+        for chunk in given:
+            _index_hashed(self.db, self.table, hashed_chunk(self.terms, *chunk))
+
+
+class _Helper:
+    """The helper process (store.index_hashing), and a thread that writes what it is sent, so
+    that neither side can block the other on a full pipe."""
+
+    def __init__(self, process) -> None:
+        import queue
+        import threading
+
+        self.process = process
+        self.outbox: queue.Queue = queue.Queue()
+        self.failed = self._ready = False
+        self.writer = threading.Thread(target=self._write, name="chatcli-index-helper", daemon=True)
+        self.writer.start()
+
+    @classmethod
+    def start(cls, keys: tuple[bytes, bytes | None]) -> _Helper | None:
+        hash_key, text_key = keys
+        if text_key is None:
+            return None
+        import subprocess
+        import sys
+
+        # The helper needs the index's keys only (sent through its input): not the master key.
+        env = {name: value for name, value in os.environ.items() if name != "CHATCLI_ENCRYPTION_KEY"}
+        try:
+            process = subprocess.Popen([sys.executable, "-m", "chatcli.store.index_hashing"], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        except OSError:
+            return None
+        helper = cls(process)
+        helper.send((hash_key, text_key))
+        return helper
+
+    def _write(self) -> None:
+        from chatcli.store.index_hashing import write_bytes
+
+        fd = self.process.stdin.fileno()
+        while (data := self.outbox.get()) is not None:
+            try:
+                write_bytes(fd, data)
+            except OSError:
+                self.failed = True
+                return
+
+    def send(self, value: object) -> None:
+        """Give the helper `value` (framed here: the writer thread only writes, without the
+        interpreter's lock)."""
+        from chatcli.store.index_hashing import HelperError, frame
+
+        if self.failed:
+            raise HelperError("the index helper stopped")
+        self.outbox.put(frame(value))
+
+    def ready(self) -> bool:
+        """Whether the helper said it is ready (without waiting for it)."""
+        if not self._ready and not self.failed:
+            import select
+
+            from chatcli.store.index_hashing import READY, read_frame
+
+            try:
+                if select.select([self.process.stdout], [], [], 0)[0]:
+                    self._ready = read_frame(self.process.stdout.fileno()) == READY
+                    self.failed = not self._ready
+            except Exception:  # noqa: BLE001 - see _Hashing
+                self.failed = True
+        return self._ready
+
+    def receive(self) -> tuple[list, list]:
+        from chatcli.store.index_hashing import read_frame
+
+        made = read_frame(self.process.stdout.fileno())
+        if not (isinstance(made, tuple) and len(made) == 2):
+            from chatcli.store.index_hashing import HelperError
+
+            raise HelperError("the index helper answered something else")
+        return made
+
+    def close(self) -> None:
+        self.outbox.put(None)
+        self.writer.join(timeout=5)
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - it does not end when its input does: it is stopped
+            self.process.kill()
+            self.process.wait()
+
+
 def _span(number: int) -> tuple[int, int]:
     """The first and last row id a source numbered `number` can have."""
     return number << POSITION_BITS, ((number + 1) << POSITION_BITS) - 1
@@ -426,22 +610,22 @@ class SearchIndex:
             found.append((rowid, source, pos, role, UNOPENED if text is None else snippet(text, query)))
         return found
 
-    def _insert(self, db, table: str, source: str, number: int, rows: Iterable[tuple[int, str, str]]) -> None:
+    def _insert(self, db, table: str, source: str, number: int, rows: Iterable[tuple[int, str, str]],
+                hashing: _Hashing | None = None) -> None:
         """Index (pos, role, text) rows of source `number`, a chunk at a time: each chunk made
-        whole (hashed and sealed) before SQLite indexes it, which is faster than handing rows
-        over one by one (each side keeps its own data in the CPU's caches longer)."""
-        base, terms, rows = number << POSITION_BITS, self.terms, iter(rows)
-        insert = f"INSERT INTO {table}(rowid, body, source, pos, role) VALUES (?,?,?,?,?)"
+        whole (hashed and sealed: `hashed_chunk`, here or by `hashing`'s helper) before SQLite
+        indexes it, which is faster than handing rows over one by one (each side keeps its own
+        data in the CPU's caches longer)."""
+        terms, rows = self.terms, iter(rows)
         while chunk := list(itertools.islice(rows, INSERT_CHUNK)):
             if terms is None:
-                db.executemany(insert, [(base | pos, text, source, pos, role) for pos, role, text in chunk])
-                continue
-            body = terms.body
-            db.executemany(f"INSERT INTO {table}(rowid, body) VALUES (?,?)",
-                           [(base | pos, body(text)) for pos, _role, text in chunk])
-            groups = (chunk[i:i + SEAL_GROUP] for i in range(0, len(chunk), SEAL_GROUP))
-            db.executemany("INSERT OR REPLACE INTO sealed_texts VALUES (?,?,?)",
-                           [(number, group[0][0], terms.seal(group, source)) for group in groups])
+                base = number << POSITION_BITS
+                db.executemany(f"INSERT INTO {table}(rowid, body, source, pos, role) VALUES (?,?,?,?,?)",
+                               [(base | pos, text, source, pos, role) for pos, role, text in chunk])
+            elif hashing is not None:
+                hashing.add(source, number, chunk)
+            else:
+                _index_hashed(db, table, hashed_chunk(terms, source, number, chunk))
 
     def _drop(self, db, table: str, number: int) -> None:
         """Remove the rows of source `number` (and their sealed text). A sealed index's
@@ -593,21 +777,26 @@ class SearchIndex:
             number = _next_number(db)
             for name in indexed.keys() - current.keys():
                 self._forget(db, "session_entries", "s", name, indexed[name][4])
-            for name, stamp in current.items():
-                known = indexed.get(name)
-                if known is not None and known[0] == stamp:
-                    continue
-                since = None if known is None else (known[3], known[1], known[2], known[5])
-                rows, inode, size, count, whole, numbered = read(name, since)
-                if known is None:
-                    own, number = number, number + 1
-                else:
-                    own = known[4]
-                    if whole:
-                        self._drop(db, "session_entries", own)
-                self._insert(db, "session_entries", name, own, rows)
-                db.execute("INSERT OR REPLACE INTO sources VALUES ('s', ?, ?, ?, ?, ?, ?, ?)",
-                           (name, stamp, size, count, inode, own, numbered))
+            hashing = _Hashing(db, "session_entries", self.terms) if self.terms is not None else None
+            try:
+                for name, stamp in current.items():
+                    known = indexed.get(name)
+                    if known is not None and known[0] == stamp:
+                        continue
+                    since = None if known is None else (known[3], known[1], known[2], known[5])
+                    rows, inode, size, count, whole, numbered = read(name, since)
+                    if known is None:
+                        own, number = number, number + 1
+                    else:
+                        own = known[4]
+                        if whole:
+                            self._drop(db, "session_entries", own)
+                    self._insert(db, "session_entries", name, own, rows, hashing)
+                    db.execute("INSERT OR REPLACE INTO sources VALUES ('s', ?, ?, ?, ?, ?, ?, ?)",
+                               (name, stamp, size, count, inode, own, numbered))
+            finally:
+                if hashing is not None:
+                    hashing.finish()
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")

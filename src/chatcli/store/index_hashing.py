@@ -1,0 +1,86 @@
+"""A sealed search index's text hashed and sealed by a helper process while SQLite indexes it.
+
+Building a sealed index costs what building the plaintext one costs (SQLite's) plus hashing
+every word and sealing the text in Python (store.search.Terms): about half as much again, in
+the same thread, since SQLite needs the interpreter's lock back after every row it indexes (a
+thread of ours hashing meanwhile makes each row wait; measured: no gain). A helper process,
+`python -m chatcli.store.index_hashing`, does that part on another core: the search process
+sends it each chunk of messages as it reads them and indexes what comes back (`hashed_chunk`,
+the one implementation both sides run), a chunk or two behind.
+
+The helper gets the index's two derived keys (never the master key) through its standard input,
+a pipe only the two processes hold, and nothing of it is written anywhere. Frames on both pipes
+are an 8-byte length and a pickle; the helper trusts its parent and the parent its own child.
+Anything going wrong with the helper (it cannot start, dies, answers nonsense) costs only speed:
+the parent hashes what is left itself (store.search._Hashing).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+
+_LENGTH = struct.Struct("<Q")
+READY = b"ready"
+
+
+class HelperError(Exception):
+    pass
+
+
+def frame(value: object) -> bytes:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(data)) + data
+
+
+def write_bytes(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def write_frame(fd: int, value: object) -> None:
+    write_bytes(fd, frame(value))
+
+
+def read_frame(fd: int) -> object:
+    """The next frame's value; EOFError at a clean end, HelperError for a frame cut short."""
+    head = _read_exactly(fd, _LENGTH.size, at_start=True)
+    return pickle.loads(_read_exactly(fd, _LENGTH.unpack(head)[0]))
+
+
+def _read_exactly(fd: int, size: int, at_start: bool = False) -> bytes:
+    parts, left = [], size
+    while left:
+        part = os.read(fd, min(left, 1 << 20))
+        if not part:
+            if at_start and left == size:
+                raise EOFError
+            raise HelperError("the index helper's answer was cut short")
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def main() -> int:
+    """The helper: keys, then (source, number, rows) chunks in; (rows, seals) out, in order."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from chatcli.store.search import Terms, hashed_chunk
+
+    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    try:
+        hash_key, text_key = read_frame(stdin)
+        terms = Terms(hash_key, AESGCM(text_key), text_key)
+        write_frame(stdout, READY)
+        while True:
+            source, number, chunk = read_frame(stdin)
+            write_frame(stdout, hashed_chunk(terms, source, number, chunk))
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
