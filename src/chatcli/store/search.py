@@ -313,22 +313,24 @@ def _index_hashed(db, table: str, made: tuple[list, list]) -> None:
 
 
 HELPER_FROM = 5_000  # messages an update hashes itself before it starts a helper process
+HELPER_SESSIONS = 32  # sessions to index from which an update starts the helper at once
 HELPER_AHEAD = 4  # chunks the helper is given before the first of them is indexed
 
 
 class _Hashing:
-    """Where a sealed index's chunks are hashed and sealed during one update (of many sessions):
-    here, until HELPER_FROM messages were, then by a helper process (store.index_hashing) on
-    another core, a chunk or two ahead of SQLite indexing them here. Small updates (a turn, a
-    few sessions changed) never start one. Chunks are indexed in any order (their row ids say
+    """Where a sealed index's chunks are hashed and sealed during one update: by a helper process
+    (store.index_hashing) on another core, a few chunks ahead of SQLite indexing them here,
+    started at once when HELPER_SESSIONS sessions or more are to be indexed (`helper_now`) and
+    otherwise once HELPER_FROM messages were hashed here; here until it is ready. Small updates
+    (a turn, a few sessions changed) never start one. Chunks are indexed in any order (their row ids say
     where they belong) within the update's transaction. A helper that cannot start, or fails,
     only costs speed: what it was given and everything after is hashed here."""
 
-    def __init__(self, db, table: str, terms: Terms) -> None:
+    def __init__(self, db, table: str, terms: Terms, helper_now: bool = False) -> None:
         self.db, self.table, self.terms = db, table, terms
         self.here = 0  # messages hashed here
-        self.helper: _Helper | None = None
-        self.tried = False
+        self.helper: _Helper | None = _Helper.start(terms.keys) if helper_now else None
+        self.tried = helper_now
         self.given: list[tuple[str, int, list]] = []  # chunks the helper has, oldest first
 
     def add(self, source: str, number: int, chunk: list[tuple[int, str, str]]) -> None:
@@ -777,7 +779,10 @@ class SearchIndex:
             number = _next_number(db)
             for name in indexed.keys() - current.keys():
                 self._forget(db, "session_entries", "s", name, indexed[name][4])
-            hashing = _Hashing(db, "session_entries", self.terms) if self.terms is not None else None
+            hashing = None
+            if self.terms is not None:
+                changed = sum(1 for name, stamp in current.items() if name not in indexed or indexed[name][0] != stamp)
+                hashing = _Hashing(db, "session_entries", self.terms, helper_now=changed >= HELPER_SESSIONS)
             try:
                 for name, stamp in current.items():
                     known = indexed.get(name)
