@@ -237,3 +237,25 @@ def exported_contents(path: Path) -> list[str]:
             contents.append(step["text"])
             contents += [call["result"] for call in step["tool_calls"] if call["result"] is not None]
     return contents
+
+
+def bound(env, name: str):
+    """A conversation in this process with journals on, bound to session `name`."""
+    from chatcli.config.settings import Settings
+    from chatcli.engine import sessions
+    from chatcli.engine.conversation import Conversation
+
+    conv = Conversation(Settings.load(env), journal=True)
+    sessions.start(conv, name=name)
+    return conv
+
+
+def turn(conv, question: str, answer: str = "ok") -> None:
+    """One turn as the REPL takes it (checkpoint, the two messages, journal sync, write-through)."""
+    from chatcli.core.messages import Message
+
+    conv.checkpoint(question)
+    conv.history += [Message("user", question), Message("assistant", answer)]
+    conv.sync_transcript()
+    assert conv.binding.write_through() == [] and conv.binding.unsynced == 0
+

@@ -13,26 +13,10 @@ import sqlite3
 import subprocess
 import sys
 
-from conftest import CHATCLI
+from conftest import CHATCLI, bound, turn
 
 from chatcli.config.settings import Settings
-from chatcli.core.messages import Message
-from chatcli.engine import sessions
-from chatcli.engine.conversation import Conversation
 from chatcli.store.search import _word_pattern, _words
-
-
-def turn(conv: Conversation, question: str, answer: str = "ok") -> None:
-    conv.checkpoint(question)
-    conv.history += [Message("user", question), Message("assistant", answer)]
-    conv.sync_transcript()
-    assert conv.binding.write_through() == [] and conv.binding.unsynced == 0
-
-
-def bound(env, name: str) -> Conversation:
-    conv = Conversation(Settings.load(env), journal=True)
-    sessions.start(conv, name=name)
-    return conv
 
 
 def search(env, *words: str) -> tuple[str, bool]:

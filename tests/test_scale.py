@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from conftest import run_chatcli
+from conftest import bound, run_chatcli, turn
 
 from chatcli.config.settings import Settings
 from chatcli.core import journal as rules
@@ -20,19 +20,6 @@ from chatcli.store import journal as journal_store
 from chatcli.store.home import Home
 from chatcli.store.journal import Journal
 from chatcli.store.sessions import SessionStore
-
-
-def turn(conv: Conversation, question: str, answer: str = "ok") -> None:
-    conv.checkpoint(question)
-    conv.history += [Message("user", question), Message("assistant", answer)]
-    conv.sync_transcript()
-    assert conv.binding.write_through() == [] and conv.binding.unsynced == 0
-
-
-def bound(env, name: str) -> Conversation:
-    conv = Conversation(Settings.load(env), journal=True)
-    sessions.start(conv, name=name)
-    return conv
 
 
 def test_a_turn_is_appended_to_the_session_file_in_place(env, appends_at_any_size):
