@@ -48,8 +48,9 @@ def built(path, key: bytes, made: dict[str, list[str]]) -> list:
 def spied(monkeypatch):
     """How many chunks the helper hashed, and the helpers started; each waited for until it is
     ready (or failed), so that these small builds do not end before it could take a chunk."""
-    seen = {"chunks": 0, "helpers": []}
+    seen = {"chunks": 0, "sessions": 0, "helpers": []}
     start, receive, ready = search._Helper.start.__func__, search._Helper.receive, search._Helper.ready
+    receive_any = search._Helper.receive_any
 
     def waited_ready(self):
         import select
@@ -57,8 +58,8 @@ def spied(monkeypatch):
         select.select([self.process.stdout], [], [], 30)
         return ready(self)
 
-    def counted_start(cls, keys):
-        helper = start(cls, keys)
+    def counted_start(cls, keys, whole_from=None):
+        helper = start(cls, keys, whole_from)
         seen["helpers"].append(helper)
         return helper
 
@@ -67,8 +68,15 @@ def spied(monkeypatch):
         seen["chunks"] += 1
         return made
 
+    def counted_receive_any(self):
+        made = receive_any(self)
+        if isinstance(made, tuple) and made[0] == "session":
+            seen["sessions"] += 1
+        return made
+
     monkeypatch.setattr(search._Helper, "start", classmethod(counted_start))
     monkeypatch.setattr(search._Helper, "receive", counted_receive)
+    monkeypatch.setattr(search._Helper, "receive_any", counted_receive_any)
     monkeypatch.setattr(search._Helper, "ready", waited_ready)
     monkeypatch.setattr(search, "HELPER_FROM", 200)
     return seen
@@ -121,3 +129,95 @@ def test_a_helper_that_starts_but_is_not_chatclis_costs_only_time(tmp_path, monk
     assert spied["helpers"][0].process.poll() is not None
     monkeypatch.setattr(search, "HELPER_FROM", 10**12)
     assert built(tmp_path / "b.sqlite", key, made) == alone
+
+
+def sealed_store(env, made: dict[str, list[str]]) -> dict:
+    """A sealed store holding `made`'s sessions (written as chatcli writes them)."""
+    import base64
+
+    from chatcli.config.settings import Settings
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+    from chatcli.store.home import Home
+
+    env = dict(env, CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+    settings = Settings.load(env)
+    Home.of(settings).check_key()
+    store = Home.of(settings).sessions()
+    for name, texts in made.items():
+        store.write(name, SessionData(history=[Message("system", "be brief")] + [
+            Message("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(texts)]))
+    return env
+
+
+def searched(env) -> list:
+    """Every query's session search in this process (building the index first), and the index's rows."""
+    from chatcli.config.settings import Settings
+    from chatcli.engine import records
+    from chatcli.store.home import Home
+
+    settings = Settings.load(env)
+    store = Home.of(settings).sessions()
+    hits = [[(g.name, g.hits) for g in records.search_sessions(settings, store, query)] for query in QUERIES]
+    with sqlite3.connect(settings.home / "index" / "sealed.sqlite") as db:
+        sources = db.execute("SELECT source, stamp, offset, count, inode, numbered FROM sources ORDER BY source").fetchall()
+        seals = db.execute("SELECT count(*) FROM sealed_texts").fetchone()
+    return [hits, sources, seals]
+
+
+def test_the_helper_reads_a_sealed_stores_sessions_itself_and_makes_the_same_index(env, monkeypatch, spied):
+    env = sealed_store(env, sessions(count=50))
+    with_helper = searched(env)
+    assert spied["sessions"] > 30 and all(helper.process.poll() is not None for helper in spied["helpers"])
+    assert any(with_helper[0])
+    monkeypatch.setattr(search, "HELPER_SESSIONS", 10**12)
+    monkeypatch.setattr(search, "HELPER_FROM", 10**12)
+    import shutil
+
+    shutil.rmtree(os.path.join(env["CHATCLI_HOME"], "index"))
+    assert searched(env) == with_helper
+
+
+def test_a_helper_that_dies_while_reading_sessions_costs_only_time(env, monkeypatch, spied):
+    env = sealed_store(env, sessions(count=50))
+    receive = search._Helper.receive
+
+    def dies_midway(self):
+        if spied["chunks"] == 6:  # the seventh session: its header was taken (its old rows gone), not its rows
+            self.process.kill()
+            self.process.wait()
+            raise EOFError
+        return receive(self)
+
+    monkeypatch.setattr(search._Helper, "receive", dies_midway)
+    broken = searched(env)
+    assert spied["sessions"] == 7 and spied["chunks"] == 6 and len(spied["helpers"]) == 1
+    monkeypatch.setattr(search, "HELPER_SESSIONS", 10**12)
+    monkeypatch.setattr(search, "HELPER_FROM", 10**12)
+    import shutil
+
+    shutil.rmtree(os.path.join(env["CHATCLI_HOME"], "index"))
+    assert searched(env) == broken
+
+
+
+def test_a_session_the_helper_sent_in_part_is_indexed_whole_here(env, monkeypatch, spied):
+    env = sealed_store(env, sessions(count=40, messages=2_500))  # three chunks a session
+    receive = search._Helper.receive
+
+    def dies_in_the_second_session(self):
+        if spied["chunks"] == 4:  # the second session's first chunk is indexed; its second never comes
+            self.process.kill()
+            self.process.wait()
+            raise EOFError
+        return receive(self)
+
+    monkeypatch.setattr(search._Helper, "receive", dies_in_the_second_session)
+    broken = searched(env)
+    assert spied["sessions"] == 2 and spied["chunks"] == 4
+    monkeypatch.setattr(search, "HELPER_SESSIONS", 10**12)
+    monkeypatch.setattr(search, "HELPER_FROM", 10**12)
+    import shutil
+
+    shutil.rmtree(os.path.join(env["CHATCLI_HOME"], "index"))
+    assert searched(env) == broken

@@ -384,14 +384,14 @@ def _sessions_to_index(store: SessionStore, home: Home, rows: dict[str, list] | 
                 transcript_id = None if numbered == "-" else numbered.split(" ", 1)[0]
                 return indexed(messages, count - len(messages) + 1), inode, size, count, False, \
                     _by_file(home, transcript_id, count)[1]
-        try:
-            data, stamp = store.load(name)
-        except Exception:  # noqa: BLE001 - a session that cannot be read is not searched
+        got = store.index_rows(name)
+        if got is None:
             return [], 0, 0, 0, True, None
-        count = len(data.history)
-        return indexed(data.history, 1), stamp.inode if data.appendable else 0, stamp.size, count, True, \
-            None if store.private else _by_file(home, data.transcript_id, count)[1]
+        rows, inode, size, count, transcript_id = got
+        return rows, inode, size, count, True, None if store.private else _by_file(home, transcript_id, count)[1]
 
+    if store.private:  # its reads are whole ones, which the index's helper can make itself
+        read.whole_from = (str(store.root), store.key)
     return current, read
 
 

@@ -8,8 +8,10 @@ thread of ours hashing meanwhile makes each row wait; measured: no gain). A help
 sends it each chunk of messages as it reads them and indexes what comes back (`hashed_chunk`,
 the one implementation both sides run), a chunk or two behind.
 
-The helper gets the index's two derived keys (never the master key) through its standard input,
-a pipe only the two processes hold, and nothing of it is written anywhere. Frames on both pipes
+The helper gets the index's two derived keys through its standard input, a pipe only the two
+processes hold, and nothing of them is written anywhere; for a first index of many sessions it
+also reads the sessions itself (SessionStore.index_rows), and then gets the store's key the same
+way: the search process then only indexes what comes back. Frames on both pipes
 are an 8-byte length and a pickle; the helper trusts its parent and the parent its own child.
 Anything going wrong with the helper (it cannot start, dies, answers nonsense) costs only speed:
 the parent hashes what is left itself (store.search._Hashing).
@@ -65,19 +67,45 @@ def _read_exactly(fd: int, size: int, at_start: bool = False) -> bytes:
 
 
 def main() -> int:
-    """The helper: keys, then (source, number, rows) chunks in; (rows, seals) out, in order."""
+    """The helper: its keys first, then requests, each answered in order: ("chunk", source,
+    number, rows) → (rows, seals); ("session", name, number) → ("session", (inode, size,
+    count) or None when it cannot be read, how many chunks follow), then each chunk's (rows,
+    seals): the session read whole from the sessions directory it was given, with its key."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    from chatcli.store.search import Terms, hashed_chunk
+    from chatcli.store.search import INSERT_CHUNK, Terms, hashed_chunk
 
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
     try:
-        hash_key, text_key = read_frame(stdin)
+        hash_key, text_key, whole_from = read_frame(stdin)
         terms = Terms(hash_key, AESGCM(text_key), text_key)
+        store = None
+        if whole_from is not None:
+            from pathlib import Path
+
+            from chatcli.store.sessions import SessionStore
+
+            store = SessionStore(Path(whole_from[0]), whole_from[1])
         write_frame(stdout, READY)
         while True:
-            source, number, chunk = read_frame(stdin)
-            write_frame(stdout, hashed_chunk(terms, source, number, chunk))
+            request = read_frame(stdin)
+            if request[0] == "chunk":
+                _, source, number, chunk = request
+                write_frame(stdout, hashed_chunk(terms, source, number, chunk))
+                continue
+            _, name, number = request
+            got = store.index_rows(name) if store is not None else None
+            if got is None:
+                write_frame(stdout, ("session", None, 0))
+                continue
+            rows, inode, size, count, _journal = got
+            chunks = [rows[at:at + INSERT_CHUNK] for at in range(0, len(rows), INSERT_CHUNK)]
+            # The answer begins once its first chunk is made: the search process, seeing it
+            # begin, takes it whole without waiting for the hashing.
+            header = frame(("session", (inode, size, count), len(chunks)))
+            write_bytes(stdout, header + (frame(hashed_chunk(terms, name, number, chunks[0])) if chunks else b""))
+            for chunk in chunks[1:]:
+                write_frame(stdout, hashed_chunk(terms, name, number, chunk))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         return 0
 

@@ -726,6 +726,18 @@ class SessionStore:
         self.catalog.note_latest(name, stamp.mtime_ns, None)
         return stamp
 
+    def index_rows(self, name: str) -> tuple[list[tuple[int, str, str]], int, int, int, str] | None:
+        """What a search index takes of session `name`, read whole: the (position, role, text)
+        of its messages but its system prompts; the file's inode, or 0 when a turn cannot be
+        appended to it in place as it is (the index then reads it whole again); its size; its
+        message count; the journal it names. None when it cannot be read (it is not searched)."""
+        try:
+            data, stamp = self.load(name)
+        except Exception:  # noqa: BLE001 - a session that cannot be read is not searched
+            return None
+        rows = [(pos, m.role, m.content) for pos, m in enumerate(data.history, 1) if m.role != "system"]
+        return rows, stamp.inode if data.appendable else 0, stamp.size, len(data.history), data.transcript_id or ""
+
     def appended_since(self, name: str, inode: int, size: int) -> tuple[list[Message], int, int] | None:
         """The messages appended in place to session `name` since it was `size` bytes long as
         inode `inode` (a search index catching up), with the file's inode and size now; None
