@@ -409,8 +409,9 @@ def search_sessions(settings: Settings, store: SessionStore, query: str, session
     rows = store.entries()  # the catalog, read once: its stamps, then the hits' times
     current, read = _sessions_to_index(store, home, rows)
     wanted = sessions * 4 if hidden else sessions
-    index = search_index(settings)
+    index = None
     try:
+        index = search_index(settings)
         hits = index.search_sessions(current, read, query, wanted, per_session)
     except (SearchError, OSError) as exc:
         notice(f"the search index cannot be written ({_reason(exc)}): searching without it")
@@ -427,8 +428,10 @@ def search_sessions(settings: Settings, store: SessionStore, query: str, session
         if group.name in current and rows[group.name][2] is not None:  # the catalog's row of the file indexed
             numbered[group.name] = (current[group.name], mark)
     if index is not None and numbered and not store.private:
-        with contextlib.suppress(SearchError, OSError):  # a cache: the fast path only waits for it
-            index.note_numbered(numbered)
+        # A cache: the fast path only waits for it. Never waited for: another writer holding the
+        # index leaves it to the next search.
+        with contextlib.suppress(SearchError, OSError):
+            search_index(settings, wait=0).note_numbered(numbered)
     return ranked
 
 

@@ -26,6 +26,7 @@ import sys
 
 _LENGTH = struct.Struct("<Q")
 READY = b"ready"
+FRAME_MAX = 1 << 30  # a chunk of 1,000 messages hashed is far below this
 
 
 class HelperError(Exception):
@@ -50,7 +51,10 @@ def write_frame(fd: int, value: object) -> None:
 def read_frame(fd: int) -> object:
     """The next frame's value; EOFError at a clean end, HelperError for a frame cut short."""
     head = _read_exactly(fd, _LENGTH.size, at_start=True)
-    return pickle.loads(_read_exactly(fd, _LENGTH.unpack(head)[0]))
+    size = _LENGTH.unpack(head)[0]
+    if size > FRAME_MAX:  # not a frame of ours (something else printed on the pipe): never waited for
+        raise HelperError("the index helper's answer is not one")
+    return pickle.loads(_read_exactly(fd, size))
 
 
 def _read_exactly(fd: int, size: int, at_start: bool = False) -> bytes:

@@ -425,6 +425,13 @@ class _Hashing:
         _index_hashed(self.db, self.table, hashed_chunk(self.terms, source, number, chunk))
         self.here += len(chunk)
 
+    def abandon(self) -> None:
+        """Stop the helper without reading what it still has to say (the update failed)."""
+        helper, self.helper, self.given = self.helper, None, []
+        if helper is not None:
+            helper.process.kill()
+            helper.close()
+
     def finish(self) -> None:
         try:
             while self.given:
@@ -491,7 +498,8 @@ class _Helper:
         # Its keys come through its input (the master key only when it reads sessions itself).
         env = {name: value for name, value in os.environ.items() if name != "CHATCLI_ENCRYPTION_KEY"}
         try:
-            process = subprocess.Popen([sys.executable, "-m", "chatcli.store.index_hashing"], stdin=subprocess.PIPE,
+            # -P: nothing of the working directory is imported by the process holding the keys.
+            process = subprocess.Popen([sys.executable, "-P", "-m", "chatcli.store.index_hashing"], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         except OSError:
             return None
@@ -904,6 +912,11 @@ class SearchIndex:
                         got = read_here(item)
                         begin(item, got)
                         self._insert(db, "session_entries", item[0], item[3], got[0], hashing)
+            except BaseException:
+                if hashing is not None:
+                    hashing.abandon()  # the helper's answers in flight are not waited for
+                    hashing = None
+                raise
             finally:
                 if hashing is not None:
                     hashing.finish()
