@@ -139,3 +139,16 @@ def test_a_querys_words_are_found_as_the_indexes_word_pattern_finds_them():
     text = re.sub(r"[\ud800-\udfff]", " ", every)
     assert _words(text) == _word_pattern().findall(text)
     assert _words("crème-brûlée, naïve_ok 42!") == ["crème", "brûlée", "naïve_ok", "42"]
+
+
+def test_a_sealed_index_hashes_each_piece_of_text_as_the_word_pattern_splits_it():
+    from chatcli.store.search import _AROUND, _Pieces
+
+    # The pieces' shortcut: a piece that is one word once _AROUND is stripped is hashed as that
+    # word, which holds while isalnum is the word pattern's character class but "_".
+    letter = re.compile(r"[^\W_]")
+    assert all(c.isalnum() == bool(letter.match(c)) for c in map(chr, range(sys.maxunicode + 1)))
+    assert not _word_pattern().findall(_AROUND)
+    pieces = _Pieces(lambda word: f"<{word}>")
+    for piece in ("#42,", "(naïve)", "a_b.", "“quoted”", "--", "x-y", "'s", "Ⅻ.", "٣!", "e\u0301", "*bold*"):
+        assert pieces[piece] == " ".join(f"<{word}>" for word in _word_pattern().findall(piece)), piece

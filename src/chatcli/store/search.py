@@ -111,6 +111,10 @@ def fold(word: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
+# What often stands around a word in a piece of text (no word character: see _Pieces).
+_AROUND = "\"'#()[]{}<>*.,;:!?-/`"
+
+
 class _Pieces(dict):
     """{piece of text between whitespace: the hashes of its words}, filled as pieces are met
     (bounded: cleared past 200,000)."""
@@ -122,7 +126,11 @@ class _Pieces(dict):
     def __missing__(self, piece: str) -> str:
         if len(self) > 200_000:
             self.clear()
-        hashed = self[piece] = " ".join(map(self.term, _word_pattern().findall(piece)))
+        core = piece.strip(_AROUND)
+        if core.isalnum():  # one word: isalnum is \w but "_", and _AROUND holds no word character
+            hashed = self[piece] = self.term(core)
+        else:
+            hashed = self[piece] = " ".join(map(self.term, _word_pattern().findall(piece)))
         return hashed
 
 
