@@ -131,6 +131,39 @@ def env(home: Path, tmp_path: Path) -> dict[str, str]:
     return clean
 
 
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL server for this worker (tests/pg_server.py), started when a test first
+    asks for one and stopped when the worker ends."""
+    from pg_server import Server
+
+    server = Server().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_dsn(pg_server, request) -> str:
+    """A PostgreSQL address for this test alone: a schema of its own on the worker's server,
+    chosen by the address's search_path (as a user would share one database between stores)."""
+    import re
+
+    import psycopg
+
+    schema = "t_" + re.sub(r"\W", "_", request.node.name.lower())[:40] + "_" + os.urandom(3).hex()
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return f"{pg_server.dsn}?options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture(params=["files", "postgresql"])
+def any_store_env(request, env) -> dict[str, str]:
+    """`env`, with its sessions in files under CHATCLI_HOME, then on a PostgreSQL server."""
+    if request.param == "postgresql":
+        env = dict(env, CHATCLI_STORE=request.getfixturevalue("pg_dsn"))
+    return env
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """A working directory outside any git repository."""

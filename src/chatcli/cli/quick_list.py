@@ -21,8 +21,8 @@ STAMP = 64  # one file's stamp in a rendering's header: four 64-bit numbers, 16 
 
 
 def run() -> int | None:
-    if os.environ.get("CHATCLI_ENCRYPTION_KEY") is not None:
-        return None  # the key is checked, and the listing shows no contents: the full path
+    if os.environ.get("CHATCLI_ENCRYPTION_KEY") is not None or os.environ.get("CHATCLI_STORE"):
+        return None  # the key is checked, and the listing shows no contents (or sessions are on a server): the full path
     home = chatcli_home_text(os.environ)
     if os.path.exists(key_check_text(home)):
         return None  # a sealed store without a key: the full path says so

@@ -23,8 +23,9 @@ SESSIONS, PER_SESSION = 10, 3  # what `chatcli session search` shows (records.se
 
 def run(words: list[str]) -> int | None:
     env = os.environ
-    if env.get("CHATCLI_ENCRYPTION_KEY") is not None or env.get("CHATCLI_SESSION_TRANSCRIPT") is not None:
-        return None  # a key to check, or journals off: the whole search
+    if env.get("CHATCLI_ENCRYPTION_KEY") is not None or env.get("CHATCLI_SESSION_TRANSCRIPT") is not None \
+            or env.get("CHATCLI_STORE"):
+        return None  # a key to check, journals off, or sessions on a server: the whole search
     home = chatcli_home_text(env)
     if os.path.exists(key_check_text(home)):
         return None  # a sealed store without a key: the whole search says so

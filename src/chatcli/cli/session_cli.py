@@ -58,7 +58,7 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
 def run_session_command(args: argparse.Namespace, load_settings: Callable) -> int:
     """list and show need only the sessions directory; delete and fork act on a conversation
     and load the full settings (so `session list` starts as fast as a listing can)."""
-    home = Home(paths.chatcli_home(os.environ), paths.encryption_key(os.environ))
+    home = Home(paths.chatcli_home(os.environ), paths.encryption_key(os.environ), paths.session_store(os.environ))
     # As every command does: a wrong or missing key stops (once: load_settings below skips it).
     home.check_key()
     store = home.sessions()
@@ -68,7 +68,7 @@ def run_session_command(args: argparse.Namespace, load_settings: Callable) -> in
         # (the catalog's own rule): a repeated `chatcli session list` only prints it. The
         # rendering depends on the local time zone, which is part of the key.
         key = rendered_key(store.private)
-        text = saved_listing(str(store.root), key)
+        text = saved_listing(str(store.root), key) if store.root is not None else None
         if text is None:
             text = format_listing(store.list(), None) + "\n"
             store.catalog.save_rendered(key, text)

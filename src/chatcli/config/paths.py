@@ -41,6 +41,22 @@ def history_file(env: Mapping[str, str]) -> Path:
     return expand(env.get("HISTORY_FILE") or "~/.chatcli_history", env)
 
 
+def session_store(env: Mapping[str, str]) -> str | None:
+    """CHATCLI_STORE: where sessions are kept. Unset, empty or `files`: the files under
+    CHATCLI_HOME (None). A `postgresql://` (or `postgres://`) address: that PostgreSQL server
+    (store.pg_sessions). Anything else raises ConfigError: sessions are never written somewhere
+    the user did not mean."""
+    text = env.get("CHATCLI_STORE", "").strip()
+    if text in ("", "files"):
+        return None
+    if text.startswith(("postgresql://", "postgres://")):
+        return text
+    from chatcli.core.errors import ConfigError
+
+    raise ConfigError("CHATCLI_STORE must be 'files' or a PostgreSQL address (postgresql://user@host/database), "
+                      f"not {text.split('://')[0] + '://…' if '://' in text else repr(text)}")
+
+
 def encryption_key(env: Mapping[str, str], var: str = "CHATCLI_ENCRYPTION_KEY") -> bytes | None:
     """The master key (SPEC §9): base64 of exactly 32 bytes, or None when the variable is unset.
     Anything else raises ConfigError: never a silent fall-back to plaintext. That includes a

@@ -177,6 +177,8 @@ class Settings:
     whatsapp_api_url: str | None = None
     # CHATCLI_ENCRYPTION_KEY: the master key sealing sessions, journals and recall entries.
     encryption_key: bytes | None = field(default=None, repr=False)
+    # CHATCLI_STORE: a PostgreSQL address to keep sessions on (None: the files under home).
+    store: str | None = field(default=None, repr=False)
     proxies: Proxies = field(default_factory=Proxies)
     # The environment this was parsed from; only config reads it (endpoints, per-provider models).
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -251,6 +253,7 @@ class Settings:
         agent_dirs = tuple(Path(os.path.expanduser(part.strip()))
                            for part in env.get("CHATCLI_AGENT_DIRS", "").split(os.pathsep) if part.strip())
         encryption_key = paths.encryption_key(env)  # a bad key stops here, before anything is read
+        store = paths.session_store(env)  # as does a store that is not one
         autosave = _flag(env, "CHATCLI_SESSION_AUTOSAVE", True, warnings)
         mcp_autosave = _flag(env, "CHATCLI_MCP_SESSION_AUTOSAVE", autosave, warnings)
         transcript = _flag(env, "CHATCLI_SESSION_TRANSCRIPT", True, warnings)
@@ -290,6 +293,7 @@ class Settings:
             whatsapp_verify_token=env.get("WHATSAPP_VERIFY_TOKEN") or None,
             whatsapp_api_url=env.get("WHATSAPP_API_URL") or None,
             encryption_key=encryption_key,
+            store=store,
             provider=chosen,
             provider_source=chosen_because,
             model="",

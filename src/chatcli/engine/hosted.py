@@ -18,7 +18,6 @@ names that session (so a restart attaches again).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -122,10 +121,9 @@ class Mirror:
     def drop(self) -> None:
         """After a clear: the mirror goes (what it held was kept by `retire`), so that a restart
         does not bring the cleared conversation back."""
-        store = self.conv.store
-        with contextlib.suppress(SessionError), store.lock(self.name, drop=True):
-            if store.stamp(self.name) == self.stamp and self.stamp is not None:
-                os.unlink(store.path(self.name))
+        if self.stamp is not None:
+            with contextlib.suppress(SessionError):
+                self.conv.store.remove_if_unchanged(self.name, *self.stamp)
         self.name, self.stamp = self.base, None
 
 

@@ -279,7 +279,7 @@ def status(conv: Conversation) -> Status:
     notes = tuple(conv.binding.adopt())
     name = conv.session_name
     return Status(name, len(conv.history), conv.binding.unsynced, conv.settings.session_writethrough,
-                  str(conv.store.path(name)) if name is not None else "", notes)
+                  conv.store.where(name) if name is not None else "", notes)
 
 
 def new(conv: Conversation) -> Cleared:

@@ -228,15 +228,16 @@ class Home:
     """CHATCLI_HOME (`root`) and its master key (`key`, None without encryption): the places in
     it, and its stores opened with the key. Two attributes, so made wherever needed."""
 
-    __slots__ = ("key", "root")
+    __slots__ = ("key", "root", "store")
 
-    def __init__(self, root: Path, key: bytes | None = None) -> None:
+    def __init__(self, root: Path, key: bytes | None = None, store: str | None = None) -> None:
         self.root = root
         self.key = key
+        self.store = store  # CHATCLI_STORE's PostgreSQL address; None: sessions are files under root
 
     @classmethod
     def of(cls, settings: Settings) -> Home:
-        return cls(settings.home, settings.encryption_key)
+        return cls(settings.home, settings.encryption_key, settings.store)
 
     # -- places ------------------------------------------------------------------------------
     @property
@@ -317,6 +318,10 @@ class Home:
 
     # -- stores, opened with the key ---------------------------------------------------------
     def sessions(self) -> SessionStore:
+        if self.store is not None:
+            from chatcli.store.pg_sessions import PgSessionStore
+
+            return PgSessionStore(self.store, self.key)
         from chatcli.store.sessions import SessionStore
 
         return SessionStore(self.sessions_dir, self.key)

@@ -376,6 +376,10 @@ class SessionStore:
             raise SessionError(str(exc)) from None
 
     # -- paths ---------------------------------------------------------------------------
+    def where(self, name: str) -> str:
+        """Where session `name` is kept, as errors and /session status show it."""
+        return str(home.session_path(self.root, name))
+
     def path(self, name: str) -> Path:
         return home.session_path(self.root, validate_name(name))
 
@@ -531,14 +535,14 @@ class SessionStore:
         try:
             document, cut, exc = _parsed(raw)
         except _TooManyDigits:
-            raise SessionError(f"session '{name}' ({home.session_path(self.root, name)}) holds an integer "
+            raise SessionError(f"session '{name}' ({self.where(name)}) holds an integer "
                                f"of more than {sys.get_int_max_str_digits()} digits, more than Python "
                                "reads; the file was left untouched") from None
         if exc is not None:
             if document is None:
                 where = f" (line {exc.lineno}, column {exc.colno})" if getattr(exc, "lineno", None) else ""
                 kind = "is empty" if not raw.strip() else f"is not valid JSON{where}"
-                raise SessionError(f"session '{name}' ({home.session_path(self.root, name)}) {kind}; the file was left "
+                raise SessionError(f"session '{name}' ({self.where(name)}) {kind}; the file was left "
                                    "untouched") from None
             torn = cut < len(raw)
         session = _document()
@@ -554,7 +558,7 @@ class SessionStore:
                 and _appends_fit(document) and raw.endswith(b"]}")
             return data
         except session.SessionFormatError as exc:
-            raise SessionError(f"session '{name}' ({home.session_path(self.root, name)}): {exc}; the file was left "
+            raise SessionError(f"session '{name}' ({self.where(name)}): {exc}; the file was left "
                                "untouched") from None
 
     def save(self, name: str, data: SessionData,

@@ -1,0 +1,304 @@
+"""The session store on a PostgreSQL server (CHATCLI_STORE=postgresql://…): SessionStore's
+promises, kept by the server instead of a directory, for several machines sharing sessions.
+
+A session is held as the file store would hold its file, so that both read it with one
+implementation (SessionStore.decode: the v2 document, its checks, its sealed envelope):
+- `snapshot`: what a whole write puts in the file, the v2 document, or with a key its sealed
+  envelope (the server then holds no word of it);
+- `chatcli_session_turns`: each turn appended since, as the file store appends it: the
+  messages' JSON objects (spliced into the history when read), or with a key one sealed record,
+  bound to its offset as in a file.
+A whole write replaces both in one transaction and takes a new `generation` (a file's inode);
+an append adds one row and moves `size` on. The stamp (changed_ns, size, generation) is what a
+file's (mtime, size, inode) is to the engine: any write elsewhere changes it, and an append
+alone keeps the generation, so another surface reads only the turns added (`appended_since`).
+
+The per-session lock is a PostgreSQL advisory lock held on a connection of its own for the
+read-merge-write, so two machines exclude each other as two processes on one disk do; a
+holder that dies (or loses the server) lets it go with its connection.
+
+The listing is a query (`PgCatalog`): names, times, sizes, and without a key the message count
+and title, kept by every write in the same transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+from chatcli.core.names import validate_name
+from chatcli.store.catalog import SessionInfo
+from chatcli.store.listing_cache import newest_first
+from chatcli.store.pg import CHATCLI_LOCKS, Database
+from chatcli.store.seal import SESSION_HEADER, is_sealed, sealer_for, session_layout
+from chatcli.store.session_file import SessionError, SessionExists, SessionNotFound
+from chatcli.store.sessions import SessionStore, Stamp, _document, _json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+
+_NOW = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000"  # the server's time, in ns
+_LOAD = ("SELECT s.snapshot, s.changed_ns, s.size, s.generation, ARRAY(SELECT t.part FROM chatcli_session_turns t"
+         " WHERE t.name = s.name AND t.generation = s.generation ORDER BY t.at) FROM chatcli_sessions s"
+         " WHERE s.name = %s")
+
+
+def spliced(snapshot: bytes, parts: list[bytes]) -> bytes:
+    """The session's bytes as one file would hold them: sealed records follow their snapshot;
+    plaintext turns (messages' JSON objects, comma-joined) go inside the history, last in it."""
+    if not parts:
+        return snapshot
+    if is_sealed(snapshot):
+        return snapshot + b"".join(parts)
+    body = snapshot[:-2].rstrip()  # the history's end: "]" then "}"
+    comma = b"" if body.endswith(b"[") else b","
+    return body + comma + b",".join(parts) + b"]}"
+
+
+class PgSessionStore(SessionStore):
+    def __init__(self, dsn: str, key: bytes | None = None) -> None:
+        self.root = None  # no directory: nothing here is a file
+        self.key = key
+        self._checked_mode = True
+        self.locked_out = False
+        self.db = Database.of(dsn)
+        self.catalog = PgCatalog(self)
+
+    def where(self, name: str) -> str:
+        return f"{self.db.where}, session {name}"
+
+    def path(self, name: str):
+        raise SessionError(f"session '{name}' is kept at {self.db.where}, not in a file")
+
+    # -- reading ---------------------------------------------------------------------------
+    def stamp(self, name: str) -> Stamp | None:
+        validate_name(name)
+        with self.db.connection() as conn:
+            row = conn.execute("SELECT changed_ns, size, generation FROM chatcli_sessions WHERE name = %s",
+                               (name,)).fetchone()
+        return None if row is None else Stamp(*row)
+
+    def _raw(self, name: str) -> tuple[bytes, Stamp] | None:
+        validate_name(name)
+        with self.db.connection() as conn:
+            row = conn.execute(_LOAD, (name,)).fetchone()
+        if row is None:
+            return None
+        snapshot, changed, size, generation, parts = row
+        return spliced(bytes(snapshot), [bytes(part) for part in parts]), Stamp(changed, size, generation)
+
+    def load(self, name: str, *, mend: bool = True) -> tuple[SessionData, Stamp]:
+        found = self._raw(name)
+        if found is None:
+            raise SessionNotFound(f"session '{name}' not found")
+        raw, stamp = found
+        return self.decode(name, raw), stamp
+
+    def open_ends(self, name: str, tail_bytes: int):
+        return None  # the early resume reads a file's ends; here the load is one query
+
+    def fields(self, name: str, reach: int = 65536) -> dict:
+        data, _ = self.load(name)
+        return _document().encode_head(data)
+
+    def mend(self, name: str) -> bool:
+        return False  # a turn is appended in one transaction: never cut short
+
+    def protected(self, name: str) -> str | None:
+        return None
+
+    def appended_since(self, name: str, inode: int, size: int) -> tuple[list[Message], int, int] | None:
+        if self.key is not None:
+            return None
+        validate_name(name)
+        with self.db.connection() as conn:
+            row = conn.execute(
+                "SELECT s.size, s.generation, ARRAY(SELECT t.at FROM chatcli_session_turns t WHERE t.name = s.name"
+                " AND t.generation = s.generation AND t.at >= %s ORDER BY t.at), ARRAY(SELECT t.part FROM"
+                " chatcli_session_turns t WHERE t.name = s.name AND t.generation = s.generation AND t.at >= %s"
+                " ORDER BY t.at) FROM chatcli_sessions s WHERE s.name = %s", (size, size, name)).fetchone()
+        if row is None or row[1] != inode or row[0] < size or (row[0] > size and (not row[2] or row[2][0] != size)):
+            return None
+        message = _document().Message.from_dict
+        try:
+            added = [message(item) for part in row[3] for item in _json().loads(b"[" + bytes(part) + b"]")]
+        except (ValueError, TypeError):
+            return None
+        return added, row[1], row[0]
+
+    # -- writing ---------------------------------------------------------------------------
+    def date(self, name: str, when: float | None) -> None:
+        if when is None:
+            return
+        with self.db.connection("cannot be written") as conn:
+            conn.execute(f"UPDATE chatcli_sessions SET changed_ns = %s WHERE name = %s AND %s < {_NOW}",
+                         (int(when * 1e9), name, int(when * 1e9)))
+
+    def write(self, name: str, data: SessionData, *, latest: bool = True) -> Stamp:
+        validate_name(name)
+        session = _document()
+        if data.title is None:
+            data.title = session.make_title(data.history)
+        payload = self._payload(name, session.encode_session(data))
+        private = self.private
+        with self.db.connection("cannot be written") as conn, conn.transaction():
+            conn.execute("DELETE FROM chatcli_session_turns WHERE name = %s", (name,))
+            changed, generation = conn.execute(
+                "INSERT INTO chatcli_sessions AS s VALUES (%s, nextval('chatcli_generations'), %s, " + _NOW +
+                ", %s, %s, %s, %s, NULL) ON CONFLICT (name) DO UPDATE SET generation = EXCLUDED.generation,"
+                " size = EXCLUDED.size, changed_ns = EXCLUDED.changed_ns, snapshot = EXCLUDED.snapshot,"
+                " messages = EXCLUDED.messages, title = EXCLUDED.title, transcript = EXCLUDED.transcript,"
+                " problem = NULL RETURNING changed_ns, generation",
+                (name, len(payload), payload, None if private else len(data.history),
+                 None if private else data.title, data.transcript_id)).fetchone()
+            if data.transcript_id and not private:  # as the file store: with a key, no such cache
+                conn.execute("INSERT INTO chatcli_session_journals VALUES (%s, %s) ON CONFLICT (name) DO UPDATE"
+                             " SET transcript = EXCLUDED.transcript", (name, data.transcript_id))
+            if latest and data.history:
+                self.catalog.note_latest_in(conn, name)
+        data.appendable = True
+        return Stamp(changed, len(payload), generation)
+
+    def append(self, name: str, messages: Sequence[Message], count: int, expect: Stamp) -> Stamp | None:
+        """As the file store's: the turn as one row, in one transaction, when the session is
+        still `expect`; None when the caller must write it whole (not the one expected, or, with
+        a key, its records outweighing its snapshot)."""
+        if not messages:
+            return None
+        orjson = _json()
+        try:
+            body = b",".join([orjson.dumps(m.to_dict()) for m in messages])
+        except TypeError:
+            return None
+        with self.db.connection("cannot be written") as conn, conn.transaction():
+            row = conn.execute("SELECT changed_ns, size, generation, substring(snapshot FROM 1 FOR %s),"
+                               " messages FROM chatcli_sessions WHERE name = %s FOR UPDATE",
+                               (SESSION_HEADER, name)).fetchone()
+            if row is None or Stamp(*row[:3]) != expect:
+                return None
+            _changed, size, generation, header, known = row
+            if self.key is not None:
+                snapshot = session_layout(bytes(header))
+                if snapshot is None or (size - snapshot) + len(body) > snapshot:
+                    return None
+                part = sealer_for(self.key).append_record(bytes(header), name, size, body)
+                grown = size + len(part)
+            else:
+                if is_sealed(bytes(header)):
+                    return None
+                part, grown = body, size + len(body) + 1
+            conn.execute("INSERT INTO chatcli_session_turns VALUES (%s, %s, %s, %s)", (name, generation, size, part))
+            changed = conn.execute(f"UPDATE chatcli_sessions SET size = %s, changed_ns = {_NOW}, messages = %s"
+                                   " WHERE name = %s RETURNING changed_ns",
+                                   (grown, None if self.private else count + len(messages), name)).fetchone()[0]
+            self.catalog.note_latest_in(conn, name)
+        return Stamp(changed, grown, generation)
+
+    def delete(self, name: str) -> None:
+        with self.lock(name, drop=True), self.db.connection("cannot be written") as conn, conn.transaction():
+            conn.execute("DELETE FROM chatcli_session_turns WHERE name = %s", (name,))
+            if conn.execute("DELETE FROM chatcli_sessions WHERE name = %s", (name,)).rowcount == 0:
+                raise SessionNotFound(f"session '{name}' not found")
+
+    def remove_if_unchanged(self, name: str, mtime_ns: int, size: int, inode: int) -> bool:
+        with self.lock(name, drop=True), self.db.connection("cannot be written") as conn, conn.transaction():
+            gone = conn.execute("DELETE FROM chatcli_sessions WHERE name = %s AND changed_ns = %s AND size = %s"
+                                " AND generation = %s", (name, mtime_ns, size, inode)).rowcount
+            if gone:
+                conn.execute("DELETE FROM chatcli_session_turns WHERE name = %s", (name,))
+            return bool(gone)
+
+    def create(self, name: str, data: SessionData, *, latest: bool = True) -> Stamp:
+        with self.lock(name):
+            if self.stamp(name) is not None:
+                raise SessionExists(f"session '{name}' already exists")
+            return self.write(name, data, latest=latest)
+
+    @contextlib.contextmanager
+    def lock(self, name: str, *, drop: bool = False, wait: bool = True) -> Iterator[bool]:
+        """The session's advisory lock, on a connection held for the block (see the module's
+        docstring). With `wait=False` a lock someone holds is not waited for: the block runs
+        with False."""
+        validate_name(name)
+        key = (CHATCLI_LOCKS, name)
+        with self.db.connection("cannot be locked") as conn:
+            if wait:
+                conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
+                held = True
+            else:
+                held = conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", key).fetchone()[0]
+            try:
+                yield held
+            finally:
+                if held:
+                    conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+
+    def lock_path(self, name: str):
+        raise SessionError(f"session '{name}' is locked at {self.db.where}, not by a file")
+
+    def remove_orphan_lock(self, lock_path, mtime_ns: int) -> bool:
+        return False
+
+
+class PgCatalog:
+    """The listing of a PostgreSQL store: its rows in the file catalog's shape ({name: [mtime_ns,
+    size, messages, title, problem, transcript id, ctime_ns, inode]}), from one query."""
+
+    def __init__(self, store: PgSessionStore) -> None:
+        self.store = store
+
+    def entries(self, fresh: bool = False, record: bool = True, reveal: bool = False, scanned=None) -> dict[str, list]:
+        with self.store.db.connection() as conn:
+            rows = conn.execute("SELECT name, changed_ns, size, messages, title, problem, transcript, generation"
+                                " FROM chatcli_sessions ORDER BY name").fetchall()
+        # As the file catalog's rows: "" for no title, problem or journal; with a key, no journal
+        # either unless revealed (storage's retention needs it).
+        shown = reveal or not self.store.private
+        return {name: [changed, size, messages, title or "", problem or "", (transcript or "") if shown else "", 0,
+                       generation]
+                for name, changed, size, messages, title, problem, transcript, generation in rows}
+
+    def list(self, fresh: bool = False, scanned=None) -> list[SessionInfo]:
+        return newest_first(self.entries(fresh))
+
+    @staticmethod
+    def infos(rows: dict[str, list]) -> list[SessionInfo]:
+        return newest_first(rows)
+
+    def note_latest_in(self, conn, name: str) -> None:
+        conn.execute("INSERT INTO chatcli_meta VALUES ('latest', %s) ON CONFLICT (key) DO UPDATE"
+                     " SET value = EXCLUDED.value", (name,))
+
+    def latest(self) -> SessionInfo | None:
+        with self.store.db.connection() as conn:
+            row = conn.execute("SELECT s.name, s.messages, s.changed_ns, s.size FROM chatcli_sessions s"
+                               " JOIN chatcli_meta m ON m.key = 'latest' AND m.value = s.name").fetchone()
+        return None if row is None else SessionInfo(row[0], row[1], row[2] / 1e9, row[3], "")
+
+    # Kept by the writes themselves, in their transactions.
+    def note_latest(self, name: str, mtime_ns: int, messages: int | None) -> None:
+        pass
+
+    def note_appended(self, name: str, stamp: Stamp, messages: int | None) -> None:
+        pass
+
+    def note_journal(self, name: str, transcript_id: str | None) -> None:
+        pass
+
+    def save_rendered(self, key: str, text: str) -> None:
+        pass
+
+    def remembered_journals(self) -> dict[str, str]:
+        with self.store.db.connection() as conn:
+            return dict(conn.execute("SELECT name, transcript FROM chatcli_session_journals").fetchall())
+
+    def remembered_journal(self, name: str) -> str | None:
+        with self.store.db.connection() as conn:
+            row = conn.execute("SELECT transcript FROM chatcli_session_journals WHERE name = %s", (name,)).fetchone()
+        return None if row is None else row[0]
+
+    def forget_journals(self, names: list[str]) -> None:
+        with self.store.db.connection("cannot be written") as conn:
+            conn.execute("DELETE FROM chatcli_session_journals WHERE name = ANY(%s)", (list(names),))

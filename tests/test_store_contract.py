@@ -1,0 +1,153 @@
+"""What every session store promises, run against each: the files under CHATCLI_HOME and a real
+PostgreSQL server (CHATCLI_STORE). The engine reaches either through store/home.py and cannot
+tell them apart; these tests hold them to the same behaviour."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from chatcli.config.settings import Settings
+from chatcli.core.messages import Message
+from chatcli.core.session import SessionData
+from chatcli.store.home import Home
+from chatcli.store.session_file import SessionError, SessionExists, SessionNotFound
+
+
+def store_of(env):
+    return Home.of(Settings.load(env)).sessions()
+
+
+def chat(*texts: str) -> list[Message]:
+    return [Message("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(texts)]
+
+
+def texts(data: SessionData) -> list[str]:
+    return [m.content for m in data.history]
+
+
+@pytest.fixture
+def sealed_env(any_store_env):
+    return dict(any_store_env, CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+
+
+def test_a_session_written_reads_back_as_written(any_store_env):
+    store = store_of(any_store_env)
+    assert not store.exists("notes") and store.stamp("notes") is None
+    stamp = store.create("notes", SessionData(history=chat("what is a lighthouse", "a tower with a light")))
+    data, read = store.load("notes")
+    assert texts(data) == ["what is a lighthouse", "a tower with a light"]
+    assert data.title == "what is a lighthouse" and read == stamp == store.stamp("notes")
+    with pytest.raises(SessionExists):
+        store.create("notes", SessionData(history=chat("again")))
+    with pytest.raises(SessionNotFound):
+        store.load("missing")
+
+
+def test_a_turn_appended_keeps_the_session_and_is_read_alone_by_another_surface(any_store_env, appends_at_any_size):
+    store = store_of(any_store_env)
+    first = store.create("notes", SessionData(history=chat("one", "two")))
+    data, _ = store.load("notes")
+    assert data.appendable
+    grown = store.append("notes", chat("three", "four"), 2, first)
+    assert grown is not None and grown.inode == first.inode and grown.size > first.size
+    assert grown == store.stamp("notes")
+    assert texts(store.load("notes")[0]) == ["one", "two", "three", "four"]
+    added, inode, size = store.appended_since("notes", first.inode, first.size)
+    assert [m.content for m in added] == ["three", "four"] and (inode, size) == (grown.inode, grown.size)
+    assert store.append("notes", chat("five"), 4, first) is None  # not the session expected: written whole
+
+
+def test_a_whole_write_is_a_new_session_to_a_reader_of_the_old_one(any_store_env):
+    store = store_of(any_store_env)
+    first = store.create("notes", SessionData(history=chat("one", "two")))
+    with store.lock("notes"):
+        again = store.write("notes", SessionData(history=chat("uno", "dos", "tres")))
+    assert again != first and again.inode != first.inode
+    assert store.appended_since("notes", first.inode, first.size) is None
+    assert texts(store.load("notes")[0]) == ["uno", "dos", "tres"]
+
+
+def test_the_listing_shows_each_session_newest_first_and_the_latest_is_offered(any_store_env):
+    store = store_of(any_store_env)
+    store.create("older", SessionData(history=chat("first question", "answer")))
+    time.sleep(0.01)
+    store.create("newer", SessionData(history=chat("second question", "answer", "more")))
+    time.sleep(0.01)
+    store.create("mirror", SessionData(history=chat("a mirror")), latest=False)
+    listing = store.list()
+    assert [info.name for info in listing] == ["mirror", "newer", "older"]
+    assert [(info.messages, info.title) for info in listing[1:]] == [(3, "second question"), (2, "first question")]
+    assert store.latest().name == "newer"
+
+
+def test_a_deleted_session_is_gone_and_only_an_unchanged_one_is_removed(any_store_env):
+    store = store_of(any_store_env)
+    stamp = store.create("gone", SessionData(history=chat("bye")))
+    store.delete("gone")
+    assert store.stamp("gone") is None and "gone" not in store.entries()
+    with pytest.raises(SessionNotFound):
+        store.delete("gone")
+    stamp = store.create("kept", SessionData(history=chat("hi")))
+    with store.lock("kept"):
+        store.write("kept", SessionData(history=chat("hi", "changed")))
+    assert not store.remove_if_unchanged("kept", *stamp)
+    assert store.remove_if_unchanged("kept", *store.stamp("kept")) and not store.exists("kept")
+
+
+def test_a_session_lock_excludes_another_process_until_it_is_let_go(any_store_env, tmp_path):
+    store = store_of(any_store_env)
+    store.create("shared", SessionData(history=chat("hi")))
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, time
+        from chatcli.config.settings import Settings
+        from chatcli.store.home import Home
+        store = Home.of(Settings.load()).sessions()
+        with store.lock("shared"):
+            print("held", flush=True)
+            sys.stdin.readline()
+    """)], env=any_store_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with store.lock("shared", wait=False) as held:
+            assert held is False
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(timeout=30) == 0
+        with store.lock("shared", wait=False) as held:
+            assert held is True
+    finally:
+        holder.kill()
+
+
+def test_save_refuses_what_it_cannot_read_and_hands_over_what_it_replaces(any_store_env):
+    store = store_of(any_store_env)
+    store.create("notes", SessionData(history=chat("kept before")))
+    replaced = []
+    store.save("notes", SessionData(history=chat("new")), before_replace=replaced.append)
+    assert [texts(data) for data in replaced] == [["kept before"]]
+
+
+def test_the_journal_a_session_named_is_remembered(any_store_env):
+    store = store_of(any_store_env)
+    store.create("notes", SessionData(history=chat("hi"), transcript_id="0123456789abcdef0123456789abcdef"))
+    assert store.catalog.remembered_journal("notes") == "0123456789abcdef0123456789abcdef"
+    assert store.entries()["notes"][5] == "0123456789abcdef0123456789abcdef"
+
+
+def test_a_sealed_store_round_trips_and_its_turns_append(sealed_env, appends_at_any_size):
+    store = store_of(sealed_env)
+    first = store.create("vault", SessionData(history=chat("the passphrase is heliotrope", "noted")))
+    grown = store.append("vault", chat("and the door code", "1234"), 2, first)
+    assert grown is not None and grown.inode == first.inode
+    assert texts(store.load("vault")[0]) == ["the passphrase is heliotrope", "noted", "and the door code", "1234"]
+    assert store.list()[0].title == "" and store.list()[0].messages is None  # the listing knows no contents
+    other = store_of(dict(sealed_env, CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode()))
+    with pytest.raises(SessionError, match="cannot be opened"):
+        other.load("vault")
