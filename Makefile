@@ -63,7 +63,7 @@ export GO_READER := $(abspath $(GO_READER_BIN))
 # then work as printed in a new shell.
 LINK_DIR ?= $(HOME)/.local/bin
 
-.PHONY: run link test bench faults clean
+.PHONY: run link test bench faults clean postgresql
 
 run: $(VENV)/.run-installed link
 	@$(PY) -m compileall -q src
@@ -84,7 +84,7 @@ link:
 	  esac; \
 	fi
 
-test: $(VENV)/.test-installed $(CHROMIUM) $(INSPECTOR) $(GO_READER_BIN)
+test: $(VENV)/.test-installed $(CHROMIUM) $(INSPECTOR) $(GO_READER_BIN) postgresql
 	@$(PY) -m compileall -q src
 	$(PY) -m pytest
 
@@ -171,6 +171,20 @@ $(CHROMIUM):
 	@DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
 		|| { apt-get update -qq >/dev/null && \
 		     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+# Sessions on PostgreSQL (CHATCLI_STORE) are tested against a real server, never skipped: Debian's
+# postgresql package, installed once per machine like chromium; the tests make a cluster of their
+# own in a temporary directory, serve it on a free loopback port and stop it (tests/pg_server.py).
+# PG_BIN names another installation's bin directory.
+postgresql:
+	@if [ -z "$$PG_BIN" ] && ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
+		echo "Installing Debian's postgresql for the PostgreSQL store tests (once per machine)…"; \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "make test needs PostgreSQL's server: sudo apt-get install postgresql (or PG_BIN=dir)" >&2; exit 1; fi; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1 \
+		|| { apt-get update -qq >/dev/null && \
+		     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }; \
+	fi
 
 clean:
 	rm -rf $(VENV) .bench-venv

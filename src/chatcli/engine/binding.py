@@ -21,6 +21,7 @@ from chatcli.engine.transcript import continues
 from chatcli.engine.transcript import new_id as new_transcript_id
 from chatcli.store.home import Home
 from chatcli.store.journal import ID_RE
+from chatcli.store.session_file import StoreUnavailable
 from chatcli.store.sessions import SessionError, Stamp
 
 if TYPE_CHECKING:
@@ -188,7 +189,10 @@ class Binding:
         name = self.name
         if name is None or not self.conv.settings.session_writethrough:
             return []
-        stamp = self.conv.store.stamp(name)
+        try:
+            stamp = self.conv.store.stamp(name)
+        except StoreUnavailable as exc:  # answered from memory; written when the store is back
+            return [f"{exc} (the conversation here is used; it is written once the store is back)"]
         if stamp == self.stamp:
             return []
         if stamp is None:

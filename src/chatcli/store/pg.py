@@ -11,7 +11,7 @@ What a server being down, restarting or refusing costs: the operation raises Sto
 (a SessionError: every caller that handles a file it cannot write handles this too), with the
 server's address (its password never) and psycopg's first line; nothing half-written stays (each
 write is one transaction). A connection the server closed is found by the pool's check before
-it is handed out, and replaced.
+it is handed out, and replaced; after a failure the pool is replaced too (`_discard_pool`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from chatcli.store.session_file import SessionError
+from chatcli.store.session_file import SessionError, StoreUnavailable
 
 # Advisory lock keys: (a number naming chatcli, what is locked). The second is a session name's
 # hashtext for a session's lock (store.pg_sessions), or one of these.
 CHATCLI_LOCKS = 0x63686174  # "chat"
 SCHEMA_LOCK = 0
+
+CONNECT_TIMEOUT = 5  # seconds to wait for a connection (a server restarting) before saying it cannot be reached
 
 SCHEMA_VERSION = 1
 SCHEMA = [
@@ -44,10 +46,6 @@ SCHEMA = [
     # The journal each session named last (the file store's sessions.journals.json).
     "CREATE TABLE IF NOT EXISTS chatcli_session_journals(name text PRIMARY KEY, transcript text NOT NULL)",
 ]
-
-
-class StoreUnavailable(SessionError):
-    """The server cannot be reached, or failed the operation."""
 
 
 def shown(dsn: str) -> str:
@@ -72,15 +70,24 @@ class Database:
     _opening = threading.Lock()
 
     def __init__(self, dsn: str) -> None:
-        from psycopg_pool import ConnectionPool
+        import logging
 
+        # The pool's workers log each failed attempt to reconnect: the user gets one line
+        # (StoreUnavailable) from the operation that needed the server, not a log on stderr.
+        quiet = logging.getLogger("psycopg")
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
         self.dsn = dsn
         self.where = shown(dsn)
-        # check: a connection the server closed (a restart) is replaced before it is handed out.
-        self.pool = ConnectionPool(dsn, min_size=1, max_size=16, open=False, timeout=10,
-                                   kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
-                                   name="chatcli")
+        self.pool = self._new_pool()
         self._ready = False
+
+    def _new_pool(self):
+        from psycopg_pool import ConnectionPool
+
+        # check: a connection the server closed (a restart) is replaced before it is handed out.
+        return ConnectionPool(self.dsn, min_size=1, max_size=16, open=False, timeout=CONNECT_TIMEOUT,
+                              kwargs={"autocommit": True}, check=ConnectionPool.check_connection, name="chatcli")
 
     @classmethod
     def of(cls, dsn: str) -> Database:
@@ -107,16 +114,29 @@ class Database:
             with self.pool.connection() as conn:
                 yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            self._discard_pool()
             raise self.failure(exc, doing) from None
         except psycopg.Error as exc:
-            raise self.failure(exc, "refused an operation") from None
+            raise SessionError(str(self.failure(exc, "refused an operation"))) from None
+
+    def _discard_pool(self) -> None:
+        """After a failure: the next operation starts over (`_start`: one connection made
+        directly, refused at once while the server is down), rather than waiting on a pool
+        that reconnects with growing pauses."""
+        with self._opening:
+            old, self.pool, self._ready = self.pool, self._new_pool(), False
+        threading.Thread(target=old.close, kwargs={"timeout": 1}, daemon=True).start()
 
     def _start(self) -> None:
         with self._opening:
             if self._ready:
                 return
-            self.pool.open(wait=False)
-            with self.pool.connection() as conn, conn.transaction():
+            import psycopg
+
+            # The first connection is made here, not by the pool: a server that is not there
+            # is said at once, not after the pool's wait.
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn, \
+                    conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (CHATCLI_LOCKS, SCHEMA_LOCK))
                 exists = conn.execute("SELECT to_regclass('chatcli_meta')").fetchone()[0]
                 version = None
@@ -131,4 +151,5 @@ class Database:
                         conn.execute(statement)
                     conn.execute("INSERT INTO chatcli_meta VALUES ('schema', %s) ON CONFLICT (key) DO UPDATE"
                                  " SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
+            self.pool.open(wait=False)
             self._ready = True

@@ -22,6 +22,11 @@ class SessionNotFound(SessionError):
     pass
 
 
+class StoreUnavailable(SessionError):
+    """The store cannot be reached now (a server down or restarting): nothing was read or
+    written, and the same operation may succeed later."""
+
+
 class SessionExists(SessionError):
     pass
 
@@ -54,4 +59,4 @@ def read_regular(path: Path, chunked_from: int | None = None) -> tuple[bytes | i
             os.close(fd)
 
 
-__all__ = ["SessionError", "SessionExists", "SessionNotFound", "read_regular"]
+__all__ = ["SessionError", "SessionExists", "SessionNotFound", "StoreUnavailable", "read_regular"]

@@ -1,0 +1,90 @@
+"""chatcli with its sessions on a real PostgreSQL server (CHATCLI_STORE), as users meet it: two
+machines (two CHATCLI_HOMEs) sharing one conversation, and the server going away mid-session."""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import psycopg
+import pytest
+from conftest import run_chatcli
+from pg_server import Server
+from repl_driver import Repl, plain
+
+from chatcli.config.settings import Settings
+from chatcli.store.home import Home
+
+
+def machine(env: dict, tmp_path, name: str, dsn: str) -> dict:
+    """`env` as another machine sees it: its own home, the same server."""
+    (tmp_path / name).mkdir()
+    return dict(env, HOME=str(tmp_path / name), CHATCLI_HOME=str(tmp_path / name / ".chatcli"), CHATCLI_STORE=dsn)
+
+
+def test_two_machines_continue_one_conversation_through_the_server(openai_env, openai_server, pg_dsn, tmp_path):
+    laptop, workstation = machine(openai_env, tmp_path, "laptop", pg_dsn), machine(openai_env, tmp_path, "ws", pg_dsn)
+    done = run_chatcli("--session", "trip", "-p", "plan a trip to Lisbon", env=laptop)
+    assert done.returncode == 0, done.stderr
+    listing = run_chatcli("session", "list", env=workstation)
+    assert listing.returncode == 0 and "trip" in listing.stdout, listing.stderr
+    done = run_chatcli("--session", "trip", "-p", "and Porto?", env=workstation)
+    assert done.returncode == 0, done.stderr
+    sent = [m["content"] for m in openai_server.requests[-1].body["messages"]]
+    assert "plan a trip to Lisbon" in sent and sent[-1] == "and Porto?"
+    shown = run_chatcli("session", "show", "trip", env=laptop)
+    assert "plan a trip to Lisbon" in shown.stdout and "and Porto?" in shown.stdout
+    for place in ("laptop", "ws"):  # nothing of the conversation on either disk
+        assert not list((tmp_path / place).rglob("sessions/*.json"))
+
+
+def test_a_sealed_store_keeps_no_word_of_a_conversation_on_the_server(openai_env, pg_dsn, tmp_path):
+    env = dict(machine(openai_env, tmp_path, "vault", pg_dsn),
+               CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+    for question in ("the heliotrope passphrase", "the marigold code"):
+        done = run_chatcli("--session", "vault", "-p", question, env=env)
+        assert done.returncode == 0, done.stderr
+    store = Home.of(Settings.load(env)).sessions()
+    history = [m.content for m in store.load("vault")[0].history]
+    assert "the heliotrope passphrase" in history and "the marigold code" in history
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        held = b"".join(bytes(value) if isinstance(value, (bytes, memoryview)) else str(value).encode()
+                        for table in ("chatcli_sessions", "chatcli_session_turns", "chatcli_meta")
+                        for row in conn.execute(f"SELECT * FROM {table}").fetchall() for value in row)
+    assert b"heliotrope" not in held and b"marigold" not in held and b"vault" in held
+
+
+def test_a_server_that_cannot_be_reached_is_one_clear_line(openai_env, tmp_path):
+    server = Server().start()
+    dsn = server.dsn
+    server.stop()
+    done = run_chatcli("--session", "trip", "-p", "hello", env=machine(openai_env, tmp_path, "m", dsn))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "session store at postgresql://chatcli@127.0.0.1" in done.stderr
+
+
+@pytest.fixture
+def own_server():
+    server = Server().start()
+    yield server
+    server.stop()
+
+
+def test_the_repl_keeps_a_turn_the_server_missed_and_writes_it_when_it_is_back(repl_env, own_server, tmp_path, workdir):
+    env = machine(repl_env, tmp_path, "m", own_server.dsn)
+    repl = Repl(env, "m", cwd=workdir, args=("--session", "notes"))
+    try:
+        repl.send("first question")
+        own_server._pg_ctl("stop")
+        out = plain(repl.send("second question", timeout=40))
+        assert "still in memory" in out and "Traceback" not in out
+        own_server._pg_ctl("start")
+        out = plain(repl.send("third question", timeout=40))
+        assert "Traceback" not in out
+    finally:
+        repl.close()
+    history = Home.of(Settings.load(env)).sessions().load("notes")[0].history
+    assert [m.content for m in history if m.role == "user"] == ["first question", "second question", "third question"]
+    assert [m.content for m in history if m.role == "assistant"] == [
+        "You said: first question", "You said: second question", "You said: third question"]
