@@ -88,3 +88,32 @@ def test_the_repl_keeps_a_turn_the_server_missed_and_writes_it_when_it_is_back(r
     assert [m.content for m in history if m.role == "user"] == ["first question", "second question", "third question"]
     assert [m.content for m in history if m.role == "assistant"] == [
         "You said: first question", "You said: second question", "You said: third question"]
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_session_search_on_another_machine_finds_what_the_first_said(openai_env, pg_dsn, tmp_path, sealed):
+    key = {"CHATCLI_ENCRYPTION_KEY": base64.b64encode(os.urandom(32)).decode()} if sealed else {}
+    laptop = dict(machine(openai_env, tmp_path, "laptop", pg_dsn), **key)
+    workstation = dict(machine(openai_env, tmp_path, "ws", pg_dsn), **key)
+    for name, question in (("birds", "where do puffins nest"), ("boats", "how does a keel work")):
+        assert run_chatcli("--session", name, "-p", question, env=laptop).returncode == 0
+    found = run_chatcli("session", "search", "puffins", env=workstation)
+    assert found.returncode == 0, found.stderr
+    assert "birds" in found.stdout and "boats" not in found.stdout
+    assert run_chatcli("--session", "boats", "-p", "and puffins on boats?", env=laptop).returncode == 0
+    found = run_chatcli("session", "search", "puffins", env=workstation)
+    assert "birds" in found.stdout and "boats" in found.stdout
+
+
+def test_a_machine_with_another_key_or_none_is_refused_before_anything_is_written(openai_env, pg_dsn, tmp_path):
+    first = dict(machine(openai_env, tmp_path, "first", pg_dsn),
+                 CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+    assert run_chatcli("--session", "vault", "-p", "the heliotrope passphrase", env=first).returncode == 0
+    other_key = dict(machine(openai_env, tmp_path, "second", pg_dsn),
+                     CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+    no_key = machine(openai_env, tmp_path, "third", pg_dsn)
+    for env, said in ((other_key, "is not the key"), (no_key, "is encrypted")):
+        for command in (("--session", "other", "-p", "hello"), ("session", "list")):
+            done = run_chatcli(*command, env=env)
+            assert done.returncode != 0 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert [info.name for info in Home.of(Settings.load(first)).sessions().list()] == ["vault"]

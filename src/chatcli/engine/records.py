@@ -390,7 +390,7 @@ def _sessions_to_index(store: SessionStore, home: Home, rows: dict[str, list] | 
         rows, inode, size, count, transcript_id = got
         return rows, inode, size, count, True, None if store.private else _by_file(home, transcript_id, count)[1]
 
-    if store.private:  # its reads are whole ones, which the index's helper can make itself
+    if store.private and store.root is not None:  # whole reads of files, which the index's helper can make itself
         read.whole_from = (str(store.root), store.key)
     return current, read
 

@@ -387,6 +387,10 @@ class Home:
         before anything is read or written (store.seal.check_store_key). Raises SealError."""
         from chatcli.store.seal import check_store_key
 
+        if self.store is not None:  # the sessions' server first: it is what several machines share
+            from chatcli.store.pg_sessions import check_server_key
+
+            check_server_key(self.store, self.key)
         check_store_key(self.key_check_path, self.key, self.newest_files)
 
     def newest_files(self) -> Iterator[tuple[str, str, Path]]:

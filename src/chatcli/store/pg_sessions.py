@@ -30,7 +30,7 @@ from chatcli.core.names import validate_name
 from chatcli.store.catalog import SessionInfo
 from chatcli.store.listing_cache import newest_first
 from chatcli.store.pg import CHATCLI_LOCKS, Database
-from chatcli.store.seal import SESSION_HEADER, is_sealed, sealer_for, session_layout
+from chatcli.store.seal import CHECK_TEXT, SESSION_HEADER, SealError, is_sealed, sealer_for, session_layout
 from chatcli.store.session_file import SessionError, SessionExists, SessionNotFound
 from chatcli.store.sessions import SessionStore, Stamp, _document, _json
 
@@ -55,6 +55,47 @@ def spliced(snapshot: bytes, parts: list[bytes]) -> bytes:
     body = snapshot[:-2].rstrip()  # the history's end: "]" then "}"
     comma = b"" if body.endswith(b"[") else b","
     return body + comma + b",".join(parts) + b"]}"
+
+
+def check_server_key(dsn: str, key: bytes | None) -> None:
+    """As the file store's key check (store.seal.check_store_key), kept on the server, where
+    every machine sharing it meets it: a key the store was not sealed with, or no key for a
+    store that is sealed, is refused before anything is read or written. The first start with a
+    key leaves the check, unless the newest sealed sessions do not open with that key; two
+    machines starting at once with different keys: the second finds the first's check."""
+    import base64
+
+    database = Database.of(dsn)
+    wrong_key = SealError(f"CHATCLI_ENCRYPTION_KEY is not the key the session store at {database.where} is sealed "
+                          "with; nothing was read or written")
+    with database.connection() as conn:
+        row = conn.execute("SELECT value FROM chatcli_meta WHERE key = 'key-check'").fetchone()
+        if key is None:
+            if row is not None:
+                raise SealError(f"the session store at {database.where} is encrypted: set CHATCLI_ENCRYPTION_KEY to "
+                                "its key (nothing was read or written)")
+            return
+        sealer = sealer_for(key)
+        if row is None:
+            newest = conn.execute("SELECT name, snapshot FROM chatcli_sessions ORDER BY changed_ns DESC LIMIT 8")
+            sealed = [(name, bytes(snapshot)) for name, snapshot in newest if is_sealed(bytes(snapshot))]
+            if sealed and not any(_opens(sealer, name, snapshot) for name, snapshot in sealed[:3]):
+                raise wrong_key
+            check = base64.b64encode(sealer.seal(CHECK_TEXT, "check", "session-store")).decode()
+            conn.execute("INSERT INTO chatcli_meta VALUES ('key-check', %s) ON CONFLICT (key) DO NOTHING", (check,))
+            row = conn.execute("SELECT value FROM chatcli_meta WHERE key = 'key-check'").fetchone()
+    try:
+        sealer.open(base64.b64decode(row[0]), "check", "session-store", "the session store's key check")
+    except (SealError, ValueError):
+        raise wrong_key from None
+
+
+def _opens(sealer, name: str, snapshot: bytes) -> bool:
+    try:
+        sealer.open_session(snapshot, name, f"session '{name}'")
+    except SealError:
+        return False
+    return True
 
 
 class PgSessionStore(SessionStore):
