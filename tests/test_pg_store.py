@@ -117,3 +117,50 @@ def test_a_machine_with_another_key_or_none_is_refused_before_anything_is_writte
             done = run_chatcli(*command, env=env)
             assert done.returncode != 0 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert [info.name for info in Home.of(Settings.load(first)).sessions().list()] == ["vault"]
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_a_store_moves_to_the_server_and_back_byte_for_byte_and_the_source_is_left_alone(
+        env, pg_dsn, tmp_path, sealed, appends_at_any_size):
+    import hashlib
+
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+
+    key = {"CHATCLI_ENCRYPTION_KEY": base64.b64encode(os.urandom(32)).decode()} if sealed else {}
+    files = dict(env, **key)
+    store = Home.of(Settings.load(files)).sessions()
+    first = store.create("lisbon", SessionData(history=[Message("user", "trams of Lisbon"), Message("assistant", "28")]))
+    store.append("lisbon", [Message("user", "and the funiculars"), Message("assistant", "three")], 2, first)
+    store.create("porto", SessionData(history=[Message("user", "bridges of Porto")]))
+    before = {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in store.root.glob("*.json")}
+
+    done = run_chatcli("storage", "migrate", "--to", pg_dsn, env=files)
+    assert done.returncode == 0, done.stderr
+    assert "Copied 2 session(s) (5 messages)" in done.stdout and "password" not in done.stdout
+    assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in store.root.glob("*.json")} == before
+    server = dict(files, CHATCLI_STORE=pg_dsn)
+    on_server = Home.of(Settings.load(server)).sessions()
+    assert [m.content for m in on_server.load("lisbon")[0].history] == [
+        "trams of Lisbon", "28", "and the funiculars", "three"]
+    again = run_chatcli("storage", "migrate", "--to", pg_dsn, env=files)  # an interrupted run, finished
+    assert again.returncode == 0 and "Copied 0 session(s)" in again.stdout and "2 were there already" in again.stdout
+    assert [info.name for info in on_server.list()] == ["porto", "lisbon"]  # the same order by time
+
+    elsewhere = machine(dict(env, **key), tmp_path, "elsewhere", pg_dsn)
+    back = run_chatcli("storage", "migrate", "--to", "files", env=elsewhere)
+    assert back.returncode == 0, back.stderr
+    copied = Home.of(Settings.load(dict(elsewhere, CHATCLI_STORE="files"))).sessions().root
+    assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in copied.glob("*.json")} == before
+
+
+def test_a_migration_never_overwrites_another_session_of_the_same_name(env, pg_dsn):
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+
+    Home.of(Settings.load(env)).sessions().create("notes", SessionData(history=[Message("user", "on disk")]))
+    server = Home.of(Settings.load(dict(env, CHATCLI_STORE=pg_dsn))).sessions()
+    server.create("notes", SessionData(history=[Message("user", "on the server")]))
+    done = run_chatcli("storage", "migrate", "--to", pg_dsn, env=env)
+    assert done.returncode == 1 and "session 'notes': the target holds another session" in done.stderr
+    assert [m.content for m in server.load("notes")[0].history] == ["on the server"]

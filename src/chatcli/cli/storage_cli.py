@@ -15,7 +15,7 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
         prog="chatcli storage",
         description="What chatcli keeps under CHATCLI_HOME, one line per store (the same as /storage).",
     )
-    actions = parser.add_subparsers(dest="action", metavar="[prune|rekey]", parser_class=parser_class)
+    actions = parser.add_subparsers(dest="action", metavar="[prune|rekey|migrate]", parser_class=parser_class)
     prune = actions.add_parser(
         "prune",
         help="list what the retention rules would remove, grouped by reason; --apply removes exactly that",
@@ -34,12 +34,25 @@ def build_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.Argume
         "sealed too). Each file is replaced atomically; an interrupted rekey is finished by running it "
         "again. Run it while no chatcli is running, then set CHATCLI_ENCRYPTION_KEY to the new key.",
     )
+    migrate = actions.add_parser(
+        "migrate",
+        help="copy every session to another store: --to files, or --to postgresql://…",
+        description="Copies every session of the current store (CHATCLI_STORE) to another: the files under "
+        "CHATCLI_HOME (--to files) or a PostgreSQL server (--to postgresql://user@host/database). Byte for "
+        "byte, sealed ones sealed (with the same CHATCLI_ENCRYPTION_KEY), each verified by reading it back; "
+        "the source is left as it is. A session already copied is skipped, so an interrupted migration is "
+        "finished by running it again; one of the same name with other contents is left and named. Then set "
+        "CHATCLI_STORE to the target.",
+    )
+    migrate.add_argument("--to", required=True, metavar="TARGET", help="files, or a postgresql:// address")
     return parser
 
 
 def run_storage_command(args: argparse.Namespace, load_settings: Callable) -> int:
     if args.action == "rekey":
         return _rekey(load_settings(check_key=False))  # the rekey checks both keys itself
+    if args.action == "migrate":
+        return _migrate(load_settings(), args.to)
     words = []
     if args.action == "prune":
         words = ["prune", *([args.store] if args.store else []), *(["--apply"] if args.apply else [])]
@@ -78,4 +91,38 @@ def _rekey(settings) -> int:
                          "untouched; fix the key and run it again\n")
         return 1
     sys.stdout.write("Now set CHATCLI_ENCRYPTION_KEY to the new key.\n")
+    return 0
+
+
+def _migrate(settings, to: str) -> int:
+    from chatcli.config import paths
+    from chatcli.core.errors import ConfigError
+    from chatcli.store.home import Home
+    from chatcli.store.migrate import migrate
+
+    target_store = paths.session_store({"CHATCLI_STORE": to})
+    if target_store == settings.store:
+        raise ConfigError(f"--to {to}: that is the store sessions are in now (CHATCLI_STORE)")
+    source = Home.of(settings)
+    target = Home(settings.home, settings.encryption_key, target_store)
+    target.check_key()  # the target must be sealed, if at all, with this key
+    shown = "the files under CHATCLI_HOME" if target_store is None else target.sessions().db.where
+
+    def progress(done: int, total: int) -> None:
+        if sys.stderr.isatty() and (done == total or done % 100 == 0):
+            sys.stderr.write(f"\rcopying sessions: {done:,}/{total:,}")
+            sys.stderr.write("\n" if done == total else "")
+            sys.stderr.flush()
+
+    moved = migrate(source.sessions(), target.sessions(), progress)
+    sys.stdout.write(f"Copied {moved.copied} session(s) ({moved.messages:,} messages) to {shown}, each read back "
+                     f"and verified; {moved.already} were there already.\n")
+    for name in moved.conflicts:
+        sys.stderr.write(f"chatcli: error: session '{name}': the target holds another session of that name; "
+                         "left as it is in both\n")
+    for line in moved.failed:
+        sys.stderr.write(f"chatcli: error: {line}\n")
+    if moved.conflicts or moved.failed:
+        return 1
+    sys.stdout.write(f"The source is unchanged. Now set CHATCLI_STORE={'files' if target_store is None else shown}.\n")
     return 0

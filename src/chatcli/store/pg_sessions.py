@@ -30,7 +30,7 @@ from chatcli.core.names import validate_name
 from chatcli.store.catalog import SessionInfo
 from chatcli.store.listing_cache import newest_first
 from chatcli.store.pg import CHATCLI_LOCKS, Database
-from chatcli.store.seal import CHECK_TEXT, SESSION_HEADER, SealError, is_sealed, sealer_for, session_layout
+from chatcli.store.seal import CHECK_TEXT, NONCE, SESSION_HEADER, SealError, is_sealed, sealer_for, session_layout
 from chatcli.store.session_file import SessionError, SessionExists, SessionNotFound
 from chatcli.store.sessions import SessionStore, Stamp, _document, _json
 
@@ -129,6 +129,35 @@ class PgSessionStore(SessionStore):
             return None
         snapshot, changed, size, generation, parts = row
         return spliced(bytes(snapshot), [bytes(part) for part in parts]), Stamp(changed, size, generation)
+
+    def raw(self, name: str) -> tuple[bytes, Stamp] | None:
+        return self._raw(name)
+
+    def put_raw(self, name: str, raw: bytes, changed_ns: int, data: SessionData) -> Stamp:
+        """As the file store's: a sealed session's bytes split back into its snapshot and the
+        records after it (each at its offset, as appended), a plaintext one kept whole."""
+        validate_name(name)
+        snapshot, parts = raw, []
+        layout = session_layout(raw[:SESSION_HEADER]) if is_sealed(raw) else None
+        if layout is not None and layout < len(raw):
+            snapshot, at = raw[:layout], layout
+            while at < len(raw):
+                end = min(len(raw), at + 4 + NONCE + int.from_bytes(raw[at:at + 4], "big"))
+                parts.append((at, raw[at:end]))
+                at = end
+        private = self.private
+        with self.db.connection("cannot be written") as conn, conn.transaction():
+            generation = conn.execute(
+                "INSERT INTO chatcli_sessions VALUES (%s, nextval('chatcli_generations'), %s, %s, %s, %s, %s, %s, NULL)"
+                " RETURNING generation",
+                (name, len(raw), changed_ns, snapshot, None if private else len(data.history),
+                 None if private else data.title, data.transcript_id)).fetchone()[0]
+            for at, part in parts:
+                conn.execute("INSERT INTO chatcli_session_turns VALUES (%s, %s, %s, %s)", (name, generation, at, part))
+            if data.transcript_id and not private:
+                conn.execute("INSERT INTO chatcli_session_journals VALUES (%s, %s) ON CONFLICT (name) DO UPDATE"
+                             " SET transcript = EXCLUDED.transcript", (name, data.transcript_id))
+        return Stamp(changed_ns, len(raw), generation)
 
     def load(self, name: str, *, mend: bool = True) -> tuple[SessionData, Stamp]:
         found = self._raw(name)

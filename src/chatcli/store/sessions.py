@@ -638,6 +638,32 @@ class SessionStore:
             payload = payload[:-2] + b" ]}"
         return payload
 
+    def raw(self, name: str) -> tuple[bytes, Stamp] | None:
+        """Session `name`'s bytes as they are kept (sealed, with a key), and its stamp; None when
+        there is none. For moving a store whole (store.migrate): nothing is decoded or mended."""
+        try:
+            raw, st = read_regular(self.path(name))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._error(name, exc) from None
+        return raw, Stamp.of(st)
+
+    def put_raw(self, name: str, raw: bytes, changed_ns: int, data: SessionData) -> Stamp:
+        """Keep `raw` (another store's bytes of session `name`, which decode as `data`) as this
+        store's session, its time of change `changed_ns`. The caller holds `lock(name)` and
+        knows there is no such session here."""
+        path = self.path(name)
+        try:
+            ensure_private_dir(self.root)
+            atomic_write(path, raw)
+            os.utime(path, ns=(changed_ns, changed_ns), follow_symlinks=False)
+            stamp = Stamp.of(os.stat(path))
+        except OSError as exc:
+            raise self._error(name, exc, writing=True) from None
+        self.catalog.note_journal(name, None if self.private else data.transcript_id)
+        return stamp
+
     def head(self, data: SessionData) -> bytes | None:
         """Every field of `data`'s document but its history, as written (before sealing): two
         documents with the same head differ only in their histories (what `append` may add)."""

@@ -1,0 +1,76 @@
+"""`chatcli storage migrate --to …`: every session of one store copied to another (the files
+under CHATCLI_HOME, a PostgreSQL server), byte for byte, the source left as it is.
+
+Each session is read under its lock in the source, copied under its lock in the target, and
+read back: the copy counts only when its bytes hash as the source's did and it decodes to as many
+messages. A session already in the target with the same bytes was copied by an earlier run: an
+interrupted migration is finished by running it again. One there with other bytes is another
+session of that name: it is left as it is and named, never overwritten. Sealed sessions move
+sealed (both stores use the same key: the target's key check is passed first), so nothing is
+opened on the way but to count its messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from chatcli.store.session_file import SessionError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chatcli.store.sessions import SessionStore
+
+
+@dataclass
+class Migrated:
+    copied: int = 0
+    already: int = 0  # in the target with the same bytes
+    messages: int = 0  # in the sessions copied
+    conflicts: list[str] = field(default_factory=list)  # names the target holds other sessions under
+    failed: list[str] = field(default_factory=list)  # one line each
+
+
+def digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def migrate(source: SessionStore, target: SessionStore, progress: Callable[[int, int], None] = lambda _d, _t: None
+            ) -> Migrated:
+    done = Migrated()
+    names = [info.name for info in source.list()]
+    names.reverse()  # oldest first: the latest written is the latest in the target too
+    for count, name in enumerate(names, 1):
+        progress(count, len(names))
+        try:
+            _move(source, target, name, done)
+        except SessionError as exc:
+            done.failed.append(str(exc))
+    return done
+
+
+def _move(source: SessionStore, target: SessionStore, name: str, done: Migrated) -> None:
+    with source.lock(name):
+        found = source.raw(name)
+    if found is None:
+        return  # deleted meanwhile
+    raw, stamp = found
+    there = target.raw(name)
+    if there is not None:
+        if digest(there[0]) == digest(raw):
+            done.already += 1
+        else:
+            done.conflicts.append(name)
+        return
+    data = source.decode(name, raw)  # SessionError for one it cannot read: named, and left in the source
+    with target.lock(name):
+        if target.stamp(name) is not None:  # made meanwhile by someone else
+            done.conflicts.append(name)
+            return
+        target.put_raw(name, raw, stamp.mtime_ns, data)
+    back = target.raw(name)
+    if back is None or digest(back[0]) != digest(raw) or len(target.decode(name, back[0]).history) != len(data.history):
+        raise SessionError(f"session '{name}': the copy does not read back as the original (left in both stores)")
+    done.copied += 1
+    done.messages += len(data.history)
