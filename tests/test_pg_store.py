@@ -164,3 +164,30 @@ def test_a_migration_never_overwrites_another_session_of_the_same_name(env, pg_d
     done = run_chatcli("storage", "migrate", "--to", pg_dsn, env=env)
     assert done.returncode == 1 and "session 'notes': the target holds another session" in done.stderr
     assert [m.content for m in server.load("notes")[0].history] == ["on the server"]
+
+
+def test_storage_and_the_start_up_sweep_leave_a_servers_sessions_and_their_journals_alone(openai_env, pg_dsn, tmp_path,
+                                                                                         repl_env, workdir):
+    env = machine(openai_env, tmp_path, "m", pg_dsn)
+    assert run_chatcli("--session", "notes", "-p", "remember the lighthouse", env=env).returncode == 0
+    journals = list((tmp_path / "m").rglob("transcripts/*.jsonl"))
+    assert journals
+    done = run_chatcli("storage", "prune", "--apply", env=env)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "sessions were not examined: they are kept at postgresql://" in done.stdout
+    repl = Repl(dict(repl_env, **{k: env[k] for k in ("HOME", "CHATCLI_HOME", "CHATCLI_STORE")}), "m", cwd=workdir)
+    try:
+        out = plain(repl.send("/storage"))
+        assert "Traceback" not in out
+    finally:
+        repl.close()
+    assert all(path.exists() for path in journals)
+    assert [m.content for m in Home.of(Settings.load(env)).sessions().load("notes")[0].history][0] == \
+        "remember the lighthouse"
+
+
+def test_a_rekey_with_sessions_on_a_server_is_refused_with_the_way_to_do_it(env, pg_dsn):
+    key = base64.b64encode(os.urandom(32)).decode()
+    done = run_chatcli("storage", "rekey", env=dict(env, CHATCLI_STORE=pg_dsn, CHATCLI_ENCRYPTION_KEY=key,
+                                                     CHATCLI_NEW_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode()))
+    assert done.returncode == 2 and "storage migrate --to files" in done.stderr and "Traceback" not in done.stderr

@@ -74,6 +74,10 @@ def _rekey(settings) -> int:
     from chatcli.store.home import Home
     from chatcli.store.rekey import rekey
 
+    if settings.store is not None:
+        raise ConfigError("storage rekey re-seals the files under CHATCLI_HOME, not the sessions on a PostgreSQL "
+                          "server: move them here (storage migrate --to files), rekey with CHATCLI_STORE=files, "
+                          "then move them back with the new key")
     new = paths.encryption_key(os.environ, "CHATCLI_NEW_ENCRYPTION_KEY")
     if new is None:
         raise ConfigError("set CHATCLI_NEW_ENCRYPTION_KEY to the new key (make one with: openssl rand -base64 32)")

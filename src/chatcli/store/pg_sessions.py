@@ -107,6 +107,10 @@ class PgSessionStore(SessionStore):
         self.db = Database.of(dsn)
         self.catalog = PgCatalog(self)
 
+    @property
+    def location(self) -> str:
+        return self.db.where
+
     def where(self, name: str) -> str:
         return f"{self.db.where}, session {name}"
 

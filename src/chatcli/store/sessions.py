@@ -376,6 +376,11 @@ class SessionStore:
             raise SessionError(str(exc)) from None
 
     # -- paths ---------------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        """Where this store keeps its sessions, as the user is told."""
+        return str(self.root)
+
     def where(self, name: str) -> str:
         """Where session `name` is kept, as errors and /session status show it."""
         return str(home.session_path(self.root, name))

@@ -247,6 +247,10 @@ class Storage:
         """Adds the session removals to `plan` (when asked) and returns what journals need to
         know: when sessions are not part of this plan, none of them goes."""
         settings = self.settings
+        if self.sessions.root is None:  # on a server (CHATCLI_STORE): no file here says what a journal goes with
+            plan.notes.append(f"sessions were not examined: they are kept at {self.sessions.location}, "
+                              "so neither they nor the journals beside them are pruned here")
+            return None
         try:
             stats, misnamed = self._stat_sessions()
             contents: dict[str, list] = {}
@@ -305,7 +309,10 @@ class Storage:
 
     def _stat_sessions(self) -> tuple[dict[str, os.stat_result], dict[str, os.stat_result]]:
         """{name: stat} of every session file, and the same for the session files whose names
-        chatcli cannot use. Raises OSError when the directory exists but cannot be listed."""
+        chatcli cannot use. Raises OSError when the directory exists but cannot be listed (or the
+        sessions are on a server: there is none)."""
+        if self.sessions.root is None:
+            raise OSError("the sessions are kept on a server (CHATCLI_STORE)")
         try:
             entries = list(os.scandir(self.sessions.root))
         except FileNotFoundError:
@@ -687,7 +694,9 @@ def _misnamed_note(root: Path, misnamed: dict[str, os.stat_result]) -> str:
             f"hand): {shown}{more}; never pruned, and the journals they refer to are kept")
 
 
-def _scandir(path: Path) -> list[os.DirEntry]:
+def _scandir(path: Path | None) -> list[os.DirEntry]:
+    if path is None:  # a store on a server has no directory here
+        return []
     try:
         return list(os.scandir(path))
     except OSError:  # missing, or not ours to read: nothing to report or remove there
