@@ -240,7 +240,7 @@ def config_command(conv: Conversation, args: str) -> Result:
         raise unknown_action("config", words[0], ("session",))
     if len(words) > 1:
         raise UsageError("usage: /config session")
-    rows = conv.settings.session_report(conv.store.root)
+    rows = conv.settings.session_report(conv.store.location)
     rows.append(("bound session", conv.session_name or "(none)", "this conversation"))
     transcript = conv.transcript.id if conv.transcript is not None and conv.transcript.enabled else None
     rows.append(("transcript journal", transcript or "(none yet)", "this conversation"))

@@ -367,10 +367,10 @@ class Settings:
         """The context window of the current model, in tokens."""
         return self.context_window or DEFAULT_CONTEXT_WINDOWS.get(self.provider, 8192)
 
-    def session_report(self, sessions_dir: Path) -> list[tuple[str, str, str]]:
+    def session_report(self, sessions_at: str) -> list[tuple[str, str, str]]:
         """(variable, effective value, where it came from) for every session setting (/config session).
-        `sessions_dir` is the caller's to give: where the store keeps sessions in CHATCLI_HOME is
-        store.home's to say, and config sits below the store."""
+        `sessions_at` is the caller's to give: where the store keeps sessions (a directory in
+        CHATCLI_HOME, or a server) is the store's to say, and config sits below the store."""
         def source(var: str) -> str:
             if not self.env.get(var, "").strip():
                 return "default"
@@ -382,7 +382,8 @@ class Settings:
 
         return [
             ("CHATCLI_HOME", str(self.home), source("CHATCLI_HOME")),
-            ("sessions directory", str(sessions_dir), "CHATCLI_HOME"),
+            *([("sessions directory", sessions_at, "CHATCLI_HOME")] if self.store is None else
+              [("sessions server", sessions_at, "CHATCLI_STORE")]),
             ("CHATCLI_SESSION_WRITETHROUGH", on(self.session_writethrough), source("CHATCLI_SESSION_WRITETHROUGH")),
             ("CHATCLI_SESSION_AUTOSAVE", on(self.session_autosave), source("CHATCLI_SESSION_AUTOSAVE")),
             ("CHATCLI_SESSION_TRANSCRIPT", on(self.session_transcript), source("CHATCLI_SESSION_TRANSCRIPT")),

@@ -74,9 +74,9 @@ def _home_check(settings: Settings) -> Check:
                      needed=False)
     if not home.exists():
         return Check("home", True, f"{home}: not created yet (it will be on the first save), {sealed}")
-    count = _session_count(layout.sessions_dir)
     try:
         layout.check_key()
+        count = _session_count(layout.sessions_dir) if settings.store is None else len(layout.sessions().list())
     except ChatcliError as exc:
         return Check("home", False, str(exc))
     return Check("home", True, f"{home}: writable, {count} session(s), {sealed}")
