@@ -224,10 +224,8 @@ def session_corpus(env: dict, sessions_count: int, per_session: int) -> None:
     from journal import text
 
     from chatcli.core.session import SessionData
-    from chatcli.store.sessions import SessionStore
 
-    settings = Settings.load(env)
-    store = SessionStore(Home.of(settings).sessions_dir, settings.encryption_key)
+    store = Home.of(Settings.load(env)).sessions()  # the files, or CHATCLI_STORE's server
     for k in range(sessions_count):
         store.write(f"project-{k:04d}", SessionData(history=[
             Message("user" if i % 2 == 0 else "assistant", text(k * per_session + i, 30)) for i in range(per_session)]))

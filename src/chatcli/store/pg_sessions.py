@@ -128,7 +128,7 @@ class PgSessionStore(SessionStore):
     def _raw(self, name: str) -> tuple[bytes, Stamp] | None:
         validate_name(name)
         with self.db.connection() as conn:
-            row = conn.execute(_LOAD, (name,)).fetchone()
+            row = conn.execute(_LOAD, (name,), binary=True).fetchone()  # bytes as they are, not in hex
         if row is None:
             return None
         snapshot, changed, size, generation, parts = row
@@ -152,10 +152,10 @@ class PgSessionStore(SessionStore):
         private = self.private
         with self.db.connection("cannot be written") as conn, conn.transaction():
             generation = conn.execute(
-                "INSERT INTO chatcli_sessions VALUES (%s, nextval('chatcli_generations'), %s, %s, %s, %s, %s, %s, NULL)"
-                " RETURNING generation",
+                "INSERT INTO chatcli_sessions VALUES (%s, nextval('chatcli_generations'), %s, %s, %s, %s, %s, %s, NULL,"
+                " %s) RETURNING generation",
                 (name, len(raw), changed_ns, snapshot, None if private else len(data.history),
-                 None if private else data.title, data.transcript_id)).fetchone()[0]
+                 None if private else data.title, data.transcript_id, snapshot[:SESSION_HEADER])).fetchone()[0]
             for at, part in parts:
                 conn.execute("INSERT INTO chatcli_session_turns VALUES (%s, %s, %s, %s)", (name, generation, at, part))
             if data.transcript_id and not private:
@@ -192,7 +192,7 @@ class PgSessionStore(SessionStore):
                 "SELECT s.size, s.generation, ARRAY(SELECT t.at FROM chatcli_session_turns t WHERE t.name = s.name"
                 " AND t.generation = s.generation AND t.at >= %s ORDER BY t.at), ARRAY(SELECT t.part FROM"
                 " chatcli_session_turns t WHERE t.name = s.name AND t.generation = s.generation AND t.at >= %s"
-                " ORDER BY t.at) FROM chatcli_sessions s WHERE s.name = %s", (size, size, name)).fetchone()
+                " ORDER BY t.at) FROM chatcli_sessions s WHERE s.name = %s", (size, size, name), binary=True).fetchone()
         if row is None or row[1] != inode or row[0] < size or (row[0] > size and (not row[2] or row[2][0] != size)):
             return None
         message = _document().Message.from_dict
@@ -221,12 +221,12 @@ class PgSessionStore(SessionStore):
             conn.execute("DELETE FROM chatcli_session_turns WHERE name = %s", (name,))
             changed, generation = conn.execute(
                 "INSERT INTO chatcli_sessions AS s VALUES (%s, nextval('chatcli_generations'), %s, " + _NOW +
-                ", %s, %s, %s, %s, NULL) ON CONFLICT (name) DO UPDATE SET generation = EXCLUDED.generation,"
+                ", %s, %s, %s, %s, NULL, %s) ON CONFLICT (name) DO UPDATE SET generation = EXCLUDED.generation,"
                 " size = EXCLUDED.size, changed_ns = EXCLUDED.changed_ns, snapshot = EXCLUDED.snapshot,"
                 " messages = EXCLUDED.messages, title = EXCLUDED.title, transcript = EXCLUDED.transcript,"
-                " problem = NULL RETURNING changed_ns, generation",
+                " problem = NULL, header = EXCLUDED.header RETURNING changed_ns, generation",
                 (name, len(payload), payload, None if private else len(data.history),
-                 None if private else data.title, data.transcript_id)).fetchone()
+                 None if private else data.title, data.transcript_id, payload[:SESSION_HEADER])).fetchone()
             if data.transcript_id and not private:  # as the file store: with a key, no such cache
                 conn.execute("INSERT INTO chatcli_session_journals VALUES (%s, %s) ON CONFLICT (name) DO UPDATE"
                              " SET transcript = EXCLUDED.transcript", (name, data.transcript_id))
@@ -247,9 +247,8 @@ class PgSessionStore(SessionStore):
         except TypeError:
             return None
         with self.db.connection("cannot be written") as conn, conn.transaction():
-            row = conn.execute("SELECT changed_ns, size, generation, substring(snapshot FROM 1 FOR %s),"
-                               " messages FROM chatcli_sessions WHERE name = %s FOR UPDATE",
-                               (SESSION_HEADER, name)).fetchone()
+            row = conn.execute("SELECT changed_ns, size, generation, header, messages FROM chatcli_sessions"
+                               " WHERE name = %s FOR UPDATE", (name,)).fetchone()
             if row is None or Stamp(*row[:3]) != expect:
                 return None
             _changed, size, generation, header, known = row
