@@ -88,7 +88,7 @@ test: $(VENV)/.test-installed $(CHROMIUM) $(INSPECTOR) $(GO_READER_BIN) postgres
 	@$(PY) -m compileall -q src
 	$(PY) -m pytest
 
-bench: $(VENV)/.bench-installed
+bench: $(VENV)/.bench-installed postgresql
 	@$(PY) -m compileall -q src
 	$(PY) bench/run.py
 	$(PY) bench/sessions.py
@@ -105,6 +105,7 @@ bench: $(VENV)/.bench-installed
 	$(PY) bench/sampling.py
 	$(PY) bench/safety.py
 	$(PY) bench/scale.py
+	$(PY) bench/pg_store.py
 
 # The fault campaign behind docs/reliability.md (FAULT_SCALE=4 runs four times as many).
 faults: $(VENV)/.test-installed

@@ -58,7 +58,7 @@ def build_parser():
 # Every command beside the chat itself, for `chatcli --help` (each parses its own arguments).
 COMMANDS = (
     ("session ACTION", "list, show, search, export, transcript, delete, fork"),
-    ("storage [ACTION]", "what chatcli keeps; prune [--apply], rekey, migrate --to"),
+    ("storage [ACTION]", "what chatcli keeps; prune, rekey, migrate --to"),
     ("import SOURCE", "another tool's conversations as sessions"),
     ("doctor", "what is set up, and what is wrong"),
     ("mcp-server", "an MCP server on stdio, for MCP clients"),

@@ -69,7 +69,7 @@ def check_server_key(dsn: str, key: bytes | None) -> None:
     wrong_key = SealError(f"CHATCLI_ENCRYPTION_KEY is not the key the session store at {database.where} is sealed "
                           "with; nothing was read or written")
     with database.connection() as conn:
-        row = conn.execute("SELECT value FROM chatcli_meta WHERE key = 'key-check'").fetchone()
+        row = conn.execute("SELECT value FROM chatcli_meta WHERE key = 'seal-check'").fetchone()
         if key is None:
             if row is not None:
                 raise SealError(f"the session store at {database.where} is encrypted: set CHATCLI_ENCRYPTION_KEY to "
@@ -82,8 +82,8 @@ def check_server_key(dsn: str, key: bytes | None) -> None:
             if sealed and not any(_opens(sealer, name, snapshot) for name, snapshot in sealed[:3]):
                 raise wrong_key
             check = base64.b64encode(sealer.seal(CHECK_TEXT, "check", "session-store")).decode()
-            conn.execute("INSERT INTO chatcli_meta VALUES ('key-check', %s) ON CONFLICT (key) DO NOTHING", (check,))
-            row = conn.execute("SELECT value FROM chatcli_meta WHERE key = 'key-check'").fetchone()
+            conn.execute("INSERT INTO chatcli_meta VALUES ('seal-check', %s) ON CONFLICT (key) DO NOTHING", (check,))
+            row = conn.execute("SELECT value FROM chatcli_meta WHERE key = 'seal-check'").fetchone()
     try:
         sealer.open(base64.b64decode(row[0]), "check", "session-store", "the session store's key check")
     except (SealError, ValueError):
