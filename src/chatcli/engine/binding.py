@@ -198,9 +198,11 @@ class Binding:
         if stamp is None:
             self.unbind()
             return [f"Session '{name}' was deleted elsewhere; unbound (the conversation stays in memory)."]
-        appended = self._appended(name, stamp)
         try:
+            appended = self._appended(name, stamp)
             data, stamp = appended if appended is not None else self.conv.store.load(name)
+        except StoreUnavailable as exc:  # for now: the binding stays, the next turn tries again
+            return [f"{exc} (the conversation here is used; it is written once the store is back)"]
         except SessionError as exc:
             self.unbind()
             return [f"{exc}; unbound so that it is not overwritten."]

@@ -11,7 +11,9 @@ What a server being down, restarting or refusing costs: the operation raises Sto
 (a SessionError: every caller that handles a file it cannot write handles this too), with the
 server's address (its password never) and psycopg's first line; nothing half-written stays (each
 write is one transaction). A connection the server closed is found by the pool's check before
-it is handed out, and replaced; after a failure the pool is replaced too (`_discard_pool`).
+it is handed out, and replaced; a pool still pausing between reconnections when the server is
+back is replaced (`_pooled`). A session's lock and the writes it guards share one connection
+(`held`).
 """
 
 from __future__ import annotations
@@ -22,25 +24,25 @@ from collections.abc import Iterator
 
 from chatcli.store.session_file import SessionError, StoreUnavailable
 
-# Advisory lock keys: (a number naming chatcli, what is locked). The second is a session name's
-# hashtext for a session's lock (store.pg_sessions), or one of these.
-CHATCLI_LOCKS = 0x63686174  # "chat"
-SCHEMA_LOCK = 0
+# Advisory lock keys: (a number naming what kind of thing is locked, which one).
+SESSION_LOCKS = 0x63686174  # "chat": a session's lock, (this, hashtext of the schema and the name)
+SCHEMA_LOCK = (0x63686175, 0)  # making the tables
 
 CONNECT_TIMEOUT = 5  # seconds to wait for a connection (a server restarting) before saying it cannot be reached
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA = [
     "CREATE TABLE IF NOT EXISTS chatcli_meta(key text PRIMARY KEY, value text NOT NULL)",
     # A session: its document as the file store would hold it (the snapshot written whole, the v2
     # document or its sealed envelope, then the turns appended since: store.pg_sessions), and
     # the listing's columns (title and count are NULL in a sealed store: the server sees no
-    # content), and the snapshot's first bytes (`header`: a sealed one's salt and layout, which an
-    # append needs; read from the snapshot itself, a big one would be decompressed whole). `generation` changes at every whole write (a file's inode), `size` is the bytes
+    # content), the snapshot's first bytes (`header`: a sealed one's salt and layout, which an
+    # append needs; read from the snapshot itself, a big one would be decompressed whole) and
+    # its length (turns that outweigh it are folded into a new snapshot). `generation` changes at every whole write (a file's inode), `size` is the bytes
     # of the document the parts make (a file's size), `changed_ns` the time of the last change.
     "CREATE TABLE IF NOT EXISTS chatcli_sessions(name text PRIMARY KEY, generation bigint NOT NULL,"
     " size bigint NOT NULL, changed_ns bigint NOT NULL, snapshot bytea NOT NULL, messages integer,"
-    " title text, transcript text, problem text, header bytea NOT NULL)",
+    " title text, transcript text, problem text, header bytea NOT NULL, snapshot_size bigint NOT NULL)",
     "CREATE TABLE IF NOT EXISTS chatcli_session_turns(name text NOT NULL, generation bigint NOT NULL,"
     " at bigint NOT NULL, part bytea NOT NULL, PRIMARY KEY(name, generation, at))",
     "CREATE SEQUENCE IF NOT EXISTS chatcli_generations",
@@ -49,19 +51,48 @@ SCHEMA = [
 ]
 
 
-def shown(dsn: str) -> str:
-    """The address as shown to the user: without its password."""
-    from urllib.parse import urlsplit, urlunsplit
+UNPARSED = "the PostgreSQL server (its address does not parse)"
 
+
+def shown(dsn: str) -> str:
+    """The address as shown to the user: user, host, port and database, never a password (in
+    the user part, as a `password=` parameter, or anywhere libpq reads one). An address that
+    does not parse cleanly is not shown at all (a password written unescaped could be read as
+    its host or database)."""
     try:
-        parts = urlsplit(dsn)
-        if parts.password is not None:
-            host = parts.hostname or ""
-            netloc = f"{parts.username}@{host}" + (f":{parts.port}" if parts.port else "")
-            return urlunsplit(parts._replace(netloc=netloc))
-    except ValueError:
-        return "the PostgreSQL server"
-    return dsn
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = {key: str(value) for key, value in conninfo_to_dict(dsn).items()}
+    except Exception:  # noqa: BLE001 - not an address libpq reads
+        return UNPARSED
+    host, port, dbname, user = (parts.get(key, "") for key in ("host", "port", "dbname", "user"))
+    if (port and not port.replace(",", "").isdigit()) or "@" in host \
+            or any(c in f"{dbname}{user}" for c in "@:/?"):  # a password's pieces, read as something else
+        return UNPARSED
+    return f"postgresql://{user + '@' if user else ''}{host}{':' + port if port else ''}/{dbname}"
+
+
+def _secrets(dsn: str) -> list[str]:
+    """What of the address must never be echoed: its password, as written and as decoded."""
+    found = []
+    try:
+        from urllib.parse import unquote, urlsplit
+
+        from psycopg.conninfo import conninfo_to_dict
+
+        password = conninfo_to_dict(dsn).get("password")
+        if password:
+            found.append(str(password))
+        raw = urlsplit(dsn).password
+        if raw:
+            found += [raw, unquote(raw)]
+    except Exception:  # noqa: BLE001 - an address that does not parse: libpq's message is not echoed
+        found.append(dsn)
+    return [secret for secret in found if secret]
+
+
+def _unlock_all(conn) -> None:
+    conn.execute("SELECT pg_advisory_unlock_all()")
 
 
 def _prefer_lz4(conn) -> None:
@@ -87,6 +118,15 @@ class Database:
     def __init__(self, dsn: str) -> None:
         import logging
 
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError:
+            from chatcli.core.errors import ConfigError
+
+            raise ConfigError("CHATCLI_STORE names a PostgreSQL server, but its driver is not installed: "
+                              "pip install 'chatcli[postgresql]'") from None
+
         # The pool's workers log each failed attempt to reconnect: the user gets one line
         # (StoreUnavailable) from the operation that needed the server, not a log on stderr.
         quiet = logging.getLogger("psycopg")
@@ -94,15 +134,19 @@ class Database:
         quiet.propagate = False
         self.dsn = dsn
         self.where = shown(dsn)
+        self._secrets = _secrets(dsn)
         self.pool = self._new_pool()
         self._ready = False
+        self._held = threading.local()  # see held()
 
     def _new_pool(self):
         from psycopg_pool import ConnectionPool
 
         # check: a connection the server closed (a restart) is replaced before it is handed out.
-        return ConnectionPool(self.dsn, min_size=1, max_size=16, open=False, timeout=CONNECT_TIMEOUT,
-                              kwargs={"autocommit": True}, check=ConnectionPool.check_connection, name="chatcli")
+        # reset: a lock left on a connection (an interrupt racing its grant) goes with its holder.
+        return ConnectionPool(self.dsn, min_size=1, max_size=32, open=False, timeout=CONNECT_TIMEOUT,
+                              kwargs={"autocommit": True, "keepalives": 1, "keepalives_idle": 30},
+                              check=ConnectionPool.check_connection, reset=_unlock_all, name="chatcli")
 
     @classmethod
     def of(cls, dsn: str) -> Database:
@@ -114,33 +158,88 @@ class Database:
 
     def failure(self, exc: BaseException, doing: str) -> StoreUnavailable:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if self.where == UNPARSED:  # libpq's message would quote it
+            first = "check CHATCLI_STORE (postgresql://user:password@host:port/database, its password %-escaped)"
+        for secret in self._secrets:  # libpq echoes parts of an address it could not use
+            first = first.replace(secret, "…")
         return StoreUnavailable(f"the session store at {self.where} {doing}: {first}")
 
     @contextlib.contextmanager
     def connection(self, doing: str = "cannot be reached") -> Iterator[object]:
         """A connection (autocommit; `with conn.transaction()` for a transaction), the tables
-        made the first time; the server's failures as StoreUnavailable."""
+        made the first time; the server's failures as StoreUnavailable. Inside `held()` it is
+        the held connection: what a lock holder does runs where its lock is."""
         import psycopg
-        from psycopg_pool import PoolTimeout
 
+        held = getattr(self._held, "conn", None)
         try:
+            if held is not None:
+                yield held
+                return
             if not self._ready:
                 self._start()
-            with self.pool.connection() as conn:
+            with self._pooled() as conn:
                 yield conn
-        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
-            self._discard_pool()
+        except psycopg.OperationalError as exc:  # PoolTimeout among them: no connection to be had
             raise self.failure(exc, doing) from None
         except psycopg.Error as exc:
             raise SessionError(str(self.failure(exc, "refused an operation"))) from None
 
-    def _discard_pool(self) -> None:
-        """After a failure: the next operation starts over (`_start`: one connection made
-        directly, refused at once while the server is down), rather than waiting on a pool
-        that reconnects with growing pauses."""
+    @contextlib.contextmanager
+    def held(self, doing: str = "cannot be locked") -> Iterator[object]:
+        """A connection kept for this thread until the block ends: every `connection()` of the
+        thread meanwhile is this one (nested: the outer one). A session lock is taken on it, so
+        the lock and the writes it guards stand or fall together: a connection the server
+        dropped loses the lock and fails the writes, never one without the other."""
+        outer = getattr(self._held, "conn", None)
+        if outer is not None:
+            yield outer
+            return
+        with self.connection(doing) as conn:
+            self._held.conn = conn
+            try:
+                yield conn
+            finally:
+                self._held.conn = None
+
+    @contextlib.contextmanager
+    def _pooled(self) -> Iterator[object]:
+        """A connection of the pool. When none comes: the server is asked directly whether it is
+        there; if it is (back after a restart, while the pool waits out its pause between
+        reconnections), a new pool is made and asked once more."""
+        from psycopg_pool import PoolClosed, PoolTimeout
+
+        for attempt in (1, 2):
+            pool = self.pool
+            try:
+                conn = pool.getconn()
+            except (PoolTimeout, PoolClosed):
+                if attempt == 2 or not self._server_answers():
+                    raise
+                self._renew_pool(pool)
+                continue
+            try:
+                yield conn
+            finally:
+                pool.putconn(conn)  # a broken one is dropped, an open transaction rolled back
+            return
+
+    def _server_answers(self) -> bool:
+        import psycopg
+
+        try:
+            psycopg.connect(self.dsn, connect_timeout=CONNECT_TIMEOUT).close()
+        except psycopg.Error:
+            return False
+        return True
+
+    def _renew_pool(self, stale) -> None:
         with self._opening:
-            old, self.pool, self._ready = self.pool, self._new_pool(), False
-        threading.Thread(target=old.close, kwargs={"timeout": 1}, daemon=True).start()
+            if self.pool is not stale:  # another thread did it
+                return
+            self.pool = self._new_pool()
+            self.pool.open(wait=False)
+        threading.Thread(target=stale.close, kwargs={"timeout": 1}, daemon=True).start()
 
     def _start(self) -> None:
         with self._opening:
@@ -152,16 +251,17 @@ class Database:
             # is said at once, not after the pool's wait.
             with psycopg.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn, \
                     conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (CHATCLI_LOCKS, SCHEMA_LOCK))
+                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", SCHEMA_LOCK)
                 exists = conn.execute("SELECT to_regclass('chatcli_meta')").fetchone()[0]
                 version = None
                 if exists is not None:
                     row = conn.execute("SELECT value FROM chatcli_meta WHERE key = 'schema'").fetchone()
                     version = None if row is None else int(row[0])
-                if version is not None and version > SCHEMA_VERSION:
-                    raise SessionError(f"the session store at {self.where} was made by a newer chatcli "
-                                       f"(schema {version}); nothing was read or written")
-                if version != SCHEMA_VERSION:
+                if version is not None and version != SCHEMA_VERSION:  # no other version was released
+                    raise SessionError(f"the session store at {self.where} was made by another chatcli "
+                                       f"(schema {version}, this one reads {SCHEMA_VERSION}); nothing was read or "
+                                       "written")
+                if version is None:
                     for statement in SCHEMA:
                         conn.execute(statement)
                     _prefer_lz4(conn)

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from chatcli.core.names import validate_name
 from chatcli.store.catalog import SessionInfo
 from chatcli.store.listing_cache import newest_first
-from chatcli.store.pg import CHATCLI_LOCKS, Database
+from chatcli.store.pg import SESSION_LOCKS, Database
 from chatcli.store.seal import CHECK_TEXT, NONCE, SESSION_HEADER, SealError, is_sealed, sealer_for, session_layout
 from chatcli.store.session_file import SessionError, SessionExists, SessionNotFound
 from chatcli.store.sessions import SessionStore, Stamp, _document, _json
@@ -43,6 +43,14 @@ _NOW = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000"  # the
 _LOAD = ("SELECT s.snapshot, s.changed_ns, s.size, s.generation, ARRAY(SELECT t.part FROM chatcli_session_turns t"
          " WHERE t.name = s.name AND t.generation = s.generation ORDER BY t.at) FROM chatcli_sessions s"
          " WHERE s.name = %s")
+
+
+def _text(value: str | None) -> str | None:
+    """A title as PostgreSQL's text holds it: no NUL, no lone surrogate (the document itself,
+    in bytes, keeps both)."""
+    if value is None:
+        return None
+    return value.replace("\0", "").encode("utf-8", "replace").decode("utf-8")
 
 
 def spliced(snapshot: bytes, parts: list[bytes]) -> bytes:
@@ -137,6 +145,12 @@ class PgSessionStore(SessionStore):
     def raw(self, name: str) -> tuple[bytes, Stamp] | None:
         return self._raw(name)
 
+    def _listed(self, data: SessionData) -> tuple:
+        """(messages, title, journal id) as the listing keeps them: nothing of them with a key."""
+        if self.private:
+            return None, None, None
+        return len(data.history), _text(data.title), data.transcript_id
+
     def put_raw(self, name: str, raw: bytes, changed_ns: int, data: SessionData) -> Stamp:
         """As the file store's: a sealed session's bytes split back into its snapshot and the
         records after it (each at its offset, as appended), a plaintext one kept whole."""
@@ -151,11 +165,13 @@ class PgSessionStore(SessionStore):
                 at = end
         private = self.private
         with self.db.connection("cannot be written") as conn, conn.transaction():
+            if data.title is None:
+                data.title = _document().make_title(data.history)
             generation = conn.execute(
                 "INSERT INTO chatcli_sessions VALUES (%s, nextval('chatcli_generations'), %s, %s, %s, %s, %s, %s, NULL,"
-                " %s) RETURNING generation",
-                (name, len(raw), changed_ns, snapshot, None if private else len(data.history),
-                 None if private else data.title, data.transcript_id, snapshot[:SESSION_HEADER])).fetchone()[0]
+                " %s, %s) RETURNING generation",
+                (name, len(raw), changed_ns, snapshot, *self._listed(data), snapshot[:SESSION_HEADER],
+                 len(snapshot))).fetchone()[0]
             for at, part in parts:
                 conn.execute("INSERT INTO chatcli_session_turns VALUES (%s, %s, %s, %s)", (name, generation, at, part))
             if data.transcript_id and not private:
@@ -221,12 +237,12 @@ class PgSessionStore(SessionStore):
             conn.execute("DELETE FROM chatcli_session_turns WHERE name = %s", (name,))
             changed, generation = conn.execute(
                 "INSERT INTO chatcli_sessions AS s VALUES (%s, nextval('chatcli_generations'), %s, " + _NOW +
-                ", %s, %s, %s, %s, NULL, %s) ON CONFLICT (name) DO UPDATE SET generation = EXCLUDED.generation,"
+                ", %s, %s, %s, %s, NULL, %s, %s) ON CONFLICT (name) DO UPDATE SET generation = EXCLUDED.generation,"
                 " size = EXCLUDED.size, changed_ns = EXCLUDED.changed_ns, snapshot = EXCLUDED.snapshot,"
                 " messages = EXCLUDED.messages, title = EXCLUDED.title, transcript = EXCLUDED.transcript,"
-                " problem = NULL, header = EXCLUDED.header RETURNING changed_ns, generation",
-                (name, len(payload), payload, None if private else len(data.history),
-                 None if private else data.title, data.transcript_id, payload[:SESSION_HEADER])).fetchone()
+                " problem = NULL, header = EXCLUDED.header, snapshot_size = EXCLUDED.snapshot_size"
+                " RETURNING changed_ns, generation",
+                (name, len(payload), payload, *self._listed(data), payload[:SESSION_HEADER], len(payload))).fetchone()
             if data.transcript_id and not private:  # as the file store: with a key, no such cache
                 conn.execute("INSERT INTO chatcli_session_journals VALUES (%s, %s) ON CONFLICT (name) DO UPDATE"
                              " SET transcript = EXCLUDED.transcript", (name, data.transcript_id))
@@ -247,21 +263,22 @@ class PgSessionStore(SessionStore):
         except TypeError:
             return None
         with self.db.connection("cannot be written") as conn, conn.transaction():
-            row = conn.execute("SELECT changed_ns, size, generation, header, messages FROM chatcli_sessions"
-                               " WHERE name = %s FOR UPDATE", (name,)).fetchone()
+            row = conn.execute("SELECT changed_ns, size, generation, header, messages, snapshot_size"
+                               " FROM chatcli_sessions WHERE name = %s FOR UPDATE", (name,)).fetchone()
             if row is None or Stamp(*row[:3]) != expect:
                 return None
-            _changed, size, generation, header, known = row
+            _changed, size, generation, header, known, snapshot = row
+            if (size - snapshot) + len(body) > snapshot:
+                return None  # the turns would outweigh the snapshot: written whole, so a load reads at most twice it
             if self.key is not None:
-                snapshot = session_layout(bytes(header))
-                if snapshot is None or (size - snapshot) + len(body) > snapshot:
+                if session_layout(bytes(header)) is None:
                     return None
                 part = sealer_for(self.key).append_record(bytes(header), name, size, body)
                 grown = size + len(part)
             else:
                 if is_sealed(bytes(header)):
                     return None
-                part, grown = body, size + len(body) + 1
+                part, grown = body, size + len(body) + (1 if count else 0)  # the comma before it, if any
             conn.execute("INSERT INTO chatcli_session_turns VALUES (%s, %s, %s, %s)", (name, generation, size, part))
             changed = conn.execute(f"UPDATE chatcli_sessions SET size = %s, changed_ns = {_NOW}, messages = %s"
                                    " WHERE name = %s RETURNING changed_ns",
@@ -291,22 +308,24 @@ class PgSessionStore(SessionStore):
 
     @contextlib.contextmanager
     def lock(self, name: str, *, drop: bool = False, wait: bool = True) -> Iterator[bool]:
-        """The session's advisory lock, on a connection held for the block (see the module's
-        docstring). With `wait=False` a lock someone holds is not waited for: the block runs
-        with False."""
+        """The session's advisory lock (per schema: stores sharing a database do not contend), on
+        the connection every operation of this thread uses until the block ends (Database.held):
+        a connection the server dropped loses the lock and fails the writes it guarded. With
+        `wait=False` a lock someone holds is not waited for: the block runs with False."""
         validate_name(name)
-        key = (CHATCLI_LOCKS, name)
-        with self.db.connection("cannot be locked") as conn:
+        key = (SESSION_LOCKS, name)
+        locked = "SELECT {}(%s, hashtext(current_schema() || '/' || %s))"
+        with self.db.held() as conn:
             if wait:
-                conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
-                held = True
+                conn.execute(locked.format("pg_advisory_lock"), key)
+                got = True
             else:
-                held = conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", key).fetchone()[0]
+                got = conn.execute(locked.format("pg_try_advisory_lock"), key).fetchone()[0]
             try:
-                yield held
+                yield got
             finally:
-                if held:
-                    conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+                if got:
+                    conn.execute(locked.format("pg_advisory_unlock"), key)
 
     def lock_path(self, name: str):
         raise SessionError(f"session '{name}' is locked at {self.db.where}, not by a file")

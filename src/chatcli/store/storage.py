@@ -495,6 +495,8 @@ class Storage:
         return kept
 
     def _session_exists(self, name: str) -> bool:
+        if self.sessions.root is None:
+            return self.sessions.exists(name)  # on the server (StoreUnavailable: nothing is decided)
         return os.path.lexists(home.session_path(self.sessions.root, name))
 
     def _apply_hub(self, plan: HubPlan, applied: Applied) -> None:
@@ -576,8 +578,8 @@ class Storage:
         except OSError:
             pass
         catalog = self.sessions.catalog
-        caches = [catalog.path, catalog.appends_path, catalog.rendered_path, catalog.latest_path,
-                  catalog.journals_path]
+        caches = [] if self.sessions.root is None else [  # a server's listing is a query: no cache here
+            catalog.path, catalog.appends_path, catalog.rendered_path, catalog.latest_path, catalog.journals_path]
         caches += [Path(entry.path) for entry in _scandir(self.index_dir)
                    if entry.is_file(follow_symlinks=False) and not TEMP_RE.fullmatch(entry.name)]
         for path in caches:
