@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 
 import psycopg
 import pytest
@@ -172,9 +173,16 @@ def test_storage_and_the_start_up_sweep_leave_a_servers_sessions_and_their_journ
     assert run_chatcli("--session", "notes", "-p", "remember the lighthouse", env=env).returncode == 0
     journals = list((tmp_path / "m").rglob("transcripts/*.jsonl"))
     assert journals
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+
+    store = Home.of(Settings.load(env)).sessions()
+    store.create("autosave-20250101-000000", SessionData(history=[Message("user", "an old autosave")]))
+    store.date("autosave-20250101-000000", time.time() - 400 * 86400)
     done = run_chatcli("storage", "prune", "--apply", env=env)
     assert done.returncode == 0, done.stderr
-    assert "sessions were not examined: they are kept at postgresql://" in done.stdout
+    assert "autosave-20250101-000000" in done.stdout and "the journals here are not pruned" in done.stdout
+    assert [info.name for info in store.list()] == ["notes"]
     report = run_chatcli("storage", env=env)
     assert report.returncode == 0 and "transcripts" in report.stdout, report.stderr
     repl = Repl(dict(repl_env, **{k: env[k] for k in ("HOME", "CHATCLI_HOME", "CHATCLI_STORE")}), "m", cwd=workdir)

@@ -128,5 +128,5 @@ def _migrate(settings, to: str) -> int:
         sys.stderr.write(f"chatcli: error: {line}\n")
     if moved.conflicts or moved.failed:
         return 1
-    sys.stdout.write(f"The source is unchanged. Now set CHATCLI_STORE={'files' if target_store is None else shown}.\n")
+    sys.stdout.write("The source is unchanged. Now set CHATCLI_STORE to " + ("files" if target_store is None else "that address") + ".\n")
     return 0

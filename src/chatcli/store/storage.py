@@ -247,9 +247,8 @@ class Storage:
         """Adds the session removals to `plan` (when asked) and returns what journals need to
         know: when sessions are not part of this plan, none of them goes."""
         settings = self.settings
-        if self.sessions.root is None:  # on a server (CHATCLI_STORE): no file here says what a journal goes with
-            plan.notes.append(f"sessions were not examined: they are kept at {self.sessions.location}, "
-                              "so neither they nor the journals beside them are pruned here")
+        if self.sessions.root is None:  # on a server (CHATCLI_STORE)
+            self._plan_server_sessions(plan, on_demand=on_demand, keep_in_plan=keep_in_plan)
             return None
         try:
             stats, misnamed = self._stat_sessions()
@@ -306,6 +305,28 @@ class Storage:
         if on_demand:
             self._plan_locks(plan, rows)
         return _Sessions(decided, refs, unknown)
+
+    def _plan_server_sessions(self, plan: Plan, *, on_demand: bool, keep_in_plan: bool) -> None:
+        """The machine sessions' rules on a server's sessions (their rows stand for files: the
+        time of change, the size, the generation for an inode; a session written since the plan
+        is kept, as a file would be). The journals beside them are not pruned here: other
+        machines' sessions may name them, and nothing here can tell."""
+        if on_demand:
+            plan.notes.append(f"sessions are kept at {self.sessions.location}: the journals here are not pruned "
+                              "(sessions of other machines may name them)")
+        if not keep_in_plan:
+            return
+        try:
+            rows = self.sessions.entries()
+        except SessionError as exc:
+            plan.notes.append(f"sessions were not examined: {exc}")
+            return
+        decided = retention.machine_sessions(
+            ((name, row[0] / 1e9, row[2]) for name, row in rows.items()), now=self.now,
+            ttl_days=self.settings.session_ttl_days, keep=self.settings.autosave_keep, on_demand=on_demand)
+        for name, reason in sorted(decided.items(), key=lambda item: rows[item[0]][0]):
+            changed, size, inode = rows[name][0], rows[name][1], rows[name][7]
+            plan.removals.append(Removal("sessions", Path(name), size, changed, inode, reason, name))
 
     def _stat_sessions(self) -> tuple[dict[str, os.stat_result], dict[str, os.stat_result]]:
         """{name: stat} of every session file, and the same for the session files whose names
