@@ -120,9 +120,14 @@ def make_title(history: list[Message]) -> str | None:
     """The first user message, whitespace collapsed, at most 60 characters (+ '…')."""
     for message in history:
         if message.role == "user" and message.content.strip():
-            text = " ".join(message.content.split())
-            return text if len(text) <= TITLE_MAX else text[:TITLE_MAX].rstrip() + "…"
+            return title_of(message.content)
     return None
+
+
+def title_of(content: str) -> str:
+    """A title made of a message's text (make_title's rule, for readers that have the text)."""
+    text = " ".join(content.split())
+    return text if len(text) <= TITLE_MAX else text[:TITLE_MAX].rstrip() + "…"
 
 
 def merge_mode_histories(chat: list[Message], agent: list[Message], coder: list[Message]) -> list[Message]:

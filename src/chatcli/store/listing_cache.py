@@ -135,7 +135,7 @@ def stat_numbers(stats: list[os.stat_result]) -> list[int]:
 
 # -- one session file's row, read without the store ---------------------------------------------
 _message = None  # core.messages.Message, imported at the first file read
-_title_rule = None  # core.session.make_title, imported at the first title made
+_title_rule = None  # core.session.title_of, imported at the first title made
 _SMALL = 1 << 20  # below this, a file is parsed by the json module unless orjson is loaded already
 
 
@@ -230,8 +230,8 @@ def read_row(path: str, now_ns: int) -> list | None:
                     return None  # multi-part content: its text is the reader's business
                 if content.strip():
                     if _title_rule is None:
-                        from chatcli.core.session import make_title as _title_rule
-                    title = _title_rule([_message("user", content)]) or ""
+                        from chatcli.core.session import title_of as _title_rule
+                    title = _title_rule(content)
                     break
     transcript = document.get("transcript_id")
     return [st.st_mtime_ns, st.st_size, len(chat), title, "", transcript if transcript.__class__ is str else "",
