@@ -32,6 +32,7 @@ from chatcli.engine.conversation import Conversation, load_system_prompt
 from chatcli.engine.turn import TurnResult
 from chatcli.providers.base import ProviderRegistry, Stop
 from chatcli.store.home import Home
+from chatcli.store.session_file import StoreUnavailable
 from chatcli.store.sessions import SessionError
 
 # An editor's conversations (the ACP agent's) are mirrored as mcp-acp-<id>: its ids never meet
@@ -61,6 +62,8 @@ class Mirror:
             if store.stamp(name) is None:
                 return None
             data, stamp = store.load(name)
+        except StoreUnavailable:
+            raise  # not "no conversation": a new one would fork the mirror once the store is back
         except SessionError as exc:
             return f"{exc}; starting a new conversation (the file is left as it is)"
         if name == self.name:
@@ -225,7 +228,11 @@ class Host:
                                     journal=True)
                 hosted = self.live[id] = Hosted(self, id, conv)
                 if take_over and self.settings.mcp_autosave:
-                    note = hosted.mirror.take_over()
+                    try:
+                        note = hosted.mirror.take_over()
+                    except BaseException:  # the store cannot be reached: this message fails, the next tries again
+                        self.live.pop(id, None)
+                        raise
                     if note:
                         hosted.notes.append(note)
             return hosted
