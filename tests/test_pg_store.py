@@ -33,6 +33,10 @@ def test_two_machines_continue_one_conversation_through_the_server(openai_env, o
     assert done.returncode == 0, done.stderr
     sent = [m["content"] for m in openai_server.requests[-1].body["messages"]]
     assert "plan a trip to Lisbon" in sent and sent[-1] == "and Porto?"
+    done = run_chatcli("--session", "trip", "-p", "and back to Lisbon", env=laptop)  # each machine's turn in turn
+    assert done.returncode == 0 and done.stderr.strip() == "Attached to session 'trip' (4 messages).", done.stderr
+    sent = [m["content"] for m in openai_server.requests[-1].body["messages"]]
+    assert sent.index("plan a trip to Lisbon") < sent.index("and Porto?") < sent.index("and back to Lisbon")
     shown = run_chatcli("session", "show", "trip", env=laptop)
     assert "plan a trip to Lisbon" in shown.stdout and "and Porto?" in shown.stdout
     for place in ("laptop", "ws"):  # nothing of the conversation on either disk
