@@ -248,3 +248,37 @@ def test_many_threads_holding_session_locks_each_get_their_work_done(env, pg_dsn
         thread.join(timeout=60)
     assert failures == []
     assert sum(len(store.load(f"sender-{k}")[0].history) for k in range(5)) == 40
+
+
+def test_a_server_stopped_in_the_middle_of_a_write_leaves_the_session_as_it_was_or_whole(env, own_server):
+    import threading
+
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+    from chatcli.store.session_file import SessionError
+
+    store = Home.of(Settings.load(dict(env, CHATCLI_STORE=own_server.dsn))).sessions()
+    store.create("big", SessionData(history=[Message("user", "before")]))
+    outcome = []
+
+    def write() -> None:
+        try:
+            with store.lock("big"):
+                store.write("big", SessionData(history=[Message("user", f"message {i} " + "x" * 500)
+                                                        for i in range(100_000)]))
+            outcome.append("written")
+        except SessionError as exc:
+            outcome.append(str(exc))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    time.sleep(0.3)  # the document is being sent
+    own_server.restart()
+    writer.join(timeout=120)
+    history = store.load("big")[0].history
+    assert (outcome == ["written"] and len(history) == 100_000) or \
+        ([m.content for m in history] == ["before"] and "cannot be written" in outcome[0]), outcome
+    with psycopg.connect(own_server.dsn) as conn:  # no turn rows of a generation no session has
+        assert conn.execute("SELECT count(*) FROM chatcli_session_turns t WHERE NOT EXISTS (SELECT 1 FROM"
+                            " chatcli_sessions s WHERE s.name = t.name AND s.generation = t.generation)"
+                            ).fetchone()[0] == 0

@@ -324,8 +324,13 @@ class PgSessionStore(SessionStore):
             try:
                 yield got
             finally:
-                if got:
-                    conn.execute(locked.format("pg_advisory_unlock"), key)
+                if got and not conn.closed:  # a connection the server closed took its lock with it
+                    import psycopg
+
+                    # What failed inside the block is the error to see; a lock that cannot be let go
+                    # here is let go when the pool takes the connection back (its reset).
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute(locked.format("pg_advisory_unlock"), key)
 
     def lock_path(self, name: str):
         raise SessionError(f"session '{name}' is locked at {self.db.where}, not by a file")
