@@ -12,6 +12,7 @@ import pytest
 from conftest import run_chatcli
 from pg_server import Server
 from repl_driver import Repl, plain
+from test_store_contract import said
 
 from chatcli.config.settings import Settings
 from chatcli.store.home import Home
@@ -39,8 +40,13 @@ def test_two_machines_continue_one_conversation_through_the_server(openai_env, o
     assert sent.index("plan a trip to Lisbon") < sent.index("and Porto?") < sent.index("and back to Lisbon")
     shown = run_chatcli("session", "show", "trip", env=laptop)
     assert "plan a trip to Lisbon" in shown.stdout and "and Porto?" in shown.stdout
-    for place in ("laptop", "ws"):  # nothing of the conversation on either disk
+    for place in ("laptop", "ws"):  # nothing of the conversation on either disk: session and journal are shared
         assert not list((tmp_path / place).rglob("sessions/*.json"))
+        assert not list((tmp_path / place).rglob("transcripts/*.jsonl"))
+    data = Home.of(Settings.load(laptop)).sessions().load("trip")[0]
+    recorded = Home.of(Settings.load(workstation)).journal(data.transcript_id).read().events
+    assert [e["message"]["content"] for e in recorded if e["type"] == "message" and e["message"]["role"] == "user"] \
+        == ["plan a trip to Lisbon", "and Porto?", "and back to Lisbon"]
 
 
 def test_a_sealed_store_keeps_no_word_of_a_conversation_on_the_server(openai_env, pg_dsn, tmp_path):
@@ -138,25 +144,32 @@ def test_a_store_moves_to_the_server_and_back_byte_for_byte_and_the_source_is_le
     first = store.create("lisbon", SessionData(history=[Message("user", "trams of Lisbon"), Message("assistant", "28")]))
     store.append("lisbon", [Message("user", "and the funiculars"), Message("assistant", "three")], 2, first)
     store.create("porto", SessionData(history=[Message("user", "bridges of Porto")]))
-    before = {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in store.root.glob("*.json")}
+    journal = Home.of(Settings.load(files)).journal("0123456789abcdef0123456789abcdef")
+    with journal.appending(0) as append:
+        append.write(said("trams of Lisbon"))
+    before = {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+              for path in [*store.root.glob("*.json"), journal.path]}
 
     done = run_chatcli("storage", "migrate", "--to", pg_dsn, env=files)
     assert done.returncode == 0, done.stderr
-    assert "Copied 2 session(s) (5 messages)" in done.stdout and "password" not in done.stdout
-    assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in store.root.glob("*.json")} == before
+    assert "Copied 2 session(s) (5 messages) and 1 transcript journal(s)" in done.stdout
+    assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in [*store.root.glob("*.json"), journal.path]} == before
     server = dict(files, CHATCLI_STORE=pg_dsn)
     on_server = Home.of(Settings.load(server)).sessions()
     assert [m.content for m in on_server.load("lisbon")[0].history] == [
         "trams of Lisbon", "28", "and the funiculars", "three"]
     again = run_chatcli("storage", "migrate", "--to", pg_dsn, env=files)  # an interrupted run, finished
-    assert again.returncode == 0 and "Copied 0 session(s)" in again.stdout and "2 were there already" in again.stdout
+    assert again.returncode == 0 and "Copied 0 session(s)" in again.stdout
+    assert "2 session(s) and 1 journal(s) were there already" in again.stdout
     assert [info.name for info in on_server.list()] == ["porto", "lisbon"]  # the same order by time
 
     elsewhere = machine(dict(env, **key), tmp_path, "elsewhere", pg_dsn)
     back = run_chatcli("storage", "migrate", "--to", "files", env=elsewhere)
     assert back.returncode == 0, back.stderr
-    copied = Home.of(Settings.load(dict(elsewhere, CHATCLI_STORE="files"))).sessions().root
-    assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in copied.glob("*.json")} == before
+    copied = Home.of(Settings.load(dict(elsewhere, CHATCLI_STORE="files")))
+    assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in [*copied.sessions().root.glob("*.json"), *copied.transcripts_dir.glob("*.jsonl")]} == before
 
 
 def test_a_migration_never_overwrites_another_session_of_the_same_name(env, pg_dsn):
@@ -175,8 +188,8 @@ def test_storage_and_the_start_up_sweep_leave_a_servers_sessions_and_their_journ
                                                                                          repl_env, workdir):
     env = machine(openai_env, tmp_path, "m", pg_dsn)
     assert run_chatcli("--session", "notes", "-p", "remember the lighthouse", env=env).returncode == 0
-    journals = list((tmp_path / "m").rglob("transcripts/*.jsonl"))
-    assert journals
+    transcript_id = Home.of(Settings.load(env)).sessions().load("notes")[0].transcript_id
+    assert Home.of(Settings.load(env)).journal(transcript_id).exists()
     from chatcli.core.messages import Message
     from chatcli.core.session import SessionData
 
@@ -185,7 +198,7 @@ def test_storage_and_the_start_up_sweep_leave_a_servers_sessions_and_their_journ
     store.date("autosave-20250101-000000", time.time() - 400 * 86400)
     done = run_chatcli("storage", "prune", "--apply", env=env)
     assert done.returncode == 0, done.stderr
-    assert "autosave-20250101-000000" in done.stdout and "the journals here are not pruned" in done.stdout
+    assert "autosave-20250101-000000" in done.stdout and "journals are not pruned" in done.stdout
     assert [info.name for info in store.list()] == ["notes"]
     report = run_chatcli("storage", env=env)
     assert report.returncode == 0 and "transcripts" in report.stdout, report.stderr
@@ -195,7 +208,7 @@ def test_storage_and_the_start_up_sweep_leave_a_servers_sessions_and_their_journ
         assert "transcripts" in out and "error" not in out.lower()
     finally:
         repl.close()
-    assert all(path.exists() for path in journals)
+    assert Home.of(Settings.load(env)).journal(transcript_id).exists()
     assert [m.content for m in Home.of(Settings.load(env)).sessions().load("notes")[0].history][0] == \
         "remember the lighthouse"
 

@@ -151,3 +151,83 @@ def test_a_sealed_store_round_trips_and_its_turns_append(sealed_env, appends_at_
     other = store_of(dict(sealed_env, CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode()))
     with pytest.raises(SessionError, match="cannot be opened"):
         other.load("vault")
+
+
+# -- transcript journals: beside the sessions, in files or on the server ------------------------
+def said(*texts: str) -> list[dict]:
+    from chatcli.core import journal as rules
+
+    messages = [Message("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(texts)]
+    return [rules.message_line(rules.content_digest(m), m, "2026-01-01T00:00:00Z") for m in messages]
+
+
+def journal_of(env, transcript_id: str = "0123456789abcdef0123456789abcdef"):
+    return Home.of(Settings.load(env)).journal(transcript_id)
+
+
+def contents(reading) -> list[str]:
+    return [event["message"]["content"] for event in reading.events if event["type"] == "message"]
+
+
+def test_a_journal_reads_back_what_was_appended_from_any_offset(any_store_env):
+    journal = journal_of(any_store_env)
+    assert not journal.exists() and journal.read().events == [] and journal.last_event() is None
+    with journal.appending(0) as append:
+        assert append.new.events == []
+        append.write(said("one", "two"))
+    middle = journal.read().end
+    with journal.appending(middle) as append:
+        append.write(said("three"))
+    whole = journal.read()
+    assert contents(whole) == ["one", "two", "three"] and whole.end == journal.size() and not whole.skipped
+    assert contents(journal.read(middle)) == ["three"]
+    event, size, identity = journal.last_event()
+    assert event["message"]["content"] == "three" and size == whole.end and identity == whole.identity
+    assert journal.stat()[1:] == (size, identity)
+
+
+def test_a_writer_behind_the_journal_is_shown_what_others_appended_first(any_store_env):
+    first, second = journal_of(any_store_env), journal_of(any_store_env)
+    with first.appending(0) as append:
+        append.write(said("mine"))
+    with second.appending(0) as append:  # it had read nothing: it is given what is there
+        assert contents(append.new) == ["mine"]
+        append.write(said("yours"))
+    assert contents(first.read()) == ["mine", "yours"]
+
+
+def test_two_processes_appending_at_once_never_interleave_or_lose_a_line(any_store_env):
+    script = textwrap.dedent("""
+        import sys
+        from chatcli.config.settings import Settings
+        from chatcli.core import journal as rules
+        from chatcli.core.messages import Message
+        from chatcli.store.home import Home
+        journal = Home.of(Settings.load()).journal("0123456789abcdef0123456789abcdef")
+        for i in range(40):
+            m = Message("user", f"{sys.argv[1]} {i}")
+            with journal.appending(journal.size()) as append:
+                append.write([rules.message_line(rules.content_digest(m), m, "2026-01-01T00:00:00Z")])
+    """)
+    writers = [subprocess.Popen([sys.executable, "-c", script, who], env=any_store_env) for who in ("a", "b")]
+    assert [writer.wait(timeout=120) for writer in writers] == [0, 0]
+    reading = journal_of(any_store_env).read()
+    assert sorted(contents(reading)) == sorted(f"{who} {i}" for who in "ab" for i in range(40))
+    assert not reading.skipped
+
+
+def test_a_sealed_journal_opens_only_with_its_key_and_a_fork_starts_from_its_parent(sealed_env):
+    from chatcli.store.journal import JournalError
+
+    journal = journal_of(sealed_env)
+    with journal.appending(0) as append:
+        append.write(said("the heliotrope passphrase"))
+    assert b"heliotrope" not in journal.read_bytes()
+    fork = journal_of(sealed_env, "fedcba9876543210fedcba9876543210")
+    fork.seed_fork(journal, "2026-01-02T00:00:00Z")
+    events = fork.read().events
+    assert events[0]["type"] == "fork" and contents(fork.read()) == ["the heliotrope passphrase"]
+    other = dict(sealed_env, CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+    with pytest.raises(JournalError):
+        journal_of(other).read()
+    assert fork.remove() and not fork.exists() and not fork.remove()

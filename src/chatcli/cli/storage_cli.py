@@ -118,9 +118,10 @@ def _migrate(settings, to: str) -> int:
             sys.stderr.write("\n" if done == total else "")
             sys.stderr.flush()
 
-    moved = migrate(source.sessions(), target.sessions(), progress)
-    sys.stdout.write(f"Copied {moved.copied} session(s) ({moved.messages:,} messages) to {shown}, each read back "
-                     f"and verified; {moved.already} were there already.\n")
+    moved = migrate(source, target, progress)
+    sys.stdout.write(f"Copied {moved.copied} session(s) ({moved.messages:,} messages) and {moved.journals} "
+                     f"transcript journal(s) to {shown}, each read back and verified; {moved.already} session(s) "
+                     f"and {moved.journals_already} journal(s) were there already.\n")
     for name in moved.conflicts:
         sys.stderr.write(f"chatcli: error: session '{name}': the target holds another session of that name; "
                          "left as it is in both\n")

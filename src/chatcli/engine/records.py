@@ -212,25 +212,17 @@ def remove_journal(settings: Settings, transcript_id: str) -> bool:
         return False
     home = Home.of(settings)
     try:
-        os.unlink(home.journal_path(transcript_id))
-    except OSError:
+        if not home.journal(transcript_id).remove():
+            return False
+    except JournalError:
         return False
     home.forget_journals([transcript_id])
     return True
 
 
 def _stamp(journal: Journal) -> str:
-    """Which file this is: device, inode and a digest of its first line (an inode can be reused
-    by a new journal once the old one is deleted). Appends never change it."""
-    import hashlib
-
-    try:
-        with open(journal.path, "rb") as handle:
-            st = os.fstat(handle.fileno())
-            first = handle.readline(65536)
-    except OSError as exc:
-        raise JournalError(f"transcript journal {journal.id}: cannot read {journal.path}: {exc.strerror}") from None
-    return f"{st.st_dev}:{st.st_ino}:{hashlib.sha256(first).hexdigest()[:16]}"
+    """Which journal this is (Journal.lineage): appends never change it."""
+    return journal.lineage()
 
 
 def _message_rows(events: list[dict]) -> list[tuple[str, str]]:
@@ -271,7 +263,7 @@ def stats(rec: Record) -> str:
     lines = [f"Transcript: {count} messages, {rewrites} rewrite(s); source: {rec.described}."]
     if rec.journal is not None and rec.reading is not None:
         size = rec.journal.size()
-        lines.append(f"Journal {rec.journal.id}: {rec.journal.path} ({size:,} bytes).")
+        lines.append(f"Journal {rec.journal.id}: {rec.journal.where} ({size:,} bytes).")
         if rec.reading.skipped:
             lines.append(f"Skipped {rec.reading.describe_skipped()} (damage or other tools' lines; never fatal).")
     return "\n".join(lines)
@@ -345,15 +337,12 @@ def _by_file(home: Home, transcript_id: str | None, count: int | None) -> tuple[
     if not transcript_id or not ID_RE.fullmatch(transcript_id):
         return None, "-"
     journal = home.journal(transcript_id)
-    try:
-        st = os.stat(journal.path)  # the stamp recorded: the one the last line was read at
-    except OSError:
-        st = None
+    st = journal.stat()  # the stamp recorded: the one the last line was read at
     found = journal.last_event()
     if found is not None and found[0]["type"] == rules.SYNCED and found[0]["dead"] == 0 \
             and not rules.damage_said(found[0]) and (count is None or found[0]["count"] == count):
-        same_file = st is not None and (st.st_size, (st.st_dev, st.st_ino)) == found[1:]
-        return None, f"{transcript_id} {st.st_mtime_ns} {st.st_size} {st.st_ino}" if same_file else transcript_id
+        same_file = st is not None and (st[1], st[2]) == found[1:]
+        return None, f"{transcript_id} {st[0]} {st[1]} {st[2][1]}" if same_file else transcript_id
     return journal, transcript_id
 
 

@@ -108,8 +108,8 @@ class TranscriptSync:
         if self._loaded:
             return self._offset < TRUST_FROM
         try:
-            return os.stat(self.home.journal_path(self.id)).st_size < TRUST_FROM if self.id else True
-        except OSError:
+            return self.home.journal(self.id).size() < TRUST_FROM if self.id else True
+        except (OSError, JournalError):
             return True
 
     @property
@@ -140,8 +140,8 @@ class TranscriptSync:
     def discard(self, fork_id: str | None) -> None:
         """Remove a seeded journal that no session came to name (the copy failed)."""
         if fork_id:
-            with contextlib.suppress(OSError):
-                os.unlink(self.home.journal_path(fork_id))
+            with contextlib.suppress(OSError, JournalError):
+                self.home.journal(fork_id).remove()
 
     def switch(self, fork_id: str | None) -> None:
         """Write the seeded journal from now on."""

@@ -326,7 +326,25 @@ class Home:
 
         return SessionStore(self.sessions_dir, self.key)
 
+    def journal_ids(self) -> list[str]:
+        """The ids of every transcript journal of this store (on the server, or files here)."""
+        if self.store is not None:
+            from chatcli.store.pg_journal import journal_names
+
+            return journal_names(self.store)
+        from chatcli.store.journal import ID_RE
+
+        try:
+            names = [journal_named(entry.name) for entry in os.scandir(self.transcripts_dir)]
+        except FileNotFoundError:
+            return []
+        return sorted(name for name in names if name is not None and ID_RE.fullmatch(name))
+
     def journal(self, transcript_id: str) -> Journal:
+        if self.store is not None:  # beside the sessions on the server
+            from chatcli.store.pg_journal import PgJournal
+
+            return PgJournal(self.store, transcript_id, self.key)
         from chatcli.store.journal import Journal
 
         return Journal(self.transcripts_dir, transcript_id, self.key)

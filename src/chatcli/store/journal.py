@@ -248,8 +248,58 @@ class Journal:
         self.key = key  # CHATCLI_ENCRYPTION_KEY: lines are sealed (store.seal)
         self.path = home.journal_path(root, transcript_id)
 
+    @property
+    def where(self) -> str:
+        """Where the journal is kept, as the user is told."""
+        return str(self.path)
+
     def exists(self) -> bool:
         return self.path.exists()
+
+    def stat(self) -> tuple[int, int, tuple[int, int]] | None:
+        """(mtime in ns, size, identity (device, inode)), or None when there is no journal."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size, (st.st_dev, st.st_ino)
+
+    def lineage(self) -> str:
+        """Which journal this is, for the search index: its identity and a digest of its first line
+        (an inode can be reused by a new journal once the old one is deleted). Appends never
+        change it."""
+        import hashlib
+
+        try:
+            with open(open_in_home(self.path, os.O_RDONLY), "rb") as handle:
+                st = os.fstat(handle.fileno())
+                first = handle.readline(65536)
+        except OSError as exc:
+            raise self._error(exc) from None
+        return f"{st.st_dev}:{st.st_ino}:{hashlib.sha256(first).hexdigest()[:16]}"
+
+    def read_bytes(self) -> bytes:
+        try:
+            return self.path.read_bytes()
+        except OSError as exc:
+            raise self._error(exc) from None
+
+    def put_raw(self, raw: bytes) -> None:
+        """Keep `raw` (another store's bytes of this journal) as this journal."""
+        try:
+            ensure_private_dir(self.root)
+            atomic_write(self.path, raw)
+        except OSError as exc:
+            raise self._error(exc, writing=True) from None
+
+    def remove(self) -> bool:
+        """Remove the journal (its session was deleted); False when there was none, or it could
+        not be removed."""
+        try:
+            os.unlink(self.path)
+        except OSError:
+            return False
+        return True
 
     def size(self) -> int:
         try:

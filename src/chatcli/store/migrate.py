@@ -1,5 +1,6 @@
-"""`chatcli storage migrate --to …`: every session of one store copied to another (the files
-under CHATCLI_HOME, a PostgreSQL server), byte for byte, the source left as it is.
+"""`chatcli storage migrate --to …`: every session of one store, and every transcript journal,
+copied to another (the files under CHATCLI_HOME, a PostgreSQL server), byte for byte, the
+source left as it is.
 
 Each session is read under its lock in the source, copied under its lock in the target, and
 read back: the copy counts only when its bytes hash as the source's did and it decodes to as many
@@ -20,6 +21,7 @@ from chatcli.store.session_file import SessionError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from chatcli.store.home import Home
     from chatcli.store.sessions import SessionStore
 
 
@@ -30,24 +32,56 @@ class Migrated:
     messages: int = 0  # in the sessions copied
     conflicts: list[str] = field(default_factory=list)  # names the target holds other sessions under
     failed: list[str] = field(default_factory=list)  # one line each
+    journals: int = 0  # copied
+    journals_already: int = 0
 
 
 def digest(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def migrate(source: SessionStore, target: SessionStore, progress: Callable[[int, int], None] = lambda _d, _t: None
-            ) -> Migrated:
+def migrate(source: Home, target: Home, progress: Callable[[int, int], None] = lambda _d, _t: None) -> Migrated:
+    """The sessions of `source`'s store, then its journals, copied to `target`'s."""
+    from chatcli.store.journal import JournalError
+
     done = Migrated()
-    names = [info.name for info in source.list()]
+    sessions, there = source.sessions(), target.sessions()
+    names = [info.name for info in sessions.list()]
     names.reverse()  # oldest first: the latest written is the latest in the target too
+    journals = source.journal_ids()
+    total = len(names) + len(journals)
     for count, name in enumerate(names, 1):
-        progress(count, len(names))
+        progress(count, total)
         try:
-            _move(source, target, name, done)
+            _move(sessions, there, name, done)
         except SessionError as exc:
             done.failed.append(str(exc))
+    for count, transcript_id in enumerate(journals, len(names) + 1):
+        progress(count, total)
+        try:
+            _move_journal(source.journal(transcript_id), target.journal(transcript_id), done)
+        except JournalError as exc:
+            done.failed.append(str(exc))
     return done
+
+
+def _move_journal(journal, into, done: Migrated) -> None:
+    """A journal copied whole (appends to it wait for its lock meanwhile: none is half-copied);
+    one the target has with the same bytes was copied before, one with others is named."""
+    from chatcli.store.journal import JournalError
+
+    with journal.appending(journal.size()):
+        raw = journal.read_bytes()
+    if into.exists():
+        if digest(into.read_bytes()) == digest(raw):
+            done.journals_already += 1
+            return
+        raise JournalError(f"transcript journal {journal.id}: the target holds another journal of that id; left as "
+                           "it is in both")
+    into.put_raw(raw)
+    if digest(into.read_bytes()) != digest(raw):
+        raise JournalError(f"transcript journal {journal.id}: the copy does not read back as the original")
+    done.journals += 1
 
 
 def _move(source: SessionStore, target: SessionStore, name: str, done: Migrated) -> None:

@@ -26,11 +26,12 @@ from chatcli.store.session_file import SessionError, StoreUnavailable
 
 # Advisory lock keys: (a number naming what kind of thing is locked, which one).
 SESSION_LOCKS = 0x63686174  # "chat": a session's lock, (this, hashtext of the schema and the name)
+JOURNAL_LOCKS = 0x63686176  # a journal's lock, (this, hashtext of the schema and its id)
 SCHEMA_LOCK = (0x63686175, 0)  # making the tables
 
 CONNECT_TIMEOUT = 5  # seconds to wait for a connection (a server restarting) before saying it cannot be reached
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA = [
     "CREATE TABLE IF NOT EXISTS chatcli_meta(key text PRIMARY KEY, value text NOT NULL)",
     # A session: its document as the file store would hold it (the snapshot written whole, the v2
@@ -46,6 +47,11 @@ SCHEMA = [
     "CREATE TABLE IF NOT EXISTS chatcli_session_turns(name text NOT NULL, generation bigint NOT NULL,"
     " at bigint NOT NULL, part bytea NOT NULL, PRIMARY KEY(name, generation, at))",
     "CREATE SEQUENCE IF NOT EXISTS chatcli_generations",
+    # Transcript journals (store.pg_journal): each append's whole lines at the offset they land at.
+    "CREATE TABLE IF NOT EXISTS chatcli_journals(transcript text PRIMARY KEY, generation bigint NOT NULL,"
+    " changed_ns bigint NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS chatcli_journal_parts(transcript text NOT NULL, at bigint NOT NULL,"
+    " part bytea NOT NULL, PRIMARY KEY(transcript, at))",
     # The journal each session named last (the file store's sessions.journals.json).
     "CREATE TABLE IF NOT EXISTS chatcli_session_journals(name text PRIMARY KEY, transcript text NOT NULL)",
 ]
@@ -103,7 +109,8 @@ def _prefer_lz4(conn) -> None:
 
     try:
         with conn.transaction():  # a savepoint: a server without lz4 refuses, and that is all
-            for table, column in (("chatcli_sessions", "snapshot"), ("chatcli_session_turns", "part")):
+            for table, column in (("chatcli_sessions", "snapshot"), ("chatcli_session_turns", "part"),
+                                  ("chatcli_journal_parts", "part")):
                 conn.execute(f"ALTER TABLE {table} ALTER COLUMN {column} SET COMPRESSION lz4")
     except psycopg.Error:
         pass

@@ -309,11 +309,11 @@ class Storage:
     def _plan_server_sessions(self, plan: Plan, *, on_demand: bool, keep_in_plan: bool) -> None:
         """The machine sessions' rules on a server's sessions (their rows stand for files: the
         time of change, the size, the generation for an inode; a session written since the plan
-        is kept, as a file would be). The journals beside them are not pruned here: other
-        machines' sessions may name them, and nothing here can tell."""
+        is kept, as a file would be). Their journals, on the server too, are not pruned by rule:
+        one goes when its session is deleted (engine.records.remove_journal)."""
         if on_demand:
-            plan.notes.append(f"sessions are kept at {self.sessions.location}: the journals here are not pruned "
-                              "(sessions of other machines may name them)")
+            plan.notes.append(f"sessions are kept at {self.sessions.location}: their journals are not pruned "
+                              "(a journal goes when its session is deleted)")
         if not keep_in_plan:
             return
         try:
