@@ -295,3 +295,27 @@ def test_a_server_stopped_in_the_middle_of_a_write_leaves_the_session_as_it_was_
         assert conn.execute("SELECT count(*) FROM chatcli_session_turns t WHERE NOT EXISTS (SELECT 1 FROM"
                             " chatcli_sessions s WHERE s.name = t.name AND s.generation = t.generation)"
                             ).fetchone()[0] == 0
+
+
+def test_a_rewind_on_one_machine_goes_back_to_a_checkpoint_another_made(repl_env, openai_server, pg_dsn, tmp_path,
+                                                                         workdir):
+    from test_rewind import listing, sent, turns
+
+    laptop, workstation = machine(repl_env, tmp_path, "laptop", pg_dsn), machine(repl_env, tmp_path, "ws", pg_dsn)
+    first = Repl(laptop, "m", cwd=workdir, args=("--session", "kept"))
+    try:
+        turns(first, 1, 2)
+    finally:
+        first.close()
+    second = Repl(workstation, "m", cwd=workdir, args=("--session", "kept"))
+    try:
+        turns(second, 3)
+        shown = listing(second, "2")  # the laptop's checkpoints, from the journal they share
+        assert "before “turn 1 question”  (0 messages)" in shown and "before “turn 3 question”  (4 messages)" in shown
+        assert "Rewound to before “turn 2 question”" in shown
+        second.send("turn 4 question")
+        assert sent(openai_server) == ["turn 1 question", "You said: turn 1 question", "turn 4 question"]
+    finally:
+        second.close()
+    history = Home.of(Settings.load(laptop)).sessions().load("kept")[0].history
+    assert [m.content for m in history if m.role == "user"] == ["turn 1 question", "turn 4 question"]
