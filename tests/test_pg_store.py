@@ -180,12 +180,12 @@ def test_a_migration_never_overwrites_another_session_of_the_same_name(env, pg_d
     server = Home.of(Settings.load(dict(env, CHATCLI_STORE=pg_dsn))).sessions()
     server.create("notes", SessionData(history=[Message("user", "on the server")]))
     done = run_chatcli("storage", "migrate", "--to", pg_dsn, env=env)
-    assert done.returncode == 1 and "session 'notes': the target holds another session" in done.stderr
+    assert done.returncode == 1 and "session 'notes': the target holds another version of it" in done.stderr
     assert [m.content for m in server.load("notes")[0].history] == ["on the server"]
 
 
-def test_storage_and_the_start_up_sweep_leave_a_servers_sessions_and_their_journals_alone(openai_env, pg_dsn, tmp_path,
-                                                                                         repl_env, workdir):
+def test_storage_prunes_a_servers_machine_sessions_and_leaves_the_others_and_the_journals(openai_env, pg_dsn, tmp_path,
+                                                                                          repl_env, workdir):
     env = machine(openai_env, tmp_path, "m", pg_dsn)
     assert run_chatcli("--session", "notes", "-p", "remember the lighthouse", env=env).returncode == 0
     transcript_id = Home.of(Settings.load(env)).sessions().load("notes")[0].transcript_id
@@ -254,12 +254,13 @@ def test_many_threads_holding_session_locks_each_get_their_work_done(env, pg_dsn
         except Exception as exc:  # noqa: BLE001 - collected for the assertion
             failures.append(exc)
 
+    pool = store.db.pool
     threads = [threading.Thread(target=sender, args=(k,)) for k in range(40)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    assert failures == []
+    assert failures == [] and store.db.pool is pool  # no connection was waited for long enough to renew the pool
     assert sum(len(store.load(f"sender-{k}")[0].history) for k in range(5)) == 40
 
 
@@ -319,3 +320,60 @@ def test_a_rewind_on_one_machine_goes_back_to_a_checkpoint_another_made(repl_env
         second.close()
     history = Home.of(Settings.load(laptop)).sessions().load("kept")[0].history
     assert [m.content for m in history if m.role == "user"] == ["turn 1 question", "turn 4 question"]
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_turn_whose_write_landed_but_whose_answer_was_lost_is_not_written_twice(env, pg_dsn, monkeypatch, whole):
+    from conftest import bound
+
+    from chatcli.core.messages import Message
+    from chatcli.store.pg_sessions import PgSessionStore
+    from chatcli.store.session_file import StoreUnavailable
+
+    if not whole:
+        monkeypatch.setattr("chatcli.store.sessions.WHOLE_BELOW", 0)
+    conv = bound(dict(env, CHATCLI_STORE=pg_dsn), "notes")
+
+    def turn(text: str) -> list[str]:
+        notes = conv.binding.adopt()
+        conv.history += [Message("user", text), Message("assistant", f"re: {text}")]
+        conv.sync_transcript()
+        return notes + conv.binding.write_through()
+
+    turn("one")
+
+    class Unanswered(dict):
+        def pop(self, *_args):  # the commit's answer never comes: the write is not known to be done
+            return None
+
+    def lost(real):
+        def write(self, *args, **kwargs):
+            self._unanswered = Unanswered(self._unanswered)
+            done = real(self, *args, **kwargs)
+            self._unanswered = dict(self._unanswered)
+            if done is not None:
+                raise StoreUnavailable("the session store at … cannot be written: server closed the connection")
+            return done
+        return write
+
+    real_write, real_append = PgSessionStore.write, PgSessionStore.append
+    monkeypatch.setattr(PgSessionStore, "write", lost(real_write))
+    monkeypatch.setattr(PgSessionStore, "append", lost(real_append))
+    assert any("still in memory" in note for note in turn("two"))
+    monkeypatch.setattr(PgSessionStore, "write", real_write)
+    monkeypatch.setattr(PgSessionStore, "append", real_append)
+    assert turn("three") == []
+    assert [m.content for m in conv.store.load("notes")[0].history] == [
+        "one", "re: one", "two", "re: two", "three", "re: three"]
+
+
+def test_no_password_is_shown_whatever_form_the_address_takes(env):
+    from chatcli.store.pg import Database, shown
+
+    for dsn in ("postgresql://ann:s3cretpw@127.0.0.1:1/db", "postgresql://ann@127.0.0.1:1/db?password=s3cretpw",
+                "postgresql://ann:s3cret%2Fpw@127.0.0.1:1/db", "postgresql://ann:s3cret/pw@127.0.0.1:1/db",
+                "postgresql://ann:s3%ZZcretpw@127.0.0.1:1/db"):
+        assert "s3cret" not in shown(dsn)
+        done = run_chatcli("session", "list", env=dict(env, CHATCLI_STORE=dsn))
+        assert done.returncode != 0 and "s3cret" not in done.stderr + done.stdout and "Traceback" not in done.stderr
+        assert "s3cret" not in str(Database(dsn).failure(ValueError(f"bad token in {dsn}"), "cannot be reached"))

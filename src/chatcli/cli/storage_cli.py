@@ -106,7 +106,7 @@ def _migrate(settings, to: str) -> int:
 
     target_store = paths.session_store({"CHATCLI_STORE": to})
     if target_store == settings.store:
-        raise ConfigError(f"--to {to}: that is the store sessions are in now (CHATCLI_STORE)")
+        raise ConfigError("--to names the store sessions are in now (CHATCLI_STORE)")
     source = Home.of(settings)
     target = Home(settings.home, settings.encryption_key, target_store)
     target.check_key()  # the target must be sealed, if at all, with this key
@@ -123,8 +123,8 @@ def _migrate(settings, to: str) -> int:
                      f"transcript journal(s) to {shown}, each read back and verified; {moved.already} session(s) "
                      f"and {moved.journals_already} journal(s) were there already.\n")
     for name in moved.conflicts:
-        sys.stderr.write(f"chatcli: error: session '{name}': the target holds another session of that name; "
-                         "left as it is in both\n")
+        sys.stderr.write(f"chatcli: error: session '{name}': the target holds another version of it (another "
+                         "session of that name, or this one changed since it was copied); left as it is in both\n")
     for line in moved.failed:
         sys.stderr.write(f"chatcli: error: {line}\n")
     if moved.conflicts or moved.failed:

@@ -199,6 +199,7 @@ class Binding:
             self.unbind()
             return [f"Session '{name}' was deleted elsewhere; unbound (the conversation stays in memory)."]
         try:
+            self._count_landed(name)
             appended = self._appended(name, stamp)
             data, stamp = appended if appended is not None else self.conv.store.load(name)
         except StoreUnavailable as exc:  # for now: the binding stays, the next turn tries again
@@ -209,6 +210,16 @@ class Binding:
         note = self.merge(name, data, "was updated elsewhere", stamp)
         self.stamp = stamp
         return [note] if note else []
+
+    def _count_landed(self, name: str) -> None:
+        """A write of ours whose answer was lost but which is in the session after all (the store
+        says so: `landed`): its messages count as written, so the merge that follows does not
+        take them as another surface's and add ours again after them."""
+        landed = self.conv.store.landed(name)
+        if landed is not None and landed <= len(self.conv.history):
+            self.rewrite_base = None
+            self.synced_count = landed
+            self.file = None  # read whole: the mark is of the session before that write
 
     def _appended(self, name: str, stamp: Stamp) -> tuple[SessionData, Stamp] | None:
         """The bound file as it is now, read from its end only, when all that changed since our
@@ -258,6 +269,7 @@ class Binding:
                     return [f"Session '{name}' was deleted elsewhere; unbound and not recreated "
                             "(the conversation stays in memory)."]
                 if stamp is not None and stamp != self.stamp:
+                    self._count_landed(name)
                     data, stamp = store.load(name)
                     note = self.merge(name, data, "was also written by another surface", stamp)
                     notes += [note] if note else []

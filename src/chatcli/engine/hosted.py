@@ -72,6 +72,8 @@ class Mirror:
         if isinstance(attached, str) and attached and store.exists(attached):
             try:  # it was attached to a session of the user's: attach again
                 return sessions.attach(self.conv, attached).text
+            except StoreUnavailable:
+                raise  # as above: not a conversation to start anew
             except (SessionError, UsageError) as exc:
                 return f"{exc}; continuing from '{name}'"
         taken = self.conv.binding.bind(name, data, stamp)  # a machine session: loaded, never bound

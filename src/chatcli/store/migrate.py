@@ -94,7 +94,7 @@ def _move(source: SessionStore, target: SessionStore, name: str, done: Migrated)
     if there is not None:
         if digest(there[0]) == digest(raw):
             done.already += 1
-        else:
+        else:  # another session, or this one changed since it was copied: named, never overwritten
             done.conflicts.append(name)
         return
     data = source.decode(name, raw)  # SessionError for one it cannot read: named, and left in the source

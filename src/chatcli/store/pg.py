@@ -43,9 +43,11 @@ SCHEMA = [
     # of the document the parts make (a file's size), `changed_ns` the time of the last change.
     "CREATE TABLE IF NOT EXISTS chatcli_sessions(name text PRIMARY KEY, generation bigint NOT NULL,"
     " size bigint NOT NULL, changed_ns bigint NOT NULL, snapshot bytea NOT NULL, messages integer,"
-    " title text, transcript text, problem text, header bytea NOT NULL, snapshot_size bigint NOT NULL)",
+    " title text, transcript text, problem text, header bytea NOT NULL, snapshot_size bigint NOT NULL,"
+    " writer text)",
     "CREATE TABLE IF NOT EXISTS chatcli_session_turns(name text NOT NULL, generation bigint NOT NULL,"
-    " at bigint NOT NULL, part bytea NOT NULL, PRIMARY KEY(name, generation, at))",
+    " at bigint NOT NULL, part bytea NOT NULL, writer text, PRIMARY KEY(name, generation, at))",
+    # `writer`: a token of the process's write that made the snapshot, or the turn (`landed`).
     "CREATE SEQUENCE IF NOT EXISTS chatcli_generations",
     # Transcript journals (store.pg_journal): each append's whole lines at the offset they land at.
     "CREATE TABLE IF NOT EXISTS chatcli_journals(transcript text PRIMARY KEY, generation bigint NOT NULL,"
@@ -220,8 +222,11 @@ class Database:
             pool = self.pool
             try:
                 conn = pool.getconn()
-            except (PoolTimeout, PoolClosed):
-                if attempt == 2 or not self._server_answers():
+            except (PoolTimeout, PoolClosed) as exc:
+                # Renewed only when it holds no connection (pausing between reconnections): a pool
+                # that is only busy is not replaced by another (each adds connections to the server).
+                busy = isinstance(exc, PoolTimeout) and pool.get_stats().get("pool_size", 0) > 0
+                if attempt == 2 or busy or not self._server_answers():
                     raise
                 self._renew_pool(pool)
                 continue

@@ -114,6 +114,9 @@ class PgSessionStore(SessionStore):
         self.locked_out = False
         self.db = Database.of(dsn)
         self.catalog = PgCatalog(self)
+        # Writes whose answer was lost (the server went away during the commit): {name: (token,
+        # the messages the session held once it was written)}; see `landed`.
+        self._unanswered: dict[str, tuple[str, int]] = {}
 
     @property
     def location(self) -> str:
@@ -169,11 +172,12 @@ class PgSessionStore(SessionStore):
                 data.title = _document().make_title(data.history)
             generation = conn.execute(
                 "INSERT INTO chatcli_sessions VALUES (%s, nextval('chatcli_generations'), %s, %s, %s, %s, %s, %s, NULL,"
-                " %s, %s) RETURNING generation",
+                " %s, %s, NULL) RETURNING generation",
                 (name, len(raw), changed_ns, snapshot, *self._listed(data), snapshot[:SESSION_HEADER],
                  len(snapshot))).fetchone()[0]
             for at, part in parts:
-                conn.execute("INSERT INTO chatcli_session_turns VALUES (%s, %s, %s, %s)", (name, generation, at, part))
+                conn.execute("INSERT INTO chatcli_session_turns VALUES (%s, %s, %s, %s, NULL)",
+                             (name, generation, at, part))
             if data.transcript_id and not private:
                 conn.execute("INSERT INTO chatcli_session_journals VALUES (%s, %s) ON CONFLICT (name) DO UPDATE"
                              " SET transcript = EXCLUDED.transcript", (name, data.transcript_id))
@@ -233,23 +237,50 @@ class PgSessionStore(SessionStore):
             data.title = session.make_title(data.history)
         payload = self._payload(name, session.encode_session(data))
         private = self.private
+        token = self._sending(name, len(data.history))
         with self.db.connection("cannot be written") as conn, conn.transaction():
             conn.execute("DELETE FROM chatcli_session_turns WHERE name = %s", (name,))
             changed, generation = conn.execute(
                 "INSERT INTO chatcli_sessions AS s VALUES (%s, nextval('chatcli_generations'), %s, " + _NOW +
-                ", %s, %s, %s, %s, NULL, %s, %s) ON CONFLICT (name) DO UPDATE SET generation = EXCLUDED.generation,"
+                ", %s, %s, %s, %s, NULL, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET generation = EXCLUDED.generation,"
                 " size = EXCLUDED.size, changed_ns = EXCLUDED.changed_ns, snapshot = EXCLUDED.snapshot,"
                 " messages = EXCLUDED.messages, title = EXCLUDED.title, transcript = EXCLUDED.transcript,"
-                " problem = NULL, header = EXCLUDED.header, snapshot_size = EXCLUDED.snapshot_size"
-                " RETURNING changed_ns, generation",
-                (name, len(payload), payload, *self._listed(data), payload[:SESSION_HEADER], len(payload))).fetchone()
+                " problem = NULL, header = EXCLUDED.header, snapshot_size = EXCLUDED.snapshot_size,"
+                " writer = EXCLUDED.writer RETURNING changed_ns, generation",
+                (name, len(payload), payload, *self._listed(data), payload[:SESSION_HEADER], len(payload),
+                 token)).fetchone()
             if data.transcript_id and not private:  # as the file store: with a key, no such cache
                 conn.execute("INSERT INTO chatcli_session_journals VALUES (%s, %s) ON CONFLICT (name) DO UPDATE"
                              " SET transcript = EXCLUDED.transcript", (name, data.transcript_id))
             if latest and data.history:
                 self.catalog.note_latest_in(conn, name)
+        self._unanswered.pop(name, None)
         data.appendable = True
         return Stamp(changed, len(payload), generation)
+
+    def _sending(self, name: str, count: int) -> str:
+        import os
+
+        token = os.urandom(12).hex()
+        self._unanswered[name] = (token, count)  # until the server answers
+        return token
+
+    def landed(self, name: str) -> int | None:
+        """After a write of this store to session `name` whose answer was lost (the server went
+        away during its commit): how many messages the session held once written, when that
+        write is in it after all (its snapshot, or one of its turns); None otherwise. Asked once:
+        engine.binding then counts those messages as written, instead of taking them back from
+        the session as another surface's."""
+        sent = self._unanswered.get(name)
+        if sent is None:
+            return None
+        with self.db.connection() as conn:
+            found = conn.execute(
+                "SELECT EXISTS(SELECT 1 FROM chatcli_sessions s WHERE s.name = %s AND (s.writer = %s OR EXISTS("
+                "SELECT 1 FROM chatcli_session_turns t WHERE t.name = s.name AND t.generation = s.generation"
+                " AND t.writer = %s)))", (name, sent[0], sent[0])).fetchone()[0]
+        del self._unanswered[name]
+        return sent[1] if found else None
 
     def append(self, name: str, messages: Sequence[Message], count: int, expect: Stamp) -> Stamp | None:
         """As the file store's: the turn as one row, in one transaction, when the session is
@@ -279,11 +310,14 @@ class PgSessionStore(SessionStore):
                 if is_sealed(bytes(header)):
                     return None
                 part, grown = body, size + len(body) + (1 if count else 0)  # the comma before it, if any
-            conn.execute("INSERT INTO chatcli_session_turns VALUES (%s, %s, %s, %s)", (name, generation, size, part))
+            token = self._sending(name, count + len(messages))
+            conn.execute("INSERT INTO chatcli_session_turns VALUES (%s, %s, %s, %s, %s)",
+                         (name, generation, size, part, token))
             changed = conn.execute(f"UPDATE chatcli_sessions SET size = %s, changed_ns = {_NOW}, messages = %s"
                                    " WHERE name = %s RETURNING changed_ns",
                                    (grown, None if self.private else count + len(messages), name)).fetchone()[0]
             self.catalog.note_latest_in(conn, name)
+        self._unanswered.pop(name, None)
         return Stamp(changed, grown, generation)
 
     def delete(self, name: str) -> None:

@@ -643,6 +643,11 @@ class SessionStore:
             payload = payload[:-2] + b" ]}"
         return payload
 
+    def landed(self, name: str) -> int | None:
+        """For a store whose writes can be done without their caller knowing (a server's answer
+        lost): see PgSessionStore.landed. A file written here either was or was not."""
+        return None
+
     def raw(self, name: str) -> tuple[bytes, Stamp] | None:
         """Session `name`'s bytes as they are kept (sealed, with a key), and its stamp; None when
         there is none. For moving a store whole (store.migrate): nothing is decoded or mended."""

@@ -684,7 +684,8 @@ class Storage:
             return
         if done:
             applied.removed.append(removal)
-        elif not os.path.lexists(removal.path):
+        elif not (self.sessions.exists(removal.session) if removal.session and self.sessions.root is None
+                  else os.path.lexists(removal.path)):
             applied.gone.append(removal)
         else:
             applied.kept.append((removal, "changed or in use since the plan"))
@@ -694,6 +695,8 @@ class Storage:
         session (the REPL names it at start-up) if the one it had was removed."""
         applied = self.apply(self.plan(on_demand=False, record=True))
         if any(removal.session for removal in applied.removed) and self.sessions.latest() is None:
+            if self.sessions.root is None:  # on a server the latest is a row of its own, kept by each write
+                return applied
             stats, _misnamed = self._stat_sessions()  # only a usable name can be the latest
             if stats:
                 name = max(stats, key=lambda key: stats[key].st_mtime_ns)
