@@ -377,3 +377,19 @@ def test_no_password_is_shown_whatever_form_the_address_takes(env):
         done = run_chatcli("session", "list", env=dict(env, CHATCLI_STORE=dsn))
         assert done.returncode != 0 and "s3cret" not in done.stderr + done.stdout and "Traceback" not in done.stderr
         assert "s3cret" not in str(Database(dsn).failure(ValueError(f"bad token in {dsn}"), "cannot be reached"))
+
+
+def test_a_plaintext_session_of_a_sealed_home_is_sealed_on_its_way_to_the_server(env, pg_dsn):
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+
+    # Written before the key was set: the file store seals it at its next write, the move at once.
+    Home.of(Settings.load(env)).sessions().create("old", SessionData(history=[Message("user", "the marigold code")]))
+    sealed = dict(env, CHATCLI_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+    done = run_chatcli("storage", "migrate", "--to", pg_dsn, env=sealed)
+    assert done.returncode == 0 and "Copied 1 session(s)" in done.stdout, done.stderr
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        snapshot = bytes(conn.execute("SELECT snapshot FROM chatcli_sessions WHERE name = 'old'").fetchone()[0])
+    assert b"marigold" not in snapshot
+    on_server = Home.of(Settings.load(dict(sealed, CHATCLI_STORE=pg_dsn))).sessions()
+    assert [m.content for m in on_server.load("old")[0].history] == ["the marigold code"]

@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from chatcli.store.seal import is_sealed
 from chatcli.store.session_file import SessionError
 
 TYPE_CHECKING = False
@@ -98,13 +99,21 @@ def _move(source: SessionStore, target: SessionStore, name: str, done: Migrated)
             done.conflicts.append(name)
         return
     data = source.decode(name, raw)  # SessionError for one it cannot read: named, and left in the source
+    # A plaintext file in a store with a key (written before the key was set: the file store seals
+    # it at its next write) is sealed on the way: the target never receives its words.
+    seal = target.private and not is_sealed(raw)
     with target.lock(name):
         if target.stamp(name) is not None:  # made meanwhile by someone else
             done.conflicts.append(name)
             return
-        target.put_raw(name, raw, stamp.mtime_ns, data)
+        if seal:
+            target.write(name, data, latest=False)
+            target.date(name, stamp.mtime_ns / 1e9)
+        else:
+            target.put_raw(name, raw, stamp.mtime_ns, data)
     back = target.raw(name)
-    if back is None or digest(back[0]) != digest(raw) or len(target.decode(name, back[0]).history) != len(data.history):
+    same = back is not None and (seal or digest(back[0]) == digest(raw))
+    if not same or len(target.decode(name, back[0]).history) != len(data.history):
         raise SessionError(f"session '{name}': the copy does not read back as the original (left in both stores)")
     done.copied += 1
     done.messages += len(data.history)
