@@ -239,6 +239,23 @@ def _open_line(line: bytes, journal: Journal | None, at: int) -> bytes:
     return sealer_for(journal.key).open_line(line, journal.id, at)
 
 
+def last_whole_event(data: bytes, start: int, journal) -> dict | None:
+    """The last line of `data` (a journal's bytes from `start` to its end) as one whole event of
+    `journal`; None when it is not one (torn, foreign, or longer than `data`)."""
+    if not data.endswith(b"\n"):
+        return None
+    cut = data.rfind(b"\n", 0, len(data) - 1) + 1
+    if cut == 0 and start > 0:
+        return None  # a line longer than what was read
+    try:
+        reading = parse(data[cut:], start + cut, journal)
+    except (JournalError, SealError):
+        return None
+    if len(reading.events) != 1 or reading.skipped:
+        return None
+    return reading.events[0]
+
+
 class Journal:
     def __init__(self, root: Path, transcript_id: str, key: bytes | None = None) -> None:
         if not ID_RE.fullmatch(transcript_id):
@@ -333,18 +350,8 @@ class Journal:
                 data = handle.read(st.st_size - start)
         except OSError:
             return None
-        if not data.endswith(b"\n"):
-            return None
-        cut = data.rfind(b"\n", 0, len(data) - 1) + 1
-        if cut == 0 and start > 0:
-            return None  # a line longer than `reach`
-        try:
-            reading = parse(data[cut:], start + cut, self)
-        except (JournalError, SealError):
-            return None
-        if len(reading.events) != 1 or reading.skipped:
-            return None
-        return reading.events[0], st.st_size, (st.st_dev, st.st_ino)
+        event = last_whole_event(data, start, self)
+        return None if event is None else (event, st.st_size, (st.st_dev, st.st_ino))
 
     @contextlib.contextmanager
     def appending(self, offset: int) -> Iterator[_Append]:

@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Iterator
 
 from chatcli.core.journal import fork_line
-from chatcli.store.journal import ID_RE, WRITE_CHUNK, JournalError, Reading, encode_lines, parse
+from chatcli.store.journal import ID_RE, WRITE_CHUNK, JournalError, Reading, encode_lines, last_whole_event, parse
 from chatcli.store.pg import JOURNAL_LOCKS, Database
 from chatcli.store.session_file import SessionError
 
@@ -106,8 +106,6 @@ class PgJournal:
     def last_event(self, reach: int = 8192) -> tuple[dict, int, tuple[int, int]] | None:
         """As Journal.last_event: the last event, the size and the identity, from the last
         `reach` bytes; None when that is not one whole event of this journal."""
-        from chatcli.store.seal import SealError
-
         try:
             with self.db.connection() as conn:
                 identity = self._identity(conn)
@@ -118,18 +116,8 @@ class PgJournal:
                 data = self._bytes(conn, start)
         except SessionError:
             return None  # as a file that cannot be read: the caller reads it whole, or says why
-        if not data.endswith(b"\n"):
-            return None
-        cut = data.rfind(b"\n", 0, len(data) - 1) + 1
-        if cut == 0 and start > 0:
-            return None
-        try:
-            reading = parse(data[cut:], start + cut, self)
-        except (JournalError, SealError):
-            return None
-        if len(reading.events) != 1 or reading.skipped:
-            return None
-        return reading.events[0], size, identity
+        event = last_whole_event(data, start, self)
+        return None if event is None else (event, size, identity)
 
     @contextlib.contextmanager
     def appending(self, offset: int) -> Iterator[_PgAppend]:

@@ -32,7 +32,7 @@ from chatcli.store.listing_cache import newest_first
 from chatcli.store.pg import SESSION_LOCKS, Database
 from chatcli.store.seal import CHECK_TEXT, NONCE, SESSION_HEADER, SealError, is_sealed, sealer_for, session_layout
 from chatcli.store.session_file import SessionError, SessionExists, SessionNotFound
-from chatcli.store.sessions import SessionStore, Stamp, _document, _json
+from chatcli.store.sessions import SessionStore, Stamp, _document, _json, turn_body
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -286,12 +286,8 @@ class PgSessionStore(SessionStore):
         """As the file store's: the turn as one row, in one transaction, when the session is
         still `expect`; None when the caller must write it whole (not the one expected, or, with
         a key, its records outweighing its snapshot)."""
-        if not messages:
-            return None
-        orjson = _json()
-        try:
-            body = b",".join([orjson.dumps(m.to_dict()) for m in messages])
-        except TypeError:
+        body = turn_body(messages)
+        if body is None:
             return None
         with self.db.connection("cannot be written") as conn, conn.transaction():
             row = conn.execute("SELECT changed_ns, size, generation, header, messages, snapshot_size"

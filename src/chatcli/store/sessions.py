@@ -339,6 +339,18 @@ def document_of(raw: bytes) -> object:
     return document
 
 
+def turn_body(messages: Sequence[Message]) -> bytes | None:
+    """An appended turn's messages as the history holds them: JSON objects joined by commas; None
+    when there are none, or one orjson refuses (the session is then written whole)."""
+    if not messages:
+        return None
+    orjson = _json()
+    try:
+        return b",".join([orjson.dumps(m.to_dict()) for m in messages])
+    except TypeError:
+        return None
+
+
 class SessionStore:
     """Session files in `root`. With a master key (CHATCLI_ENCRYPTION_KEY) every file written is
     sealed (store.seal), sealed files are opened, and the listing caches beside the directory
@@ -702,12 +714,8 @@ class SessionStore:
 
         Returns the new stamp, or None when this is not the file expected (the caller writes it
         whole)."""
-        if not messages:
-            return None
-        orjson = _json()
-        try:
-            body = b",".join([orjson.dumps(m.to_dict()) for m in messages])
-        except TypeError:
+        body = turn_body(messages)
+        if body is None:
             return None
         if self.key is not None:
             return self._append_sealed(name, body, expect)
