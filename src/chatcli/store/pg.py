@@ -51,7 +51,7 @@ SCHEMA = [
     "CREATE SEQUENCE IF NOT EXISTS chatcli_generations",
     # Transcript journals (store.pg_journal): each append's whole lines at the offset they land at.
     "CREATE TABLE IF NOT EXISTS chatcli_journals(transcript text PRIMARY KEY, generation bigint NOT NULL,"
-    " changed_ns bigint NOT NULL)",
+    " changed_ns bigint NOT NULL, origin text NOT NULL)",  # origin: a digest of its first line (lineage)
     "CREATE TABLE IF NOT EXISTS chatcli_journal_parts(transcript text NOT NULL, at bigint NOT NULL,"
     " part bytea NOT NULL, PRIMARY KEY(transcript, at))",
     # The journal each session named last (the file store's sessions.journals.json).
@@ -97,10 +97,6 @@ def _secrets(dsn: str) -> list[str]:
     except Exception:  # noqa: BLE001 - an address that does not parse: libpq's message is not echoed
         found.append(dsn)
     return [secret for secret in found if secret]
-
-
-def _unlock_all(conn) -> None:
-    conn.execute("SELECT pg_advisory_unlock_all()")
 
 
 def _prefer_lz4(conn) -> None:
@@ -151,11 +147,12 @@ class Database:
     def _new_pool(self):
         from psycopg_pool import ConnectionPool
 
-        # check: a connection the server closed (a restart) is replaced before it is handed out.
-        # reset: a lock left on a connection (an interrupt racing its grant) goes with its holder.
+        # check: a connection the server closed (a restart) is replaced before it is handed out
+        # (one round trip; skipping it for connections given back a moment ago saved little and
+        # failed the first operation after a quick restart).
         return ConnectionPool(self.dsn, min_size=1, max_size=32, open=False, timeout=CONNECT_TIMEOUT,
                               kwargs={"autocommit": True, "keepalives": 1, "keepalives_idle": 30},
-                              check=ConnectionPool.check_connection, reset=_unlock_all, name="chatcli")
+                              check=ConnectionPool.check_connection, name="chatcli")
 
     @classmethod
     def of(cls, dsn: str) -> Database:
@@ -233,7 +230,7 @@ class Database:
             try:
                 yield conn
             finally:
-                pool.putconn(conn)  # a broken one is dropped, an open transaction rolled back
+                pool.putconn(conn)  # a broken or closed one is dropped, an open transaction rolled back
             return
 
     def _server_answers(self) -> bool:

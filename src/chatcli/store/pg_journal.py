@@ -22,6 +22,15 @@ from chatcli.store.pg import JOURNAL_LOCKS, Database
 from chatcli.store.session_file import SessionError
 
 _LOCK = "SELECT {}(%s, hashtext(current_schema() || '/' || %s))"
+_NOW = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000"
+
+
+def origin(data: bytes) -> str:
+    """A digest of a journal's first line (the first 64 KiB of it), as Journal.lineage reads it."""
+    import hashlib
+
+    first = data.split(b"\n", 1)[0] + b"\n" if data else b""
+    return hashlib.sha256(first[:65536]).hexdigest()[:16]
 
 
 class PgJournal:
@@ -69,16 +78,13 @@ class PgJournal:
             return None
 
     def lineage(self) -> str:
-        import hashlib
-
+        """As Journal.lineage: its generation and the digest of its first line, kept beside it."""
         with self._said(), self.db.connection() as conn:
-            identity = self._identity(conn)
-            if identity is None:
-                raise JournalError(f"transcript journal {self.id}: there is none at {self.db.where}")
-            row = conn.execute("SELECT part FROM chatcli_journal_parts WHERE transcript = %s ORDER BY at LIMIT 1",
-                               (self.id,), binary=True).fetchone()
-        first = bytes(row[0]).split(b"\n", 1)[0] + b"\n" if row is not None else b""
-        return f"pg:{identity[1]}:{hashlib.sha256(first[:65536]).hexdigest()[:16]}"
+            row = conn.execute("SELECT generation, origin FROM chatcli_journals WHERE transcript = %s",
+                               (self.id,)).fetchone()
+        if row is None:
+            raise JournalError(f"transcript journal {self.id}: there is none at {self.db.where}")
+        return f"pg:{row[0]}:{row[1]}"
 
     def _bytes(self, conn, offset: int) -> bytes:
         rows = conn.execute("SELECT at, part FROM chatcli_journal_parts WHERE transcript = %s"
@@ -122,20 +128,11 @@ class PgJournal:
     @contextlib.contextmanager
     def appending(self, offset: int) -> Iterator[_PgAppend]:
         """As Journal.appending: the journal locked, what others appended since `offset` read,
-        then the caller's `write`."""
-        with self._said(), self.db.held("cannot be written") as conn:
-            conn.execute(_LOCK.format("pg_advisory_lock"), (JOURNAL_LOCKS, self.id))
-            try:
-                with conn.transaction():
-                    conn.execute("INSERT INTO chatcli_journals VALUES (%s, nextval('chatcli_generations'), 0)"
-                                 " ON CONFLICT (transcript) DO NOTHING", (self.id,))
-                yield _PgAppend(self, conn, offset)
-            finally:
-                if not conn.closed:
-                    import psycopg
-
-                    with contextlib.suppress(psycopg.Error):
-                        conn.execute(_LOCK.format("pg_advisory_unlock"), (JOURNAL_LOCKS, self.id))
+        then the caller's `write`. One transaction, its lock a transaction lock: it ends at the
+        commit, and a turn's append costs one commit (one flush of the server's log)."""
+        with self._said(), self.db.held("cannot be written") as conn, conn.transaction():
+            conn.execute(_LOCK.format("pg_advisory_xact_lock"), (JOURNAL_LOCKS, self.id))
+            yield _PgAppend(self, conn, offset)
 
     def seed_fork(self, parent, time: str) -> None:
         """This journal made anew as a fork of `parent`: a fork line, then the parent's events."""
@@ -143,17 +140,16 @@ class PgJournal:
         payload = encode_lines([fork_line(parent.id, time), *reading.events], self)
         with self._said(), self.db.connection("cannot be written") as conn, conn.transaction():
             conn.execute("DELETE FROM chatcli_journal_parts WHERE transcript = %s", (self.id,))
-            conn.execute("INSERT INTO chatcli_journals VALUES (%s, nextval('chatcli_generations'), "
-                         "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000) ON CONFLICT (transcript)"
-                         " DO UPDATE SET generation = EXCLUDED.generation, changed_ns = EXCLUDED.changed_ns",
-                         (self.id,))
+            conn.execute(f"INSERT INTO chatcli_journals VALUES (%s, nextval('chatcli_generations'), {_NOW}, %s)"
+                         " ON CONFLICT (transcript) DO UPDATE SET generation = EXCLUDED.generation,"
+                         " changed_ns = EXCLUDED.changed_ns, origin = EXCLUDED.origin", (self.id, origin(payload)))
             conn.execute("INSERT INTO chatcli_journal_parts VALUES (%s, 0, %s)", (self.id, payload))
 
     def put_raw(self, raw: bytes) -> None:
         """Keep `raw` (another store's bytes of this journal) as this journal, which must not exist."""
         with self._said(), self.db.connection("cannot be written") as conn, conn.transaction():
-            conn.execute("INSERT INTO chatcli_journals VALUES (%s, nextval('chatcli_generations'), "
-                         "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000)", (self.id,))
+            conn.execute(f"INSERT INTO chatcli_journals VALUES (%s, nextval('chatcli_generations'), {_NOW}, %s)",
+                         (self.id, origin(raw)))
             if raw:
                 conn.execute("INSERT INTO chatcli_journal_parts VALUES (%s, 0, %s)", (self.id, raw))
 
@@ -177,8 +173,10 @@ def journal_names(dsn: str) -> list[str]:
 class _PgAppend:
     def __init__(self, journal: PgJournal, conn, offset: int) -> None:
         self.journal, self.conn = journal, conn
-        self.identity = journal._identity(conn)
-        self.size = _size(conn, journal.id)
+        generation, self.size = conn.execute(
+            "SELECT (SELECT generation FROM chatcli_journals WHERE transcript = %s), (SELECT coalesce(max(at +"
+            " length(part)), 0) FROM chatcli_journal_parts WHERE transcript = %s)", (journal.id, journal.id)).fetchone()
+        self.identity = None if generation is None else (0, generation)
         self.replaced = offset > self.size  # shorter than what we read before: made anew under us
         self.new = self._read(0 if self.replaced else offset)
         self.written = 0
@@ -191,8 +189,8 @@ class _PgAppend:
         self.new = self._read(0)
 
     def write(self, events: list[dict], durable: bool = True) -> None:
-        """Append `events`: one row per WRITE_CHUNK events, all in one transaction (committed, so
-        durable, when it returns: `durable` is the file's business)."""
+        """Append `events`: one row per WRITE_CHUNK events, in the append's transaction (durable
+        once it commits, as the block ends: `durable` is the file's business)."""
         if not events:
             return
         parts = []
@@ -204,11 +202,15 @@ class _PgAppend:
             payload = encode_lines(events[start:start + WRITE_CHUNK], self.journal, size)
             parts.append((size, payload))
             size += len(payload)
-        with self.conn.transaction():
-            for at, payload in parts:
-                self.conn.execute("INSERT INTO chatcli_journal_parts VALUES (%s, %s, %s)",
-                                  (self.journal.id, at, payload))
-            self.conn.execute("UPDATE chatcli_journals SET changed_ns = (extract(epoch FROM clock_timestamp())"
-                              " * 1000000)::bigint * 1000 WHERE transcript = %s", (self.journal.id,))
+        if self.identity is None:  # a new journal
+            generation = self.conn.execute(
+                f"INSERT INTO chatcli_journals VALUES (%s, nextval('chatcli_generations'), {_NOW}, %s)"
+                " RETURNING generation", (self.journal.id, origin(parts[0][1]))).fetchone()[0]
+            self.identity = (0, generation)
+        else:
+            self.conn.execute(f"UPDATE chatcli_journals SET changed_ns = {_NOW} WHERE transcript = %s",
+                              (self.journal.id,))
+        self.conn.cursor().executemany("INSERT INTO chatcli_journal_parts VALUES (%s, %s, %s)",
+                                       [(self.journal.id, at, payload) for at, payload in parts])
         self.written += size - self.size
         self.size = size

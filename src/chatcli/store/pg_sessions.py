@@ -346,11 +346,17 @@ class PgSessionStore(SessionStore):
         key = (SESSION_LOCKS, name)
         locked = "SELECT {}(%s, hashtext(current_schema() || '/' || %s))"
         with self.db.held() as conn:
-            if wait:
-                conn.execute(locked.format("pg_advisory_lock"), key)
-                got = True
-            else:
-                got = conn.execute(locked.format("pg_try_advisory_lock"), key).fetchone()[0]
+            try:
+                if wait:
+                    conn.execute(locked.format("pg_advisory_lock"), key)
+                    got = True
+                else:
+                    got = conn.execute(locked.format("pg_try_advisory_lock"), key).fetchone()[0]
+            except BaseException:
+                # Interrupted (Ctrl-C) while the lock was being granted: whether it was is unknown,
+                # so the connection goes (the pool drops a closed one) and the lock with it.
+                conn.close()
+                raise
             try:
                 yield got
             finally:
