@@ -1,9 +1,10 @@
 """Sessions on PostgreSQL beside sessions in files: the same work, in the same run.
 
 Rows (medians; the two stores take turns where they are whole processes):
-  per-turn persistence, N msgs          one turn's journal line and session write on a session of
+  per-turn persistence, N msgs          one turn's journal lines and session write on a session of
                          N messages (100, 10,000, 100,000), loaded first, in this process (as
-                         bench/scale.py measures the files); PostgreSQL against the files: goal ≤ 3×
+                         bench/scale.py measures the files), the two stores taking turns;
+                         PostgreSQL against the files: goal ≤ 3×
   resume + one turn, 100,000 msgs        `chatcli --session big -p hi`, a whole process, against a
                          fake model on loopback: the time to the answer's first byte and to the end
   session search, 1M msgs                `chatcli session search WORD` (the index up to date) and
@@ -32,7 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from common import print_floor_table  # noqa: E402
 from fakes import FakeModelServer  # noqa: E402
 from pg_server import Server  # noqa: E402
-from scale import CHATCLI, build_session, first_token, per_turn, session_corpus, whole  # noqa: E402
+from scale import CHATCLI, build_session, first_token, session_corpus, whole  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 SIZES = (100, 10_000, 100_000)
@@ -54,8 +55,7 @@ def main() -> int:
                 name = f"big{count}"
                 for env in (files, pg):
                     build_session(env, name, count)
-                file_turn, floor = per_turn(files, name, count)
-                pg_turn, _ = per_turn(pg, name, count)
+                file_turn, pg_turn, floor = turns_taking_turns(files, pg, name, count)
                 rows.append((f"per-turn persistence, {count:,} msgs: files", file_turn, "fsync'd append", floor, ""))
                 rows.append((f"per-turn persistence, {count:,} msgs: PostgreSQL", pg_turn, "files", file_turn,
                              "≤ 3×"))
@@ -76,6 +76,44 @@ def main() -> int:
         shutil.rmtree(scratch, ignore_errors=True)
     print_floor_table(f"Sessions on PostgreSQL beside files (`bench/pg_store.py`, medians of {RUNS})", rows)
     return 0
+
+
+def turns_taking_turns(files: dict, pg: dict, name: str, count: int) -> tuple[float, float, float]:
+    """Medians of one turn's persistence on each store, the two taking turns (so that a busy
+    moment of this machine hits both), and the fsync'd-append floor; as bench/scale.py's per_turn."""
+    import orjson
+
+    from common import bare_fsynced_write
+
+    from chatcli.config.settings import Settings
+    from chatcli.core.messages import Message
+    from chatcli.engine import sessions
+    from chatcli.engine.conversation import Conversation
+
+    convs = {}
+    for label, env in (("files", files), ("pg", pg)):
+        convs[label] = Conversation(Settings.load(env), journal=True)
+        sessions.load(convs[label], name)
+    samples = {"files": [], "pg": []}
+    floors = []
+    scratch = Path(files["CHATCLI_HOME"]) / "floor.bin"
+    body = "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 17
+    for run in range(RUNS + 1):
+        for label, conv in convs.items():
+            question, answer = Message("user", f"question {run} {body}"), Message("assistant", f"answer {run}")
+            start = time.perf_counter()
+            conv.checkpoint(f"question {run}")
+            conv.history += [question, answer]
+            conv.sync_transcript()
+            notes = conv.binding.write_through()
+            elapsed = (time.perf_counter() - start) * 1000
+            assert conv.binding.unsynced == 0, notes
+            if run:  # the first turn after the load is another row's business
+                samples[label].append(elapsed)
+        begin = time.perf_counter()
+        bare_fsynced_write(scratch, orjson.dumps(question.to_dict()) + orjson.dumps(answer.to_dict()), append=True)
+        floors.append((time.perf_counter() - begin) * 1000)
+    return statistics.median(samples["files"]), statistics.median(samples["pg"]), statistics.median(floors[1:])
 
 
 def search_rows(base: dict, server: Server, scratch: Path, rows: list) -> None:
