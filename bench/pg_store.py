@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from common import print_floor_table  # noqa: E402
 from fakes import FakeModelServer  # noqa: E402
 from pg_server import Server  # noqa: E402
-from scale import CHATCLI, build_session, first_token, session_corpus, whole  # noqa: E402
+from scale import CHATCLI, append_floor, build_session, first_token, session_corpus, timed_turn, whole  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 SIZES = (100, 10_000, 100_000)
@@ -81,12 +81,7 @@ def main() -> int:
 def turns_taking_turns(files: dict, pg: dict, name: str, count: int) -> tuple[float, float, float]:
     """Medians of one turn's persistence on each store, the two taking turns (so that a busy
     moment of this machine hits both), and the fsync'd-append floor; as bench/scale.py's per_turn."""
-    import orjson
-
-    from common import bare_fsynced_write
-
     from chatcli.config.settings import Settings
-    from chatcli.core.messages import Message
     from chatcli.engine import sessions
     from chatcli.engine.conversation import Conversation
 
@@ -97,22 +92,12 @@ def turns_taking_turns(files: dict, pg: dict, name: str, count: int) -> tuple[fl
     samples = {"files": [], "pg": []}
     floors = []
     scratch = Path(files["CHATCLI_HOME"]) / "floor.bin"
-    body = "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 17
     for run in range(RUNS + 1):
         for label, conv in convs.items():
-            question, answer = Message("user", f"question {run} {body}"), Message("assistant", f"answer {run}")
-            start = time.perf_counter()
-            conv.checkpoint(f"question {run}")
-            conv.history += [question, answer]
-            conv.sync_transcript()
-            notes = conv.binding.write_through()
-            elapsed = (time.perf_counter() - start) * 1000
-            assert conv.binding.unsynced == 0, notes
+            elapsed, turn = timed_turn(conv, run)
             if run:  # the first turn after the load is another row's business
                 samples[label].append(elapsed)
-        begin = time.perf_counter()
-        bare_fsynced_write(scratch, orjson.dumps(question.to_dict()) + orjson.dumps(answer.to_dict()), append=True)
-        floors.append((time.perf_counter() - begin) * 1000)
+        floors.append(append_floor(scratch, turn))
     return statistics.median(samples["files"]), statistics.median(samples["pg"]), statistics.median(floors[1:])
 
 

@@ -91,22 +91,34 @@ def per_turn(env: dict, name: str, count: int) -> tuple[float, float]:
     samples, floors = [], []
     scratch = Path(env["CHATCLI_HOME"]) / "floor.bin"
     for run in range(runs_for(count) + 1):
-        question, answer = Message("user", f"question {run} {BODY}"), Message("assistant", f"answer {run}")
-        start = time.perf_counter()
-        conv.checkpoint(f"question {run}")
-        conv.history += [question, answer]
-        conv.sync_transcript()
-        notes = conv.binding.write_through()
-        elapsed = (time.perf_counter() - start) * 1000
-        assert conv.binding.unsynced == 0, notes
-        data = orjson.dumps(question.to_dict()) + orjson.dumps(answer.to_dict())
-        begin = time.perf_counter()
-        bare_fsynced_write(scratch, data, append=True)
-        floor = (time.perf_counter() - begin) * 1000
+        elapsed, turn = timed_turn(conv, run)
+        floor = append_floor(scratch, turn)
         if run:  # the first turn after the load is the next row's business
             samples.append(elapsed)
             floors.append(floor)
     return statistics.median(samples), statistics.median(floors)
+
+
+def timed_turn(conv: Conversation, run: int) -> tuple[float, list[Message]]:
+    """One turn's persistence as the REPL makes it (checkpoint, the two messages, journal sync,
+    write-through): its time in ms, and its messages."""
+    turn = [Message("user", f"question {run} {BODY}"), Message("assistant", f"answer {run}")]
+    start = time.perf_counter()
+    conv.checkpoint(f"question {run}")
+    conv.history += turn
+    conv.sync_transcript()
+    notes = conv.binding.write_through()
+    elapsed = (time.perf_counter() - start) * 1000
+    assert conv.binding.unsynced == 0, notes
+    return elapsed, turn
+
+
+def append_floor(scratch: Path, turn: list[Message]) -> float:
+    """The floor of a turn's persistence: its messages in one bare fsync'd append (ms)."""
+    data = b"".join(orjson.dumps(message.to_dict()) for message in turn)
+    begin = time.perf_counter()
+    bare_fsynced_write(scratch, data, append=True)
+    return (time.perf_counter() - begin) * 1000
 
 
 def whole(command: list[str], env: dict) -> tuple[float, None]:

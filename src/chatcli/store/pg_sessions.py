@@ -31,7 +31,7 @@ from chatcli.store.catalog import SessionInfo
 from chatcli.store.listing_cache import newest_first
 from chatcli.store.pg import SESSION_LOCKS, Database
 from chatcli.store.seal import CHECK_TEXT, NONCE, SESSION_HEADER, SealError, is_sealed, sealer_for, session_layout
-from chatcli.store.session_file import SessionError, SessionExists, SessionNotFound
+from chatcli.store.session_file import SessionError, SessionNotFound
 from chatcli.store.sessions import SessionStore, Stamp, _document, _json, turn_body
 
 TYPE_CHECKING = False
@@ -329,12 +329,6 @@ class PgSessionStore(SessionStore):
             if gone:
                 conn.execute("DELETE FROM chatcli_session_turns WHERE name = %s", (name,))
             return bool(gone)
-
-    def create(self, name: str, data: SessionData, *, latest: bool = True) -> Stamp:
-        with self.lock(name):
-            if self.stamp(name) is not None:
-                raise SessionExists(f"session '{name}' already exists")
-            return self.write(name, data, latest=latest)
 
     @contextlib.contextmanager
     def lock(self, name: str, *, drop: bool = False, wait: bool = True) -> Iterator[bool]:
