@@ -373,20 +373,40 @@ class Home:
         """The search index: with a key, the sealed one (keyed hashes of words, the text sealed:
         store.search.Terms), and a plaintext one left from before the key is removed. `wait`:
         how long to wait for another process writing it."""
-        from chatcli.store.search import SearchIndex, Terms, discard_index
+        from chatcli.store.search import SearchIndex, discard_index
 
+        if self.store is not None:  # on the sessions' server, shared by every machine (store.pg_search)
+            from chatcli.store.pg_search import PgSearchIndex
+
+            return PgSearchIndex(self.store, self._terms(), wait)
         plain, sealed = self.index_paths
         if self.key:
-            from chatcli.store.seal import sealer_for
-
             discard_index(plain)
-            return SearchIndex(sealed, Terms(*sealer_for(self.key).index_keys()), wait)
+            return SearchIndex(sealed, self._terms(), wait)
         return SearchIndex(plain, wait=wait)
 
-    def forget_journals(self, transcript_ids: list[str]) -> None:
-        """Drop removed journals' text from both search indexes: nothing of them stays behind."""
-        from chatcli.store.search import Terms, discard_index, forget_journal_text
+    def _terms(self):
+        """The sealed index's words and seals (store.search.Terms), or None without a key."""
+        if not self.key:
+            return None
+        from chatcli.store.search import Terms
+        from chatcli.store.seal import sealer_for
 
+        return Terms(*sealer_for(self.key).index_keys())
+
+    def forget_journals(self, transcript_ids: list[str]) -> None:
+        """Drop removed journals' text from both search indexes (and the server's, with a server
+        store): nothing of them stays behind."""
+        from chatcli.store.search import discard_index, forget_journal_text
+
+        if self.store is not None and transcript_ids:
+            from chatcli.core.errors import ChatcliError
+            from chatcli.store.pg_search import PgSearchIndex
+
+            try:
+                PgSearchIndex(self.store, self._terms()).forget_journals(transcript_ids)
+            except ChatcliError:
+                pass  # the server is not there: its journals were not removed either
         plain, sealed = self.index_paths
         forget_journal_text(plain, transcript_ids)
         if not self.key:
@@ -396,9 +416,7 @@ class Home:
                 except OSError:
                     pass  # what it keeps of them is sealed: keyed hashes and text only the key opens
             return
-        from chatcli.store.seal import sealer_for
-
-        forget_journal_text(sealed, transcript_ids, Terms(*sealer_for(self.key).index_keys()))
+        forget_journal_text(sealed, transcript_ids, self._terms())
 
     def check_key(self) -> None:
         """Refuse a key the store was not sealed with, and no key for a store that is sealed,

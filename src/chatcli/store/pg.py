@@ -28,10 +28,11 @@ from chatcli.store.session_file import SessionError, StoreUnavailable
 SESSION_LOCKS = 0x63686174  # "chat": a session's lock, (this, hashtext of the schema and the name)
 JOURNAL_LOCKS = 0x63686176  # a journal's lock, (this, hashtext of the schema and its id)
 SCHEMA_LOCK = (0x63686175, 0)  # making the tables
+SEARCH_LOCKS = 0x63686177  # the search index's: (this, hashtext of the schema and what is indexed)
 
 CONNECT_TIMEOUT = 5  # seconds to wait for a connection (a server restarting) before saying it cannot be reached
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4  # 4: the search index's tables (a store made by 3 gets them when first opened)
 SCHEMA = [
     "CREATE TABLE IF NOT EXISTS chatcli_meta(key text PRIMARY KEY, value text NOT NULL)",
     # A session: its document as the file store would hold it (the snapshot written whole, the v2
@@ -56,6 +57,17 @@ SCHEMA = [
     " part bytea NOT NULL, PRIMARY KEY(transcript, at))",
     # The journal each session named last (the file store's sessions.journals.json).
     "CREATE TABLE IF NOT EXISTS chatcli_session_journals(name text PRIMARY KEY, transcript text NOT NULL)",
+    # The search index (store.pg_search), a cache: what is indexed of each journal ('j') and
+    # session ('s'), as the SQLite index's `sources`, and their messages, a table for each kind.
+    "CREATE TABLE IF NOT EXISTS chatcli_search_sources(kind text NOT NULL, source text NOT NULL,"
+    " stamp text NOT NULL, at bigint NOT NULL, count bigint NOT NULL, inode bigint NOT NULL,"
+    " number bigint NOT NULL, numbered text, PRIMARY KEY(kind, source))",
+    "CREATE SEQUENCE IF NOT EXISTS chatcli_search_numbers MAXVALUE 2147483647",
+    *(statement.format(kind=kind) for kind in ("session", "journal") for statement in (
+        # role and body: NULL in a sealed store, whose rows hold `sealed` (the role and the text)
+        "CREATE TABLE IF NOT EXISTS chatcli_search_{kind}_entries(id bigint PRIMARY KEY, role text, body text,"
+        " sealed bytea, terms tsvector NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS chatcli_search_{kind}_terms ON chatcli_search_{kind}_entries USING gin(terms)")),
 ]
 
 
@@ -266,11 +278,11 @@ class Database:
                 if exists is not None:
                     row = conn.execute("SELECT value FROM chatcli_meta WHERE key = 'schema'").fetchone()
                     version = None if row is None else int(row[0])
-                if version is not None and version != SCHEMA_VERSION:  # no other version was released
-                    raise SessionError(f"the session store at {self.where} was made by another chatcli "
+                if version is not None and version > SCHEMA_VERSION:
+                    raise SessionError(f"the session store at {self.where} was made by a newer chatcli "
                                        f"(schema {version}, this one reads {SCHEMA_VERSION}); nothing was read or "
                                        "written")
-                if version is None:
+                if version != SCHEMA_VERSION:  # a new store, or an older chatcli's: what it lacks is made
                     for statement in SCHEMA:
                         conn.execute(statement)
                     _prefer_lz4(conn)

@@ -968,25 +968,10 @@ class SearchIndex:
 
     def _ranked(self, db, query: str, sessions: int, per_session: int) -> list[Hit]:
         """`search_sessions`'s hits from the index as it is."""
-        every, any_word = self._match(query, every=True), self._match(query)
-        chosen = self._best_of_sessions(db, every, sessions, per_session)
-        if len(chosen) < sessions and every != any_word:
-            # Enough of them ranked for the missing sessions, whichever the chosen ones take,
-            # and enough messages each for those sessions' places not taken by the first.
-            more = self._best_of_sessions(db, any_word, sessions + len(chosen), 2 * per_session)
-            for number, found in more.items():
-                picked = chosen.get(number)
-                if picked is None:
-                    if len(chosen) >= sessions:
-                        continue
-                    picked = chosen[number] = []
-                have = {rowid for rowid, _score in picked}
-                picked += [hit for hit in found if hit[0] not in have][:per_session - len(picked)]
-        scores = {rowid: score for picked in chosen.values() for rowid, score in picked}
-        rows = self._snippets(db, "session_entries", list(scores), any_word, query)
-        found = {rowid: Hit(source, pos, role, text, scores[rowid]) for rowid, source, pos, role, text in rows}
-        # Ranked order first (equal scores stay in it), then by score.
-        return sorted((found[rowid] for rowid in scores if rowid in found), key=lambda hit: hit.score)
+        return ranked(self._match(query, every=True), self._match(query),
+                      lambda match, count, per: self._best_of_sessions(db, match, count, per),
+                      lambda rowids, match: self._snippets(db, "session_entries", rowids, match, query),
+                      sessions, per_session)
 
     @staticmethod
     def _best_of_sessions(db, match: str, sessions: int, per: int) -> dict[int, list[tuple[int, float]]]:
@@ -1017,6 +1002,34 @@ class SearchIndex:
                                            (match, *short, per)):
                 chosen[rowid >> POSITION_BITS].append((rowid, score))
         return chosen
+
+
+def ranked(every, any_word, best_of: Callable, snippets: Callable, sessions: int, per_session: int) -> list[Hit]:
+    """A session search's hits, by one rule whichever index ranks them (this one, or the server's:
+    store.pg_search): the best `sessions` sessions for the query with `every` word, each with
+    its best `per_session` messages; when those are fewer than `sessions`, the query with
+    `any_word` fills the chosen sessions up to `per_session` and adds the sessions missing.
+    `best_of(match, sessions, per)` is {source number: [(rowid, score) best first]} of the best
+    sessions for a match (lower scores rank first); `snippets(rowids, match)` is (rowid, source,
+    pos, role, snippet) of the rows given."""
+    chosen = best_of(every, sessions, per_session)
+    if len(chosen) < sessions and every != any_word:
+        # Enough of them ranked for the missing sessions, whichever the chosen ones take,
+        # and enough messages each for those sessions' places not taken by the first.
+        more = best_of(any_word, sessions + len(chosen), 2 * per_session)
+        for number, found in more.items():
+            picked = chosen.get(number)
+            if picked is None:
+                if len(chosen) >= sessions:
+                    continue
+                picked = chosen[number] = []
+            have = {rowid for rowid, _score in picked}
+            picked += [hit for hit in found if hit[0] not in have][:per_session - len(picked)]
+    scores = {rowid: score for picked in chosen.values() for rowid, score in picked}
+    rows = snippets(list(scores), any_word)
+    found = {rowid: Hit(source, pos, role, text, scores[rowid]) for rowid, source, pos, role, text in rows}
+    # Ranked order first (equal scores stay in it), then by score.
+    return sorted((found[rowid] for rowid in scores if rowid in found), key=lambda hit: hit.score)
 
 
 def session_stamp(mtime_ns: int, size: int) -> str:
