@@ -106,6 +106,7 @@ bench: $(VENV)/.bench-installed postgresql
 	$(PY) bench/safety.py
 	$(PY) bench/scale.py
 	$(PY) bench/pg_store.py
+	$(PY) bench/pg_search.py
 
 # The fault campaign behind docs/reliability.md (FAULT_SCALE=4 runs four times as many).
 faults: $(VENV)/.test-installed

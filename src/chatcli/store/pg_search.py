@@ -37,6 +37,7 @@ The index is a cache, rebuilt when its kind changes (plaintext, or sealed under 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
@@ -79,17 +80,9 @@ def _storable(text: str) -> str:
 # The combining marks unicode61 takes as part of a word and removes (remove_diacritics 2); any
 # other mark ends a word, as anything else that is not a letter or a digit does.
 _MARKS = "\u0300-\u0304\u0306-\u030c\u030f\u0311\u031b\u0323-\u0328\u032d\u032e\u0330\u0331"
-_LETTERS = None
-
-
-def _letters():
-    """A word as unicode61 finds it: a run of letters, digits (`\\w` but "_") and the marks above."""
-    global _LETTERS
-    if _LETTERS is None:
-        import re
-
-        _LETTERS = re.compile(f"(?:[^\\W_]|[{_MARKS}])+")
-    return _LETTERS
+# A word as unicode61 finds it: a run of letters, digits (`\\w` but "_") and the marks above.
+# (Compiled at import: this module is imported only with a server store, never at start-up.)
+_LETTERS = re.compile(f"(?:[^\\W_]|[{_MARKS}])+")
 
 
 def fold61(word: str) -> str:
@@ -104,14 +97,14 @@ def fold61(word: str) -> str:
 
     folded = []
     for char in word:
-        if "\u0300" <= char <= "\u0331" and _letters().fullmatch(char):
+        if "\u0300" <= char <= "\u0331" and _LETTERS.fullmatch(char):
             continue  # a diacritic unicode61 removes (its base is the letter before)
         lower = char.casefold()
         if len(lower) != 1:  # "ß", "İ", ligatures: unicode61 maps a character to one
             lower = char.lower()
         if not lower.isascii():
             parts = unicodedata.normalize("NFD", lower)
-            if len(parts) > 1 and parts[0].isascii() and _letters().fullmatch(parts) \
+            if len(parts) > 1 and parts[0].isascii() and _LETTERS.fullmatch(parts) \
                     and all("\u0300" <= mark <= "\u0331" for mark in parts[1:]):
                 lower = parts[0]
         folded.append(lower)
@@ -128,7 +121,7 @@ class _PlainPieces(dict):
         if core.isalnum():  # one word (isalnum: letters and digits, not "_")
             words = (fold61(core),)
         else:
-            words = tuple(filter(None, map(fold61, _letters().findall(piece))))
+            words = tuple(filter(None, map(fold61, _LETTERS.findall(piece))))
         self[piece] = words
         return words
 
@@ -192,7 +185,7 @@ class _Words:
             if self.terms is not None:
                 found.append(_quoted(self.terms.term(word)))
                 continue
-            parts = [_quoted(part) for part in map(fold61, _letters().findall(word))
+            parts = [_quoted(part) for part in map(fold61, _LETTERS.findall(word))
                      if part and _encodes(part) and len(part.encode("utf-8")) <= LEXEME_BYTES]
             if parts:
                 found.append(parts[0] if len(parts) == 1 else "(" + " <-> ".join(parts) + ")")
