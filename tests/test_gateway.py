@@ -619,3 +619,60 @@ def test_a_short_secret_is_redacted_where_it_stands_alone_not_inside_words():
 
     assert redact_secrets("Conversation saved; the code v refused; (v)", ["v"]) == (
         "Conversation saved; the code [REDACTED] refused; ([REDACTED])")
+
+
+def test_two_replicas_on_one_server_answer_each_message_once_and_take_over_a_dead_ones(
+        gateway_env, openai_server, pg_dsn, tmp_path):
+    """Two `chatcli gateway` replicas behind a load balancer: two hosts (a CHATCLI_HOME each), one
+    PostgreSQL store. A message delivered to both is answered by one; the binding one made holds on
+    the other; a message a killed replica was answering is answered by the other when it comes
+    again."""
+    envs = [dict(gateway_env, CHATCLI_STORE=pg_dsn, CHATCLI_HOME=str(tmp_path / host)) for host in ("a", "b")]
+    one, two = Daemon(envs[0], *WEBHOOK), Daemon(envs[1], *WEBHOOK)
+    try:
+        assert say(one, "/session attach projeto-x") == (
+            200, {"reply": "Attached to session 'projeto-x' (0 messages; created)."})
+        openai_server.reply("The freeze ", "starts ", "Friday.", delay=1.5)
+        first: dict = {}
+        asking = threading.Thread(target=lambda: first.update(answer=say(one, "when is the freeze?", id="m-7")))
+        asking.start()
+        openai_server.wait_for_requests(1)
+        status, answer = say(two, "when is the freeze?", id="m-7")  # the same delivery, to the other replica
+        assert status == 409 and answer["busy"] is True
+        asking.join(30)
+        assert first["answer"] == (200, {"reply": "The freeze starts Friday."})
+        assert say(two, "when is the freeze?", id="m-7") == (200, {"reply": None, "duplicate": True})
+        assert say(one, "when is the freeze?", id="m-7") == (200, {"reply": None, "duplicate": True})
+        assert len(openai_server.requests) == 1
+
+        status, answer = say(two, "and the release?", id="m-8")  # the other replica: same binding, same turns
+        assert status == 200 and answer["reply"].splitlines()[-1] == "You said: and the release?"
+        assert [m["content"] for m in openai_server.requests[-1].body["messages"]] == [
+            "when is the freeze?", "The freeze starts Friday.", "and the release?"]
+
+        openai_server.reply("cut ", "short", delay=5)
+        cut: dict = {}
+
+        def ask() -> None:
+            try:
+                cut["answer"] = say(one, "who signs it off?", id="m-9")
+            except OSError as exc:  # the replica dies under it
+                cut["error"] = exc
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+        openai_server.wait_for_requests(3)
+        one.kill()
+        asking.join(10)
+        assert "error" in cut
+        deadline = time.monotonic() + 10  # the server drops the dead replica's connection, and its claim
+        while (answer := say(two, "who signs it off?", id="m-9"))[0] == 409 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert answer[0] == 200 and answer[1]["reply"].splitlines()[-1] == "You said: who signs it off?"
+        assert say(two, "who signs it off?", id="m-9") == (200, {"reply": None, "duplicate": True})
+    finally:
+        one.stop()
+        two.stop()
+    result = run_chatcli("session", "show", "projeto-x", env=envs[0])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("who signs it off?") == 2 and "cut short" not in result.stdout  # asked and echoed once

@@ -1,5 +1,7 @@
-"""hub.db, the Conversation Hub's state (store/hub.py): bindings, threads, refusals and delivery
-state survive a restart, a kill -9 included, and a file chatcli cannot read is left alone."""
+"""The Conversation Hub's state (store/hub.py: hub.db; store/pg_hub.py: the same on a PostgreSQL
+store, shared by gateway replicas): bindings, threads, refusals and delivery state survive a
+restart, a kill -9 included; a message is claimed by one hub at a time, on any host; a hub.db
+chatcli cannot read is left alone."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,26 +20,81 @@ from chatcli.store.home import Home
 from chatcli.store.hub import ANSWERED, BUSY, NEW, HubError
 
 
+@pytest.fixture(params=["files", "postgresql"])
+def place(request, home) -> Home:
+    """CHATCLI_HOME, its hub in hub.db, then on a PostgreSQL server."""
+    return Home(home / ".chatcli", store=request.getfixturevalue("pg_dsn") if request.param == "postgresql" else None)
+
+
 @pytest.fixture
-def hub(home):
-    hub = Home(home / ".chatcli").hub()
+def hub(place):
+    hub = place.hub()
     yield hub
     hub.close()
 
 
-def test_a_binding_survives_a_kill_of_the_daemon(home, hub):
-    path = Home(home / ".chatcli").hub_path
-    script = ("import os, signal, sys; from pathlib import Path; from chatcli.store.hub import Hub; "
-              "hub = Hub(Path(sys.argv[1])); hub.principal('telegram', '42', 'Ana'); "
-              "hub.bind('telegram', '42', 'projeto-x'); hub.claim('telegram', '42/1001', f'{os.getpid()}:t'); "
-              "os.kill(os.getpid(), signal.SIGKILL)")
-    child = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True)
-    assert child.returncode == -signal.SIGKILL, child.stderr
+def eventually(condition, timeout: float = 10.0) -> bool:
+    """A dead process's connection is dropped by the server a moment after the process dies."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def hub_process(place: Home, then: str) -> subprocess.Popen:
+    """Another gateway's hub, in a process of its own: it binds telegram:42, claims a message, then
+    does `then` (kill itself, or wait to be killed)."""
+    script = ("import os, signal, sys, time; from pathlib import Path; from chatcli.store.home import Home; "
+              "hub = Home(Path(sys.argv[1]), store=sys.argv[2] or None).hub(); "
+              "hub.principal('telegram', '42', 'Ana'); hub.bind('telegram', '42', 'projeto-x'); "
+              "hub.claim('telegram', '42/1001', f'{os.getpid()}:t'); print('claimed', flush=True); " + then)
+    child = subprocess.Popen([sys.executable, "-c", script, str(place.root), place.store or ""],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "claimed\n", child.stderr.read()
+    return child
+
+
+def test_a_binding_survives_a_kill_of_the_daemon(place, hub):
+    child = hub_process(place, "os.kill(os.getpid(), signal.SIGKILL)")
+    assert child.wait(10) == -signal.SIGKILL
     principal = hub.get("telegram", "42")
-    assert principal.session == "projeto-x"
+    assert principal.session == "projeto-x" and principal.display == "Ana"
     # The message it was answering when it died is answered by the next daemon.
-    assert hub.claim("telegram", "42/1001", f"{os.getpid()}:next") == NEW
-    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert eventually(lambda: hub.claim("telegram", "42/1001", f"{os.getpid()}:next") == NEW)
+    if place.store is None:
+        assert oct(place.hub_path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_claim_of_a_hub_still_running_is_busy_until_it_dies(place, hub):
+    child = hub_process(place, "time.sleep(60)")
+    try:
+        assert hub.claim("telegram", "42/1001", f"{os.getpid()}:mine") == BUSY  # a redelivery to this one
+    finally:
+        child.kill()
+        child.wait(10)
+    assert eventually(lambda: hub.claim("telegram", "42/1001", f"{os.getpid()}:mine") == NEW)
+    assert hub.claim("telegram", "42/1001", f"{os.getpid()}:mine") == BUSY  # a retry while this one answers
+
+
+def test_two_hubs_racing_for_the_same_messages_take_each_once(place):
+    """Two running hubs claim the same 200 messages at once: each is NEW for exactly one of them."""
+    script = ("import os, sys; from pathlib import Path; from chatcli.store.home import Home; "
+              "hub = Home(Path(sys.argv[1]), store=sys.argv[2] or None).hub(); me = f'{os.getpid()}:r'; "
+              "hub.claim('webhook', f'warm/{me}', me); sys.stdin.readline(); "  # both open and ready
+              "print(' '.join(str(i) for i in range(200) if hub.claim('webhook', f'alice/m-{i}', me) == 'new'), "
+              "flush=True); sys.stdin.readline()")  # both stay running until both are done
+    racers = [subprocess.Popen([sys.executable, "-c", script, str(place.root), place.store or ""],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    for racer in racers:
+        racer.stdin.write("go\n")
+        racer.stdin.flush()
+    won = [set(map(int, racer.stdout.readline().split())) for racer in racers]
+    outputs = [racer.communicate("done\n", timeout=60) for racer in racers]
+    assert all(racer.returncode == 0 for racer in racers), [err for _out, err in outputs]
+    assert won[0].isdisjoint(won[1]) and won[0] | won[1] == set(range(200))
 
 
 def test_load_and_new_rotate_the_thread_into_a_valid_mirror_name(hub):
@@ -54,29 +112,59 @@ def test_an_unlisted_sender_is_refused_once_and_counted(hub):
     assert hub.get("slack", "U999").refused == 3
 
 
-def test_a_message_is_answered_once_even_across_a_restart(home, hub):
+def test_a_message_is_answered_once_even_across_a_restart(place, hub):
     me = f"{os.getpid()}:first"
     assert hub.claim("telegram", "update-7", me) == NEW
     assert hub.claim("telegram", "update-7", me) == BUSY  # a retry while it is being answered
     hub.answered("telegram", "update-7")
     hub.close()
-    again = Home(home / ".chatcli").hub()
+    again = place.hub()
     assert again.claim("telegram", "update-7", f"{os.getpid()}:second") == ANSWERED
     assert again.forget_deliveries(time.time() + 1) == 1
     assert again.claim("telegram", "update-7", f"{os.getpid()}:second") == NEW
     again.close()
 
 
-def test_a_claim_of_another_live_process_is_busy_and_a_released_one_is_new(hub):
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+def test_a_released_claim_is_answered_by_the_next_try(hub):
+    assert hub.claim("webhook", "alice/m-1", f"{os.getpid()}:mine") == NEW
+    hub.release("webhook", "alice/m-1")  # its turn failed: a retry answers it
+    assert hub.claim("webhook", "alice/m-1", f"{os.getpid()}:mine") == NEW
+    hub.answered("webhook", "alice/m-1")
+    hub.release("webhook", "alice/m-1")  # a release after the answer changes nothing
+    assert hub.claim("webhook", "alice/m-1", f"{os.getpid()}:mine") == ANSWERED
+
+
+def test_on_a_server_two_machines_share_one_hub_and_its_claims(pg_dsn, tmp_path):
+    """Two gateways on two hosts (two CHATCLI_HOMEs, one process here: the owner is the hub's
+    lock on the server, not a process id)."""
+    first, second = (Home(tmp_path / name, store=pg_dsn).hub() for name in ("a", "b"))
     try:
-        assert hub.claim("webhook", "alice/m-1", f"{sleeper.pid}:other") == NEW
-        assert hub.claim("webhook", "alice/m-1", f"{os.getpid()}:mine") == BUSY
-        hub.release("webhook", "alice/m-1")  # its turn failed: a retry answers it
-        assert hub.claim("webhook", "alice/m-1", f"{os.getpid()}:mine") == NEW
+        first.principal("slack", "U1", "Ana")
+        first.bind("slack", "U1", "projeto-x")
+        assert second.get("slack", "U1").session == "projeto-x"
+        assert second.rotate("slack", "U1").generation == 2 == first.get("slack", "U1").generation
+        assert first.claim("slack", "U1/ts-1", "1:a") == NEW
+        assert second.claim("slack", "U1/ts-1", "1:b") == BUSY
+        first.close()  # the replica stops (or its host goes): its claim is taken over
+        assert second.claim("slack", "U1/ts-1", "1:b") == NEW
+        second.answered("slack", "U1/ts-1")
+        third = Home(tmp_path / "c", store=pg_dsn).hub()
+        assert third.claim("slack", "U1/ts-1", "1:c") == ANSWERED
+        third.close()
     finally:
-        sleeper.kill()
-        sleeper.wait()
+        first.close()
+        second.close()
+
+
+def test_on_a_server_ids_it_cannot_keep_are_refused_and_names_are_kept(pg_dsn, tmp_path):
+    hub = Home(tmp_path, store=pg_dsn).hub()
+    try:
+        assert hub.principal("webhook", "bob", "B\0b").display == "B\ufffdb"
+        with pytest.raises(HubError, match="NUL"):
+            hub.claim("webhook", "bob/m\0", "1:x")
+        assert hub.deliveries() == 0
+    finally:
+        hub.close()
 
 
 def test_a_hub_of_the_first_schema_is_carried_over(home):

@@ -16,6 +16,7 @@ from test_store_contract import said
 
 from chatcli.config.settings import Settings
 from chatcli.store.home import Home
+from chatcli.store.hub import ANSWERED
 
 
 def machine(env: dict, tmp_path, name: str, dsn: str) -> dict:
@@ -147,12 +148,25 @@ def test_a_store_moves_to_the_server_and_back_byte_for_byte_and_the_source_is_le
     journal = Home.of(Settings.load(files)).journal("0123456789abcdef0123456789abcdef")
     with journal.appending(0) as append:
         append.write(said("trams of Lisbon"))
+    hub = Home.of(Settings.load(files)).hub()  # a gateway ran here: a sender bound, a message answered
+    hub.principal("telegram", "42", "Ana")
+    hub.bind("telegram", "42", "lisbon")
+    hub.rotate("telegram", "42")
+    hub.claim("telegram", "42/1001", "1:t")
+    hub.answered("telegram", "42/1001")
+    hub.close()
     before = {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
               for path in [*store.root.glob("*.json"), journal.path]}
 
     done = run_chatcli("storage", "migrate", "--to", pg_dsn, env=files)
     assert done.returncode == 0, done.stderr
     assert "Copied 2 session(s) (5 messages) and 1 transcript journal(s)" in done.stdout
+    assert "Added 1 gateway sender(s)" in done.stdout
+    server_hub = Home.of(Settings.load(dict(files, CHATCLI_STORE=pg_dsn))).hub()
+    moved = server_hub.get("telegram", "42")
+    assert (moved.session, moved.generation, moved.display) == ("lisbon", 2, "Ana")
+    assert server_hub.claim("telegram", "42/1001", "1:u") == ANSWERED  # a replay after the move: no second answer
+    server_hub.close()
     assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
             for path in [*store.root.glob("*.json"), journal.path]} == before
     server = dict(files, CHATCLI_STORE=pg_dsn)
@@ -160,7 +174,7 @@ def test_a_store_moves_to_the_server_and_back_byte_for_byte_and_the_source_is_le
     assert [m.content for m in on_server.load("lisbon")[0].history] == [
         "trams of Lisbon", "28", "and the funiculars", "three"]
     again = run_chatcli("storage", "migrate", "--to", pg_dsn, env=files)  # an interrupted run, finished
-    assert again.returncode == 0 and "Copied 0 session(s)" in again.stdout
+    assert again.returncode == 0 and "Copied 0 session(s)" in again.stdout and "gateway sender" not in again.stdout
     assert "2 session(s) and 1 journal(s) were there already" in again.stdout
     assert [info.name for info in on_server.list()] == ["porto", "lisbon"]  # the same order by time
 
@@ -170,6 +184,7 @@ def test_a_store_moves_to_the_server_and_back_byte_for_byte_and_the_source_is_le
     copied = Home.of(Settings.load(dict(elsewhere, CHATCLI_STORE="files")))
     assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
             for path in [*copied.sessions().root.glob("*.json"), *copied.transcripts_dir.glob("*.jsonl")]} == before
+    assert copied.hub().get("telegram", "42").session == "lisbon"
 
 
 def test_a_migration_never_overwrites_another_session_of_the_same_name(env, pg_dsn):
@@ -393,3 +408,30 @@ def test_a_plaintext_session_of_a_sealed_home_is_sealed_on_its_way_to_the_server
     assert b"marigold" not in snapshot
     on_server = Home.of(Settings.load(dict(sealed, CHATCLI_STORE=pg_dsn))).sessions()
     assert [m.content for m in on_server.load("old")[0].history] == ["the marigold code"]
+
+
+def test_storage_prune_sweeps_the_servers_hub_and_never_drops_a_binding(env, pg_dsn, tmp_path):
+    gateway = machine(env, tmp_path, "gateway", pg_dsn)
+    hub = Home.of(Settings.load(gateway)).hub()
+    for sender in "123":
+        hub.principal("telegram", sender, "Ann" if sender == "1" else "")
+    hub.bind("telegram", "2", "projeto-x")
+    for n in range(2):
+        hub.claim("telegram", f"42/{n}", "1:t")
+        hub.answered("telegram", f"42/{n}")
+    hub.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # 1 and 2 last seen 100 days ago, 42/0 answered 8 days ago
+        conn.execute("UPDATE chatcli_hub_principals SET last_seen = %s WHERE sender <> '3'", (time.time() - 100 * 86400,))
+        conn.execute("UPDATE chatcli_hub_delivered SET at = %s WHERE message = '42/0'", (time.time() - 8 * 86400,))
+
+    dry = run_chatcli("storage", "prune", "hub", env=machine(env, tmp_path, "laptop", pg_dsn))  # from any machine
+    assert dry.returncode == 0, dry.stderr
+    assert "Would remove 1 gateway sender and 1 delivery record from conversation hub:" in dry.stdout, dry.stdout
+    assert "1 sender in the hub on the server" in dry.stdout and "telegram:1 (Ann)" in dry.stdout
+    applied = run_chatcli("storage", "prune", "--apply", "hub", env=gateway)
+    assert applied.returncode == 0, applied.stderr
+    assert "Forgot 1 gateway sender and 1 delivery record in the hub on the server." in applied.stdout
+    hub = Home.of(Settings.load(gateway)).hub()
+    assert sorted(p.sender for p in hub.principals()) == ["2", "3"] and hub.deliveries() == 1
+    assert hub.get("telegram", "2").session == "projeto-x"
+    hub.close()

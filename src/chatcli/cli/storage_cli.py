@@ -122,6 +122,8 @@ def _migrate(settings, to: str) -> int:
     sys.stdout.write(f"Copied {moved.copied} session(s) ({moved.messages:,} messages) and {moved.journals} "
                      f"transcript journal(s) to {shown}, each read back and verified; {moved.already} session(s) "
                      f"and {moved.journals_already} journal(s) were there already.\n")
+    if moved.senders:
+        sys.stdout.write(f"Added {moved.senders} gateway sender(s) (their bindings and threads) to its hub.\n")
     for name in moved.conflicts:
         sys.stderr.write(f"chatcli: error: session '{name}': the target holds another version of it (another "
                          "session of that name, or this one changed since it was copied); left as it is in both\n")

@@ -198,12 +198,12 @@ def _hub_amounts(plan: Plan) -> list[str]:
 
 
 def _hub_groups(storage: Storage, plan: Plan, limit: int | None) -> list[str]:
-    """hub.db's rows, as _groups lists files: why, how many, and each sender."""
+    """The hub's rows, as _groups lists files: why, how many, and each sender."""
     lines = []
     if plan.hub.stale:
         ttl = retention.describe_days(storage.settings.session_ttl_days)
         lines.append(f"  stale gateway sender — unbound, not seen for {ttl}, its thread's mirror gone: "
-                     f"{_count(len(plan.hub.stale), 'sender')} in hub.db")
+                     f"{_count(len(plan.hub.stale), 'sender')} in {plan.hub.where}")
         shown = plan.hub.stale if limit is None else plan.hub.stale[:limit]
         lines += [f"    {_principal(storage, principal)}" for principal in shown]
         if len(shown) < len(plan.hub.stale):
@@ -211,7 +211,7 @@ def _hub_groups(storage: Storage, plan: Plan, limit: int | None) -> list[str]:
     if plan.hub.deliveries:
         keep = retention.describe_days(DELIVERY_KEEP / retention.DAY)
         lines.append(f"  old delivery records — messages answered over {keep} ago, which no channel redelivers: "
-                     f"{_count(plan.hub.deliveries, 'record')} in hub.db")
+                     f"{_count(plan.hub.deliveries, 'record')} in {plan.hub.where}")
     return lines
 
 
@@ -228,7 +228,7 @@ def _outcome(storage: Storage, plan: Plan, applied: Applied, limit: int | None) 
     if applied.forgotten or applied.deliveries:
         done = [_count(n, what) for n, what in ((len(applied.forgotten), "gateway sender"),
                                                 (applied.deliveries, "delivery record")) if n]
-        lines.append(f"Forgot {' and '.join(done)} in hub.db.")
+        lines.append(f"Forgot {' and '.join(done)} in {plan.hub.where}.")
     shown = applied.hub_kept if limit is None else applied.hub_kept[:limit]
     lines += [f"Kept {_principal(storage, principal)}: {why}." for principal, why in shown]
     if applied.gone:

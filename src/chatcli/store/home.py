@@ -19,7 +19,8 @@ knows the storage layout.
                            CHATCLI_LOG_MAX_SIZE it becomes <name>.log.1, the older copies shift
                            up to .log.3 (LOG_BACKUPS) and the oldest goes
   key-check                a sealed known text, to tell a wrong key at start-up (store.seal)
-  hub.db                   the chat gateway's principals, bindings, threads, delivery state (store.hub)
+  hub.db                   the chat gateway's principals, bindings, threads, delivery state (store.hub;
+                           on the server with a server store: store.pg_hub)
   spool/<channel>/*.json   a chat channel's messages received and not yet answered, and answers
                            not yet sent (store.spool; WhatsApp's), sealed with a key; `.lock`
                            in it is held by the one gateway serving it
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from chatcli.store.contexts import ContextStore
     from chatcli.store.costs import CostStore
     from chatcli.store.hub import Hub
+    from chatcli.store.pg_hub import PgHub
     from chatcli.store.schedule import ScheduleStore
     from chatcli.store.journal import Journal
     from chatcli.store.memory import MemoryStore
@@ -295,10 +297,17 @@ class Home:
     def hub_path(self) -> Path:
         return self.root / _HUB
 
-    def hub(self) -> Hub:
+    def hub(self, readonly: bool = False) -> Hub | PgHub:
+        """The gateway's hub: hub.db here, or on the sessions' server, where every gateway replica
+        shares it (store.pg_hub). `readonly`: for looking only (/storage); a hub.db that is not
+        there is a HubError, nothing is made."""
+        if self.store is not None:
+            from chatcli.store.pg_hub import PgHub
+
+            return PgHub(self.store, readonly=readonly)
         from chatcli.store.hub import Hub
 
-        return Hub(self.hub_path)
+        return Hub(self.hub_path, readonly=readonly)
 
     def spool(self, channel: str) -> Spool:
         from chatcli.store.spool import Spool

@@ -27,7 +27,7 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError
@@ -262,6 +262,29 @@ class Hub:
         """Drop delivery records older than `older_than` (a time): what a replay window or a
         channel's redelivery can no longer bring back."""
         return self._write("DELETE FROM delivered WHERE at < ?", (older_than,)).rowcount
+
+    # -- storage migrate ----------------------------------------------------------------------
+    @_serialised
+    def snapshot(self) -> tuple[list[Principal], list[tuple[str, str, float]]]:
+        """Every principal, and the messages answered, as (channel, message, when): what `storage
+        migrate` carries to another store (a replay after the move is still answered once)."""
+        principals = [Principal(*row) for row in self.db.execute(f"SELECT {_COLUMNS} FROM principals").fetchall()]
+        return principals, self.db.execute("SELECT channel, message, at FROM delivered WHERE owner IS NULL").fetchall()
+
+    @_serialised
+    def merge(self, principals: list[Principal], delivered: list[tuple[str, str, float]]) -> int:
+        """Another hub's snapshot, added where this one holds none of it (a principal it has is
+        kept as it is), in one transaction. Returns how many principals were added."""
+        try:
+            with self.db:
+                self.db.execute("BEGIN IMMEDIATE")
+                added = sum(self.db.execute(f"INSERT INTO principals ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                                            "ON CONFLICT DO NOTHING", astuple(p)).rowcount for p in principals)
+                self.db.executemany("INSERT INTO delivered (channel, message, at, owner) VALUES (?, ?, ?, NULL) "
+                                    "ON CONFLICT DO NOTHING", delivered)
+        except sqlite3.DatabaseError as exc:
+            raise HubError(f"{self.path} cannot be written: {exc}") from None
+        return added
 
     # -- /storage -----------------------------------------------------------------------------
     @_serialised

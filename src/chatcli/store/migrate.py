@@ -1,6 +1,6 @@
-"""`chatcli storage migrate --to …`: every session of one store, and every transcript journal,
-copied to another (the files under CHATCLI_HOME, a PostgreSQL server), byte for byte, the
-source left as it is.
+"""`chatcli storage migrate --to …`: every session of one store, every transcript journal, and the
+gateway hub's senders and answered messages, copied to another (the files under CHATCLI_HOME, a
+PostgreSQL server), sessions and journals byte for byte, the source left as it is.
 
 Each session is read under its lock in the source, copied under its lock in the target, and
 read back: the copy counts only when its bytes hash as the source's did and it decodes to as many
@@ -35,6 +35,7 @@ class Migrated:
     failed: list[str] = field(default_factory=list)  # one line each
     journals: int = 0  # copied
     journals_already: int = 0
+    senders: int = 0  # the gateway hub's principals added to the target's hub
 
 
 def digest(raw: bytes) -> str:
@@ -63,7 +64,31 @@ def migrate(source: Home, target: Home, progress: Callable[[int, int], None] = l
             _move_journal(source.journal(transcript_id), target.journal(transcript_id), done)
         except JournalError as exc:
             done.failed.append(str(exc))
+    _move_hub(source, target, done)
     return done
+
+
+def _move_hub(source: Home, target: Home, done: Migrated) -> None:
+    """The gateway's hub: its senders (their bindings, threads and refusals) and the messages it
+    answered, added to the target's hub where it holds none of them; a sender the target knows
+    is kept as the target has it. Checked by reading each sender back."""
+    from chatcli.store.hub import HubError
+
+    if source.store is None and not source.hub_path.exists():
+        return  # no gateway ran here
+    hub, into = source.hub(readonly=True), target.hub()
+    try:
+        principals, delivered = hub.snapshot()
+        if not principals and not delivered:
+            return
+        done.senders = into.merge(principals, delivered)
+        if any(into.get(p.channel, p.sender) is None for p in principals):
+            done.failed.append("the gateway's hub: a sender copied does not read back")
+    except HubError as exc:
+        done.failed.append(f"the gateway's hub: {exc}")
+    finally:
+        hub.close()
+        into.close()
 
 
 def _move_journal(journal, into, done: Migrated) -> None:

@@ -29,10 +29,12 @@ SESSION_LOCKS = 0x63686174  # "chat": a session's lock, (this, hashtext of the s
 JOURNAL_LOCKS = 0x63686176  # a journal's lock, (this, hashtext of the schema and its id)
 SCHEMA_LOCK = (0x63686175, 0)  # making the tables
 SEARCH_LOCKS = 0x63686177  # the search index's: (this, hashtext of the schema and what is indexed)
+HUB_LOCKS = 0x63686178  # a running gateway hub's liveness: (this, hashtext of the schema and its token)
 
 CONNECT_TIMEOUT = 5  # seconds to wait for a connection (a server restarting) before saying it cannot be reached
 
-SCHEMA_VERSION = 4  # 4: the search index's tables (a store made by 3 gets them when first opened)
+# 4: the search index's tables; 5: the gateway hub's (an older store gets them when first opened)
+SCHEMA_VERSION = 5
 SCHEMA = [
     "CREATE TABLE IF NOT EXISTS chatcli_meta(key text PRIMARY KEY, value text NOT NULL)",
     # A session: its document as the file store would hold it (the snapshot written whole, the v2
@@ -68,6 +70,15 @@ SCHEMA = [
         "CREATE TABLE IF NOT EXISTS chatcli_search_{kind}_entries(id bigint PRIMARY KEY, role text, body text,"
         " sealed bytea, terms tsvector NOT NULL)",
         "CREATE INDEX IF NOT EXISTS chatcli_search_{kind}_terms ON chatcli_search_{kind}_entries USING gin(terms)")),
+    # The gateway's hub (store.pg_hub): hub.db's two tables, shared by every replica.
+    "CREATE TABLE IF NOT EXISTS chatcli_hub_principals(channel text NOT NULL, sender text NOT NULL,"
+    " display text NOT NULL DEFAULT '', session text, generation integer NOT NULL DEFAULT 1,"
+    " first_seen double precision NOT NULL, last_seen double precision NOT NULL,"
+    " refused integer NOT NULL DEFAULT 0, PRIMARY KEY(channel, sender))",
+    # owner: "<the gateway's process> <its hub's token>" while it is being answered, NULL once answered
+    "CREATE TABLE IF NOT EXISTS chatcli_hub_delivered(channel text NOT NULL, message text NOT NULL,"
+    " at double precision NOT NULL, owner text, PRIMARY KEY(channel, message))",
+    "CREATE INDEX IF NOT EXISTS chatcli_hub_delivered_at ON chatcli_hub_delivered(at)",
 ]
 
 

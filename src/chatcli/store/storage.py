@@ -111,6 +111,7 @@ class HubPlan:
     stale: list[Principal] = field(default_factory=list)
     deliveries: int = 0
     before: float = 0.0
+    where: str = "hub.db"  # as the user is told: hub.db, or the server's (a PostgreSQL store)
 
     def __bool__(self) -> bool:
         return bool(self.stale or self.deliveries)
@@ -446,13 +447,17 @@ class Storage:
                                              retention.LOST_TEMP))
 
     def _plan_hub(self, plan: Plan) -> None:
-        if not os.path.exists(self.layout.hub_path):
+        """The hub's stale principals and old delivery records: hub.db's, or the server's with a
+        server store (every gateway replica's)."""
+        if self.layout.store is None and not os.path.exists(self.layout.hub_path):
             return
         import sqlite3
 
-        from chatcli.store.hub import Hub, HubError
+        from chatcli.store.hub import HubError
 
-        hub = Hub(self.layout.hub_path, readonly=True)
+        hub = self.layout.hub(readonly=True)
+        if self.layout.store is not None:
+            plan.hub.where = "the hub on the server"
         try:
             cutoff = self.now - self.settings.session_ttl_days * retention.DAY
             stale = hub.stale(cutoff) if self.settings.session_ttl_days else []
