@@ -156,6 +156,28 @@ def test_on_a_server_two_machines_share_one_hub_and_its_claims(pg_dsn, tmp_path)
         second.close()
 
 
+def test_on_a_server_a_hub_that_lost_its_lock_takes_a_new_one_and_leaves_a_taken_over_claim_alone(pg_dsn, tmp_path):
+    import psycopg
+
+    first, second = (Home(tmp_path / name, store=pg_dsn).hub() for name in ("a", "b"))
+    try:
+        assert first.claim("slack", "U1/ts-1", "1:a") == NEW
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:  # the server cuts its lock's connection
+            admin.execute("SELECT pg_terminate_backend(%s)", (first._owner_conn.info.backend_pid,))
+        assert eventually(lambda: second.claim("slack", "U1/ts-1", "1:b") == NEW)  # its claim is a dead one's now
+        assert first.claim("slack", "U1/ts-2", "1:a") == NEW  # with a lock of its own again
+        assert second.claim("slack", "U1/ts-2", "1:b") == BUSY
+        first.answered("slack", "U1/ts-1")  # it finished the one taken over: the new owner's claim stands
+        assert first.claim("slack", "U1/ts-1", "1:a") == BUSY
+        first.release("slack", "U1/ts-1")
+        assert first.claim("slack", "U1/ts-1", "1:a") == BUSY
+        second.answered("slack", "U1/ts-1")
+        assert first.claim("slack", "U1/ts-1", "1:a") == ANSWERED
+    finally:
+        first.close()
+        second.close()
+
+
 def test_on_a_server_ids_it_cannot_keep_are_refused_and_names_are_kept(pg_dsn, tmp_path):
     hub = Home(tmp_path, store=pg_dsn).hub()
     try:

@@ -10,6 +10,7 @@ import random
 
 import psycopg
 import pytest
+from conftest import run_chatcli
 
 from chatcli.config.settings import Settings
 from chatcli.core.messages import Message
@@ -64,7 +65,11 @@ def stores(env: dict, pg_dsn: str, key: str | None, tmp_path) -> list[dict]:
 
 def found(env: dict, query: str) -> set[tuple[str, int]]:
     settings = Settings.load(env)
-    groups = records.search_sessions(settings, Home.of(settings).sessions(), query, sessions=100, per_session=1000)
+    def fallback(line: str) -> None:  # the index must answer: no search in memory in its place
+        raise AssertionError(line)
+
+    groups = records.search_sessions(settings, Home.of(settings).sessions(), query, sessions=100, per_session=1000,
+                                     notice=fallback)
     return {(group.name, pos) for group in groups for pos, _role, _snippet in group.hits}
 
 
@@ -161,15 +166,16 @@ def test_a_sealed_server_index_holds_no_word_and_opens_the_hits_with_the_key(env
 
 def test_any_text_a_conversation_holds_is_indexed(env, pg_dsn):
     server = dict(env, CHATCLI_STORE=pg_dsn)
-    long_word = "x" * 3000
+    longest, too_long, long_word = "y" * 2046, "z" * 2047, "x" * 3000  # PostgreSQL keeps words of 2,046 bytes
     many = " ".join(f"w{n}" for n in range(70_000))  # distinct words past a tsvector's size limit
     repeated = " ".join(["tide"] * 20_000 + ["lastword"])  # positions past 16,383 and 256 of one word
     store = Home.of(Settings.load(server)).sessions()
     store.create("odd", SessionData(history=[
         Message("user", "a nul\x00inside and kelp"), Message("assistant", "a lone \udcff surrogate and krill"),
         Message("user", f"{long_word} and plankton"), Message("assistant", many),
-        Message("user", repeated)]))
-    for query, pos in (("kelp", 1), ("krill", 2), ("plankton", 3), ("w69999", 4), ("w5", 4), ("lastword", 5)):
+        Message("user", repeated), Message("assistant", f"{longest} {too_long} and seaweed")]))
+    for query, pos in (("kelp", 1), ("krill", 2), ("plankton", 3), ("w69999", 4), ("w5", 4), ("lastword", 5),
+                       ("seaweed", 6), (longest, 6)):
         assert found(server, query) == {("odd", pos)}, query
 
 
@@ -180,19 +186,15 @@ def test_two_processes_building_the_index_at_once_index_each_message_once(env, p
     store = Home.of(Settings.load(server)).sessions()
     for n in range(30):
         store.create(f"s{n}", SessionData(history=[Message("user", f"gull number {n}")]))
-    results, failures = [], []
-
-    def search() -> None:
-        try:
-            results.append(found(server, "gull"))
-        except Exception as exc:  # noqa: BLE001 - collected for the assertion below
-            failures.append(exc)
-
-    threads = [threading.Thread(target=search) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not failures and all(len(result) == 30 for result in results)
+    results = []
+    searches = [threading.Thread(target=lambda: results.append(run_chatcli("session", "search", "gull", env=server)))
+                for _ in range(4)]  # four `chatcli session search` processes at once, on a store never indexed
+    for search in searches:
+        search.start()
+    for search in searches:
+        search.join()
+    assert [result.returncode for result in results] == [0] * 4, [result.stderr for result in results]
+    assert not any("without it" in result.stderr for result in results)
+    assert len({result.stdout for result in results}) == 1 and "gull number" in results[0].stdout  # one answer
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM chatcli_search_session_entries").fetchone()[0] == 30

@@ -148,6 +148,10 @@ def test_a_store_moves_to_the_server_and_back_byte_for_byte_and_the_source_is_le
     journal = Home.of(Settings.load(files)).journal("0123456789abcdef0123456789abcdef")
     with journal.appending(0) as append:
         append.write(said("trams of Lisbon"))
+    small = Home.of(Settings.load(files))  # a note, a compacted original, a scheduled job
+    small.memory().save("the user prefers metric units")
+    recalled = small.recall().put([Message("user", "the original of a summary")])
+    small.schedule().add("@daily", "/storage")
     hub = Home.of(Settings.load(files)).hub()  # a gateway ran here: a sender bound, a message answered
     hub.principal("telegram", "42", "Ana")
     hub.bind("telegram", "42", "lisbon")
@@ -162,6 +166,11 @@ def test_a_store_moves_to_the_server_and_back_byte_for_byte_and_the_source_is_le
     assert done.returncode == 0, done.stderr
     assert "Copied 2 session(s) (5 messages) and 1 transcript journal(s)" in done.stdout
     assert "Added 1 gateway sender(s)" in done.stdout
+    assert "Copied 3 file(s) of the recall store, memory, contexts, cost snapshots and the schedule" in done.stdout
+    on_the_server = Home.of(Settings.load(dict(files, CHATCLI_STORE=pg_dsn)))
+    assert [n.text for n in on_the_server.memory().notes()[0]] == ["the user prefers metric units"]
+    assert on_the_server.recall().get(recalled)[0][0].content == "the original of a summary"
+    assert [job.command for job in on_the_server.schedule().jobs()] == ["/storage"]
     server_hub = Home.of(Settings.load(dict(files, CHATCLI_STORE=pg_dsn))).hub()
     moved = server_hub.get("telegram", "42")
     assert (moved.session, moved.generation, moved.display) == ("lisbon", 2, "Ana")
@@ -175,6 +184,7 @@ def test_a_store_moves_to_the_server_and_back_byte_for_byte_and_the_source_is_le
         "trams of Lisbon", "28", "and the funiculars", "three"]
     again = run_chatcli("storage", "migrate", "--to", pg_dsn, env=files)  # an interrupted run, finished
     assert again.returncode == 0 and "Copied 0 session(s)" in again.stdout and "gateway sender" not in again.stdout
+    assert "Copied 0 file(s)" in again.stdout and "3 were there already" in again.stdout
     assert "2 session(s) and 1 journal(s) were there already" in again.stdout
     assert [info.name for info in on_server.list()] == ["porto", "lisbon"]  # the same order by time
 
@@ -185,6 +195,8 @@ def test_a_store_moves_to_the_server_and_back_byte_for_byte_and_the_source_is_le
     assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
             for path in [*copied.sessions().root.glob("*.json"), *copied.transcripts_dir.glob("*.jsonl")]} == before
     assert copied.hub().get("telegram", "42").session == "lisbon"
+    assert [n.text for n in copied.memory().notes()[0]] == ["the user prefers metric units"]
+    assert [job.command for job in copied.schedule().jobs()] == ["/storage"]
 
 
 def test_a_migration_never_overwrites_another_session_of_the_same_name(env, pg_dsn):
@@ -435,3 +447,29 @@ def test_storage_prune_sweeps_the_servers_hub_and_never_drops_a_binding(env, pg_
     assert sorted(p.sender for p in hub.principals()) == ["2", "3"] and hub.deliveries() == 1
     assert hub.get("telegram", "2").session == "projeto-x"
     hub.close()
+
+
+def test_storage_prune_expires_the_servers_recall_entries_and_cost_bursts(env, pg_dsn, tmp_path):
+    from chatcli.core.messages import Message
+    from chatcli.store.costs import Line
+
+    machine_env = machine(env, tmp_path, "m", pg_dsn)
+    home = Home.of(Settings.load(machine_env))
+    old, fresh = (home.recall().put([Message("user", text)]) for text in ("an old original", "a fresh one"))
+    for n in range(5):  # a scripted burst: five one-request runs within a minute, no session
+        home.costs().add(f"{n:012x}", Line(time.time(), "", "openai", "m", 1, 1, False, None))
+    home.costs().add("00000000beef", Line(time.time(), "notes", "openai", "m", 1, 1, False, None))
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE chatcli_files SET changed_ns = %s WHERE kind = 'recall' AND name = %s",
+                     (time.time_ns() - 8 * 86400 * 10**9, f"{old}.json"))
+    dry = run_chatcli("storage", "prune", env=machine_env)
+    assert dry.returncode == 0, dry.stderr
+    assert f"recall/{old}.json" in dry.stdout and fresh not in dry.stdout, dry.stdout
+    done = run_chatcli("storage", "prune", "--apply", env=machine_env)
+    assert done.returncode == 0, done.stderr
+    from chatcli.store.recall import RecallError
+
+    with pytest.raises(RecallError, match="no recall entry"):
+        home.recall().get(old)
+    assert home.recall().get(fresh)[0][0].content == "a fresh one"
+    assert sorted(home.costs().place.filenames()) == ["00000000beef.jsonl"]  # the named session's cost stays

@@ -231,3 +231,95 @@ def test_a_sealed_journal_opens_only_with_its_key_and_a_fork_starts_from_its_par
     with pytest.raises(JournalError):
         journal_of(other).read()
     assert fork.remove() and not fork.exists() and not fork.remove()
+
+
+# -- the small stores: recall, memory, contexts, cost snapshots, the schedule ---------------------
+def two_surfaces(env, tmp_path) -> tuple[Home, Home]:
+    """Two surfaces of one store: on one disk (one CHATCLI_HOME), or on two machines (a home each)
+    sharing the server."""
+    first = Home.of(Settings.load(env))
+    if first.store is None:
+        return first, Home.of(Settings.load(env))
+    return first, Home(tmp_path / "elsewhere", first.key, first.store)
+
+
+def test_recall_entries_memory_notes_and_contexts_are_shared_and_forgotten_alike(any_store_env, tmp_path):
+    from chatcli.store.recall import RecallError
+
+    here, there = two_surfaces(any_store_env, tmp_path)
+    key = here.recall().put(chat("the gate code is 4711", "noted"), {"session": "notes"})
+    assert here.recall().put(chat("the gate code is 4711", "noted")) == key  # stored once, by content
+    assert texts(SessionData(history=there.recall().get(key)[0])) == ["the gate code is 4711", "noted"]
+    with pytest.raises(RecallError, match="no recall entry"):
+        there.recall().get("0123456789abcdef")
+
+    before = there.memory().stamp()
+    note = here.memory().save("the user prefers metric units", origin="notes")
+    assert there.memory().stamp() != before
+    assert [(n.id, n.text, n.origin) for n in there.memory().notes()[0]] == [(note.id, note.text, "notes")]
+    saved = there.memory().stamp()
+    there.memory().forget("1")
+    assert here.memory().notes() == ([], []) and here.memory().stamp() != saved
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("print('lighthouse')\n")
+    context, replaced = here.contexts().save("app", ["src"], tmp_path)
+    assert not replaced and there.contexts().names() == ["app"]
+    stamp = there.contexts().stamp("app")
+    assert [c.text for c in there.contexts().load("app").chunks] == ["print('lighthouse')"]
+    again, replaced = there.contexts().save("app", ["src"], tmp_path)
+    assert replaced and again.id == context.id and here.contexts().stamp("app") != stamp
+    here.contexts().delete("app")
+    assert there.contexts().names() == [] and there.contexts().stamp("app") is None
+
+
+def test_cost_lines_appended_by_two_processes_at_once_are_all_kept(any_store_env, tmp_path):
+    script = textwrap.dedent("""
+        import os, sys
+        from chatcli.config.settings import Settings
+        from chatcli.store.costs import Line
+        from chatcli.store.home import Home
+        costs = Home.of(Settings.load(dict(os.environ))).costs()
+        for n in range(100):
+            costs.add("0123456789ab", Line(float(n), sys.argv[1], "openai", "m", n, 1, False, 0.001))
+    """)
+    writers = [subprocess.Popen([sys.executable, "-c", script, name], env=any_store_env) for name in ("a", "b")]
+    assert [writer.wait(60) for writer in writers] == [0, 0]
+    lines = Home.of(Settings.load(any_store_env)).costs().lines("0123456789ab")
+    assert sorted((line.session, line.input_tokens) for line in lines) == [
+        (name, n) for name in ("a", "b") for n in range(100)]
+
+
+def test_a_scheduled_run_is_claimed_once_by_surfaces_racing_for_it(any_store_env):
+    store = Home.of(Settings.load(any_store_env)).schedule()
+    job = store.add("*/5 * * * *", "/memory list")
+    script = textwrap.dedent("""
+        import os, sys
+        from chatcli.config.settings import Settings
+        from chatcli.store.home import Home
+        store = Home.of(Settings.load(dict(os.environ))).schedule()
+        print(*[due for due in range(1, 51) if store.claim(sys.argv[1], float(due), now=float(due))])
+    """)
+    racers = [subprocess.Popen([sys.executable, "-c", script, job.id], env=any_store_env, stdout=subprocess.PIPE,
+                               text=True) for _ in range(3)]
+    won = [racer.communicate(timeout=60)[0].split() for racer in racers]
+    claimed = [due for dues in won for due in dues]
+    assert len(claimed) == len(set(claimed)) and "50" in claimed  # each due time run once at most, the last once
+    assert store.jobs()[0].last_run > 0 and store.add("@daily", "/storage").id == "2"
+    store.remove(job.id)
+    assert [j.id for j in store.jobs()] == ["2"]
+
+
+def test_a_sealed_stores_small_files_hold_no_word(sealed_env, tmp_path):
+    here, there = two_surfaces(sealed_env, tmp_path)
+    key = here.recall().put(chat("the lighthouse keeper's secret", "kept"))
+    here.memory().save("the lighthouse is painted red")
+    (tmp_path / "notes.txt").write_text("lighthouse maintenance log\n")
+    here.contexts().save("log", ["notes.txt"], tmp_path)
+    assert there.recall().get(key)[0][0].content == "the lighthouse keeper's secret"
+    assert there.memory().notes()[0][0].text == "the lighthouse is painted red"
+    assert "lighthouse" in there.contexts().load("log").chunks[0].text
+    places = [here.recall().place, here.memory().place, here.contexts().place]
+    for place in places:
+        for filename in place.filenames():
+            assert b"lighthouse" not in place.read(filename)

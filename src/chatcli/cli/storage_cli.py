@@ -122,6 +122,9 @@ def _migrate(settings, to: str) -> int:
     sys.stdout.write(f"Copied {moved.copied} session(s) ({moved.messages:,} messages) and {moved.journals} "
                      f"transcript journal(s) to {shown}, each read back and verified; {moved.already} session(s) "
                      f"and {moved.journals_already} journal(s) were there already.\n")
+    if moved.files or moved.files_already:
+        sys.stdout.write(f"Copied {moved.files} file(s) of the recall store, memory, contexts, cost snapshots and "
+                         f"the schedule; {moved.files_already} were there already.\n")
     if moved.senders:
         sys.stdout.write(f"Added {moved.senders} gateway sender(s) (their bindings and threads) to its hub.\n")
     for name in moved.conflicts:

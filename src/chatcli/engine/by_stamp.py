@@ -27,5 +27,12 @@ class ByStamp:
             self._values[key] = (stamp, value)
         return value
 
+    def last(self, key: Hashable, default: T) -> T:
+        """The value made last for `key`, whatever its stamp (`default` when none was): what a
+        store that cannot be reached now (a server restarting) last said."""
+        with self._lock:
+            cached = self._values.get(key)
+        return default if cached is None else cached[1]  # type: ignore[return-value]
+
 
 __all__ = ["ByStamp"]

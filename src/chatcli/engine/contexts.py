@@ -20,6 +20,7 @@ from chatcli.core.errors import UsageError
 from chatcli.engine.by_stamp import ByStamp
 from chatcli.store.contexts import Chunk, Context, ContextError, ContextStore
 from chatcli.store.home import Home
+from chatcli.store.session_file import StoreUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -185,10 +186,14 @@ def reattach(conv: Conversation) -> list[str]:
 # -- in each request ---------------------------------------------------------------------------
 def _context(conv: Conversation, name: str) -> Context | None:
     contexts = store(conv)
-    stamp = contexts.stamp(name)
-    if stamp is None:
-        return None
-    return _snapshots.get((str(contexts.root), name), stamp, lambda: contexts.load(name))
+    key = (contexts.place.where(""), name)
+    try:
+        stamp = contexts.stamp(name)
+        if stamp is None:
+            return None
+        return _snapshots.get(key, stamp, lambda: contexts.load(name))
+    except StoreUnavailable:  # the server is not there now: the snapshot as it was read last
+        return _snapshots.last(key, None)
 
 
 def _question(conv: Conversation) -> str:

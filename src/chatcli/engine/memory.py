@@ -8,6 +8,7 @@ from __future__ import annotations
 from chatcli.config.settings import Settings
 from chatcli.engine.by_stamp import ByStamp
 from chatcli.store.home import Home
+from chatcli.store.session_file import StoreUnavailable
 from chatcli.store.memory import Note
 
 PROMPT_LIMIT = 8000  # characters of notes in a request at most
@@ -36,12 +37,16 @@ def compose(notes: list[Note], limit: int = PROMPT_LIMIT) -> str:
 def prompt(settings: Settings) -> str:
     """The memory part of the system prompt, from the notes as they are now."""
     store = Home.of(settings).memory()
-    stamp = store.stamp()
-    if stamp is None:
-        return ""
     limit = min(PROMPT_LIMIT, int(settings.context_tokens * 4 * WINDOW_SHARE))
-    # A note that cannot be read is not offered (/memory list says why).
-    return _prompts.get((str(store.root), limit), stamp, lambda: compose(store.notes()[0], limit))
+    key = (store.place.where(""), limit)
+    try:
+        stamp = store.stamp()
+        if stamp is None:
+            return ""
+        # A note that cannot be read is not offered (/memory list says why).
+        return _prompts.get(key, stamp, lambda: compose(store.notes()[0], limit))
+    except StoreUnavailable:  # the server is not there now: the notes as they were read last
+        return _prompts.last(key, "")
 
 
 __all__ = ["PROMPT_LIMIT", "compose", "prompt"]

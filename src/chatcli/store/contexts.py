@@ -21,8 +21,13 @@ from pathlib import Path
 
 from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.names import NAME_RE
-from chatcli.store.atomic import atomic_write, os_cause
+from chatcli.store.atomic import os_cause
+from chatcli.store.places import Files, place_of
 from chatcli.store.seal import SealError, dump_json, load_json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chatcli.store.pg_places import ServerFiles
 
 VERSION = 1
 SUFFIX = ".json"
@@ -70,12 +75,15 @@ def validate(name: str) -> str:
 
 
 class ContextStore:
-    def __init__(self, root: Path, key: bytes | None = None) -> None:
-        self.root = root
+    """The snapshots' files are in a directory, or on the sessions' server (`place`: store.places)."""
+
+    def __init__(self, place: Path | Files | ServerFiles, key: bytes | None = None) -> None:
+        self.place = place_of(place)
         self.key = key
 
-    def path(self, name: str) -> Path:
-        return self.root / (validate(name) + SUFFIX)
+    @staticmethod
+    def filename(name: str) -> str:
+        return validate(name) + SUFFIX
 
     # -- making one -------------------------------------------------------------------------
     def save(self, name: str, paths: list[str], cwd: Path) -> tuple[Context, bool]:
@@ -129,10 +137,11 @@ class ContextStore:
                     "roots": context.roots, "files": context.files, "skipped": context.skipped,
                     "chunks": [[c.n, c.file, c.start, c.end, c.text] for c in context.chunks]}
         payload = dump_json(document, self.key, "context", context.name)
+        filename = self.filename(context.name)
         try:
-            atomic_write(self.path(context.name), payload)
+            self.place.write(filename, payload)
         except OSError as exc:
-            raise ContextError(f"contexts: cannot write {self.path(context.name)}: {os_cause(exc)}") from None
+            raise ContextError(f"contexts: cannot write {self.place.where(filename)}: {os_cause(exc)}") from None
 
     # -- reading ----------------------------------------------------------------------------
     def load(self, name: str) -> Context:
@@ -142,13 +151,13 @@ class ContextStore:
         return context
 
     def _read_if_any(self, name: str) -> Context | None:
-        path = self.path(name)
+        filename = self.filename(name)
         try:
-            raw = path.read_bytes()
+            raw = self.place.read(filename)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise ContextError(f"contexts: cannot read {path}: {os_cause(exc)}") from None
+            raise ContextError(f"contexts: cannot read {self.place.where(filename)}: {os_cause(exc)}") from None
         try:
             document = load_json(raw, self.key, "context", name, f"context '{name}'")
             if document.get("version", 0) > VERSION:
@@ -163,30 +172,22 @@ class ContextStore:
 
     def names(self) -> list[str]:
         try:
-            entries = os.scandir(self.root)
-        except FileNotFoundError:
-            return []
+            found = [filename[:-len(SUFFIX)] for filename in self.place.filenames() if filename.endswith(SUFFIX)]
         except OSError as exc:
-            raise ContextError(f"contexts: cannot list {self.root}: {os_cause(exc)}") from None
-        with entries:
-            found = [entry.name[:-len(SUFFIX)] for entry in entries
-                     if entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False)]
+            raise ContextError(f"contexts: cannot list {self.place.where('')}: {os_cause(exc)}") from None
         return sorted(name for name in found if NAME_RE.fullmatch(name) and ".." not in name)
 
     def stamp(self, name: str) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self.path(name))
-        except OSError:
-            return None
-        return st.st_mtime_ns, st.st_size, st.st_ino
+        return self.place.stamp(self.filename(name))
 
     def delete(self, name: str) -> None:
+        filename = self.filename(name)
         try:
-            os.unlink(self.path(name))
-        except FileNotFoundError:
-            raise UsageError(f"no context named '{name}' (/context list shows them)") from None
+            removed = self.place.remove(filename)
         except OSError as exc:
-            raise ContextError(f"contexts: cannot remove {self.path(name)}: {os_cause(exc)}") from None
+            raise ContextError(f"contexts: cannot remove {self.place.where(filename)}: {os_cause(exc)}") from None
+        if not removed:
+            raise UsageError(f"no context named '{name}' (/context list shows them)")
 
 
 def _count(skipped: dict[str, int], reason: str) -> None:

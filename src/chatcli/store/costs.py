@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chatcli.store import home
-from chatcli.store.atomic import append_line
+from chatcli.store.places import Files, place_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chatcli.store.pg_places import ServerFiles
 
 REF_RE = re.compile(r"[0-9a-f]{12}")
 
@@ -32,21 +36,20 @@ class Line:
 
 
 class CostStore:
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    """The snapshots are files in a directory, or on the sessions' server (`place`: store.places)."""
 
-    def path(self, ref: str) -> Path:
-        return home.cost_path(self.root, ref)
+    def __init__(self, place: Path | Files | ServerFiles) -> None:
+        self.place = place_of(place)
 
     def add(self, ref: str, line: Line) -> None:
         record = {"t": round(line.time, 3), "s": line.session, "p": line.provider, "m": line.model,
                   "in": line.input_tokens, "out": line.output_tokens, "est": line.estimated, "usd": line.cost}
-        append_line(self.path(ref), json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+        self.place.append(home.cost_file(ref), json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
 
     def lines(self, ref: str) -> list[Line]:
         """The snapshot's lines; a damaged one (a crash mid-line) is skipped."""
         try:
-            raw = self.path(ref).read_bytes()
+            raw = self.place.read(home.cost_file(ref))
         except OSError:
             return []
         found = []
@@ -60,20 +63,22 @@ class CostStore:
                 continue
         return found
 
-    def refs(self) -> list[tuple[str, os.stat_result]]:
-        try:
-            entries = list(os.scandir(self.root))
-        except OSError:
-            return []
-        found = []
-        for entry in entries:
-            ref = home.cost_named(entry.name) or ""
-            if REF_RE.fullmatch(ref):
-                try:
-                    found.append((ref, entry.stat(follow_symlinks=False)))
-                except OSError:
-                    continue
-        return found
+
+def cost_refs(costs: Path) -> list[tuple[str, os.stat_result]]:
+    """The snapshots of a directory and their stat: what retention plans with (files only)."""
+    try:
+        entries = list(os.scandir(costs))
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        ref = home.cost_named(entry.name) or ""
+        if REF_RE.fullmatch(ref):
+            try:
+                found.append((ref, entry.stat(follow_symlinks=False)))
+            except OSError:
+                continue
+    return found
 
 
-__all__ = ["CostStore", "Line", "REF_RE"]
+__all__ = ["CostStore", "Line", "REF_RE", "cost_refs"]

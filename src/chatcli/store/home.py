@@ -68,6 +68,7 @@ _INDEX = "index"
 _LOGS = "logs"
 _KEY_CHECK = "key-check"
 _HUB = "hub.db"
+_SCHEDULE_KIND = "schedule"  # the schedule's kind of file on a server store
 _SPOOL = "spool"
 _SPOOL_LOCK = ".lock"
 _IMPORT_LOCK = ".import.lock"
@@ -217,6 +218,19 @@ def go_entry_path(recall: Path, key: str) -> Path:
     return recall / (key + _GO_ENTRY)
 
 
+def entry_file(key: str) -> str:
+    """A recall entry's file name (in its directory, or on the server)."""
+    return key + _ENTRY
+
+
+def go_entry_file(key: str) -> str:
+    return key + _GO_ENTRY
+
+
+def cost_file(ref: str) -> str:
+    return ref + _JOURNAL
+
+
 def cost_path(costs: Path, ref: str) -> Path:
     """A cost snapshot: lines, as a journal's."""
     return costs / (ref + _JOURNAL)
@@ -271,9 +285,21 @@ class Home:
         return self.root / _SCHEDULE
 
     def schedule(self) -> ScheduleStore:
+        from chatcli.store.places import Files
         from chatcli.store.schedule import ScheduleStore
 
-        return ScheduleStore(self.root / _SCHEDULE, self.root / _SCHEDULE_LOCK)
+        return ScheduleStore(Files(self.root) if self.store is None else self._server_files(_SCHEDULE_KIND),
+                             _SCHEDULE, _SCHEDULE_LOCK)
+
+    def _server_files(self, kind: str):
+        """A small store's files on the sessions' server (store.pg_places)."""
+        from chatcli.store.pg_places import ServerFiles
+
+        return ServerFiles(self.store, kind)
+
+    def _place(self, directory: Path, kind: str):
+        """Where a small store keeps its files: `directory`, or rows of `kind` on the server."""
+        return directory if self.store is None else self._server_files(kind)
 
     @property
     def index_dir(self) -> Path:
@@ -358,25 +384,26 @@ class Home:
 
         return Journal(self.transcripts_dir, transcript_id, self.key)
 
+    # The small stores are files here, or rows on the sessions' server, shared as the sessions are.
     def recall(self) -> RecallStore:
         from chatcli.store.recall import RecallStore
 
-        return RecallStore(self.recall_dir, self.key)
+        return RecallStore(self._place(self.recall_dir, "recall"), self.key)
 
     def memory(self) -> MemoryStore:
         from chatcli.store.memory import MemoryStore
 
-        return MemoryStore(self.memory_dir, self.key)
+        return MemoryStore(self._place(self.memory_dir, "memory"), self.key)
 
     def contexts(self) -> ContextStore:
         from chatcli.store.contexts import ContextStore
 
-        return ContextStore(self.contexts_dir, self.key)
+        return ContextStore(self._place(self.contexts_dir, "contexts"), self.key)
 
     def costs(self) -> CostStore:
         from chatcli.store.costs import CostStore
 
-        return CostStore(self.costs_dir)
+        return CostStore(self._place(self.costs_dir, "costs"))
 
     def search_index(self, wait: float = 30) -> SearchIndex:
         """The search index: with a key, the sealed one (keyed hashes of words, the text sealed:

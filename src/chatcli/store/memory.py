@@ -1,6 +1,7 @@
 """Global memory (`/memory`): notes the user asked chatcli to remember, in no session,
 offered to the model in every conversation. One file per note (`memory/<id>.json`, 0600,
-written atomically, sealed with the master key when there is one), so two surfaces saving at
+written atomically, sealed with the master key when there is one; on the sessions' server, one
+row each, with a server store), so two surfaces saving at
 once never lose each other's note, and forgetting one removes exactly that file. Never pruned:
 a note goes only when the user forgets it.
 """
@@ -14,8 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chatcli.core.errors import ChatcliError, UsageError
-from chatcli.store.atomic import atomic_write, os_cause
+from chatcli.store.atomic import os_cause
+from chatcli.store.places import Files, place_of
 from chatcli.store.seal import SealError, dump_json, load_json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chatcli.store.pg_places import ServerFiles
 
 ID_RE = re.compile(r"[0-9a-f]{8}")
 SUFFIX = ".json"
@@ -36,12 +42,11 @@ class Note:
 
 
 class MemoryStore:
-    def __init__(self, root: Path, key: bytes | None = None) -> None:
-        self.root = root
-        self.key = key
+    """The notes' files are in a directory, or on the sessions' server (`place`: store.places)."""
 
-    def path(self, note_id: str) -> Path:
-        return self.root / (note_id + SUFFIX)
+    def __init__(self, place: Path | Files | ServerFiles, key: bytes | None = None) -> None:
+        self.place = place_of(place)
+        self.key = key
 
     def save(self, text: str, origin: str = "") -> Note:
         text = text.strip()
@@ -52,25 +57,23 @@ class MemoryStore:
         for _ in range(20):
             note = Note(os.urandom(4).hex(), text, datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="microseconds"), origin)  # to the microsecond: notes of one second keep their order
-            if not self.path(note.id).exists():
+            if not self.place.exists(note.id + SUFFIX):
                 break
         payload = dump_json({"version": VERSION, "id": note.id, "text": note.text, "created": note.created,
                              "origin": note.origin}, self.key, "memory", note.id)
         try:
-            atomic_write(self.path(note.id), payload)
+            self.place.write(note.id + SUFFIX, payload)
         except OSError as exc:
-            raise MemoryError(f"memory: cannot write {self.path(note.id)}: {os_cause(exc)}") from None
+            raise MemoryError(f"memory: cannot write {self.place.where(note.id + SUFFIX)}: {os_cause(exc)}") from None
         return note
 
     def notes(self) -> tuple[list[Note], list[str]]:
         """Every note, oldest first, and one line for each file that could not be read (left as
         it is: a note sealed with another key, a damaged file)."""
         try:
-            names = sorted(entry.name for entry in os.scandir(self.root) if entry.is_file(follow_symlinks=False))
-        except FileNotFoundError:
-            return [], []
+            names = sorted(self.place.filenames())
         except OSError as exc:
-            return [], [f"memory: cannot list {self.root}: {os_cause(exc)}"]
+            return [], [f"memory: cannot list {self.place.where('')}: {os_cause(exc)}"]
         notes, problems = [], []
         for name in names:
             note_id = name.removesuffix(SUFFIX)
@@ -84,13 +87,13 @@ class MemoryStore:
         return notes, problems
 
     def _read(self, note_id: str) -> Note:
-        path = self.path(note_id)
+        filename = note_id + SUFFIX
         try:
-            document = load_json(path.read_bytes(), self.key, "memory", note_id, f"memory note {note_id}")
+            document = load_json(self.place.read(filename), self.key, "memory", note_id, f"memory note {note_id}")
             return Note(note_id, str(document["text"]), str(document.get("created", "")),
                         str(document.get("origin") or ""))
         except OSError as exc:
-            raise MemoryError(f"memory: cannot read {path}: {os_cause(exc)}") from None
+            raise MemoryError(f"memory: cannot read {self.place.where(filename)}: {os_cause(exc)}") from None
         except SealError as exc:
             raise MemoryError(str(exc)) from None
         except (ValueError, KeyError, TypeError):
@@ -110,20 +113,14 @@ class MemoryStore:
     def forget(self, ref: str) -> Note:
         note = self.find(ref)
         try:
-            os.unlink(self.path(note.id))
-        except FileNotFoundError:
-            pass  # forgotten meanwhile by another surface
+            self.place.remove(note.id + SUFFIX)  # False: forgotten meanwhile by another surface
         except OSError as exc:
-            raise MemoryError(f"memory: cannot remove {self.path(note.id)}: {os_cause(exc)}") from None
+            raise MemoryError(f"memory: cannot remove {self.place.where(note.id + SUFFIX)}: {os_cause(exc)}") from None
         return note
 
     def stamp(self) -> tuple[int, int] | None:
         """What changes whenever a note is saved or forgotten (the directory's mtime and size)."""
-        try:
-            st = os.stat(self.root)
-        except OSError:
-            return None
-        return st.st_mtime_ns, st.st_size
+        return self.place.stamp()
 
 
 __all__ = ["MAX_NOTE", "MemoryError", "MemoryStore", "Note"]

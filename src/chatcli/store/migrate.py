@@ -1,6 +1,7 @@
-"""`chatcli storage migrate --to …`: every session of one store, every transcript journal, and the
-gateway hub's senders and answered messages, copied to another (the files under CHATCLI_HOME, a
-PostgreSQL server), sessions and journals byte for byte, the source left as it is.
+"""`chatcli storage migrate --to …`: every session of one store, every transcript journal, the
+recall entries, memory notes, contexts, cost snapshots and the schedule, and the gateway hub's
+senders and answered messages, copied to another (the files under CHATCLI_HOME, a PostgreSQL
+server), files byte for byte, the source left as it is.
 
 Each session is read under its lock in the source, copied under its lock in the target, and
 read back: the copy counts only when its bytes hash as the source's did and it decodes to as many
@@ -36,6 +37,8 @@ class Migrated:
     journals: int = 0  # copied
     journals_already: int = 0
     senders: int = 0  # the gateway hub's principals added to the target's hub
+    files: int = 0  # the small stores' files copied (recall, memory, contexts, costs, the schedule)
+    files_already: int = 0
 
 
 def digest(raw: bytes) -> str:
@@ -64,8 +67,64 @@ def migrate(source: Home, target: Home, progress: Callable[[int, int], None] = l
             _move_journal(source.journal(transcript_id), target.journal(transcript_id), done)
         except JournalError as exc:
             done.failed.append(str(exc))
+    _move_small_stores(source, target, done)
     _move_hub(source, target, done)
     return done
+
+
+# The small stores, and what their files are sealed as (store.seal's kinds; None: never sealed).
+_SMALL = (("recall", "recall"), ("memory", "memory"), ("contexts", "context"), ("costs", None))
+
+
+def _move_small_stores(source: Home, target: Home, done: Migrated) -> None:
+    """The recall entries, memory notes, contexts, cost snapshots and the schedule, file by file,
+    as the sessions are: skipped when the target has the same bytes, named when it has others."""
+    for store, sealed_as in _SMALL:
+        there, into = getattr(source, store)().place, getattr(target, store)().place
+        try:
+            names = sorted(there.filenames())
+        except OSError as exc:
+            done.failed.append(f"{store}: cannot list {there.where('')}: {exc.strerror or exc}")
+            continue
+        for filename in names:
+            if not filename.startswith("."):
+                _move_file(there, into, filename, sealed_as, target.key, done)
+    schedule, into = source.schedule(), target.schedule()
+    if schedule.place.exists(schedule.filename):  # written whole, atomically: read as one
+        _move_file(schedule.place, into.place, schedule.filename, None, target.key, done)
+
+
+def _move_file(there, into, filename: str, sealed_as: str | None, key: bytes | None, done: Migrated) -> None:
+    """One file, byte for byte; a plaintext one from before the key was set is sealed on the way
+    (the target never receives its words)."""
+    from chatcli.store import home
+    from chatcli.store.seal import SealError, dump_json, load_json
+
+    try:
+        raw = there.read(filename, regular=True)
+        document = None
+        if sealed_as is not None and key is not None and not is_sealed(raw):
+            name = home.entry_named(filename)
+            if name is None:  # Go ChatCLI's text (its own format, no sealed form): not onto a sealed store
+                return
+            document = load_json(raw, None, sealed_as, name, filename)
+            raw = dump_json(document, key, sealed_as, name)  # a new nonce each time: compared opened
+        if into.exists(filename):
+            held = into.read(filename)
+            if digest(held) == digest(raw) or (document is not None and is_sealed(held) and load_json(
+                    held, key, sealed_as, home.entry_named(filename), filename) == document):
+                done.files_already += 1
+            else:
+                done.failed.append(f"{into.where(filename)}: the target holds another file of that name; left as it "
+                                   "is in both")
+            return
+        into.write(filename, raw)
+        if digest(into.read(filename)) != digest(raw):
+            done.failed.append(f"{into.where(filename)}: the copy does not read back as the original")
+            return
+        done.files += 1
+    except (OSError, SealError, ValueError) as exc:
+        done.failed.append(f"{there.where(filename)}: {getattr(exc, 'strerror', None) or exc}")
 
 
 def _move_hub(source: Home, target: Home, done: Migrated) -> None:

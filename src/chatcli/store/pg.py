@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 
 from chatcli.store.session_file import SessionError, StoreUnavailable
@@ -29,11 +30,13 @@ SESSION_LOCKS = 0x63686174  # "chat": a session's lock, (this, hashtext of the s
 JOURNAL_LOCKS = 0x63686176  # a journal's lock, (this, hashtext of the schema and its id)
 SCHEMA_LOCK = (0x63686175, 0)  # making the tables
 SEARCH_LOCKS = 0x63686177  # the search index's: (this, hashtext of the schema and what is indexed)
-HUB_LOCKS = 0x63686178  # a running gateway hub's liveness: (this, hashtext of the schema and its token)
+# A running gateway hub's liveness: the one-key form, a 64-bit hash of the schema and its token (store.pg_hub).
+PLACE_LOCKS = 0x63686179  # a small store's files (the schedule's): (this, hashtext of the schema, kind, name)
 
 CONNECT_TIMEOUT = 5  # seconds to wait for a connection (a server restarting) before saying it cannot be reached
 
-# 4: the search index's tables; 5: the gateway hub's (an older store gets them when first opened)
+# 4: the search index's tables; 5: the gateway hub's and the small stores' files (an older store
+# gets them when first opened)
 SCHEMA_VERSION = 5
 SCHEMA = [
     "CREATE TABLE IF NOT EXISTS chatcli_meta(key text PRIMARY KEY, value text NOT NULL)",
@@ -79,6 +82,11 @@ SCHEMA = [
     "CREATE TABLE IF NOT EXISTS chatcli_hub_delivered(channel text NOT NULL, message text NOT NULL,"
     " at double precision NOT NULL, owner text, PRIMARY KEY(channel, message))",
     "CREATE INDEX IF NOT EXISTS chatcli_hub_delivered_at ON chatcli_hub_delivered(at)",
+    # The small stores' files (store.pg_places): recall entries, memory notes, contexts, cost
+    # snapshots and the schedule, each as its file would be on disk (sealed with a key).
+    # `generation` changes at every whole write (a file's inode).
+    "CREATE TABLE IF NOT EXISTS chatcli_files(kind text NOT NULL, name text NOT NULL, body bytea NOT NULL,"
+    " changed_ns bigint NOT NULL, generation bigint NOT NULL, PRIMARY KEY(kind, name))",
 ]
 
 
@@ -131,10 +139,27 @@ def _prefer_lz4(conn) -> None:
     try:
         with conn.transaction():  # a savepoint: a server without lz4 refuses, and that is all
             for table, column in (("chatcli_sessions", "snapshot"), ("chatcli_session_turns", "part"),
-                                  ("chatcli_journal_parts", "part")):
+                                  ("chatcli_journal_parts", "part"), ("chatcli_files", "body")):
                 conn.execute(f"ALTER TABLE {table} ALTER COLUMN {column} SET COMPRESSION lz4")
     except psycopg.Error:
         pass
+
+
+# SQLSTATE classes of a server that is not there, or not now: a connection failure, a server
+# shutting down or restarting (operator intervention), one out of resources.
+_UNAVAILABLE = ("08", "57", "53")
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """Whether a psycopg error says the server cannot be had (StoreUnavailable), rather than that
+    it refused what was asked (a limit, a deadlock, a constraint: SessionError). A failure with
+    no SQLSTATE happened on this side of the connection (none to be had, a pool's timeout)."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state[:2] in _UNAVAILABLE
 
 
 class Database:
@@ -166,6 +191,10 @@ class Database:
         self.pool = self._new_pool()
         self._ready = False
         self._held = threading.local()  # see held()
+        # Until when a server that could not be reached is asked directly (refused at once when it
+        # is down) before the pool is waited for, and what it said: a turn's many store operations
+        # wait once for it, not CONNECT_TIMEOUT each.
+        self._unreachable: tuple[float, str] = (0.0, "")
 
     def _new_pool(self):
         from psycopg_pool import ConnectionPool
@@ -201,17 +230,29 @@ class Database:
         import psycopg
 
         held = getattr(self._held, "conn", None)
+        got = held is not None
         try:
             if held is not None:
                 yield held
                 return
+            if time.monotonic() < self._unreachable[0]:  # not there a moment ago: asked directly, not waited for
+                if not self._server_answers():
+                    raise StoreUnavailable(self._unreachable[1].replace("{doing}", doing))
+                self._unreachable = (0.0, "")
+                if self._ready:  # back: a pool still pausing between its reconnections is replaced
+                    self._renew_pool(self.pool)
             if not self._ready:
                 self._start()
             with self._pooled() as conn:
+                got = True
                 yield conn
-        except psycopg.OperationalError as exc:  # PoolTimeout among them: no connection to be had
-            raise self.failure(exc, doing) from None
         except psycopg.Error as exc:
+            if _unavailable(exc):
+                failure = self.failure(exc, doing)
+                if not got:  # no connection to be had: the next operations, for a moment, say so at once
+                    self._unreachable = (time.monotonic() + CONNECT_TIMEOUT,
+                                         str(self.failure(exc, "{doing}")))
+                raise failure from None
             raise SessionError(str(self.failure(exc, "refused an operation"))) from None
 
     @contextlib.contextmanager

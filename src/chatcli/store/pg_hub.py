@@ -18,8 +18,11 @@ with hub.db:
 
 Until then its claims are BUSY (a 409 to a webhook client, which retries).
 
-The hub's token is new for every hub and retried until its lock is free, so a dead owner is never
-taken for a live one, whichever schema of the database the other hub uses.
+The hub's token is new for every hub, drawn again until its lock is free, and the lock's key is a
+64-bit hash of it and the schema: a dead owner is taken for a live one only if their tokens hash
+alike, one chance in 2^64. A hub whose lock the server dropped (a restart, a failover, its connection cut) takes a new
+one before its next claim; a message it was answering meanwhile may then be answered by another
+replica as well, and `answered` leaves that replica's claim alone.
 
 A server that is down or refuses is a HubError naming the server (never its password): the
 gateway answers it as a failed turn, and the message is not marked answered.
@@ -35,17 +38,21 @@ from collections.abc import Iterator
 from dataclasses import astuple
 
 from chatcli.store.hub import _COLUMNS, ANSWERED, BUSY, NEW, HubError, Principal
-from chatcli.store.pg import CONNECT_TIMEOUT, HUB_LOCKS, Database
+from chatcli.store.pg import CONNECT_TIMEOUT, Database
 from chatcli.store.session_file import SessionError
 
 # The server's TCP keepalives on the connection that holds a hub's lock: a host that stops
 # answering is found after idle + interval × count seconds, and its claims can be taken over.
 _KEEPALIVES = {"tcp_keepalives_idle": 30, "tcp_keepalives_interval": 10, "tcp_keepalives_count": 3}
 
-_LOCK_KEY = "hashtext(current_schema() || '/hub/' || {})"
-_ALIVE = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2"
+# A hub's lock: a 64-bit key made from the schema and its token (the one-key form of advisory
+# locks, apart from the two-key locks of sessions, journals and the index); pg_locks shows it
+# as its high and low halves.
+_LOCK_KEY = "hashtextextended(current_schema() || '/hub/' || {}, 0)"
+_ALIVE = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
           " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-          f" AND classid = %s::oid AND objid = ({_LOCK_KEY.format('%s')})::oid)")
+          " AND classid = ((key >> 32) & 4294967295)::oid AND objid = (key & 4294967295)::oid)"
+          f" FROM (SELECT {_LOCK_KEY.format('%s')} AS key) AS hub")
 
 _PRINCIPAL = f"SELECT {_COLUMNS} FROM chatcli_hub_principals WHERE channel = %s AND sender = %s"
 
@@ -80,6 +87,7 @@ class PgHub:
         self._lock = threading.RLock()
         self._owner_conn = None  # the connection holding this hub's lock (its liveness)
         self._token: str | None = None
+        self._claims: dict[tuple[str, str], str] = {}  # what this hub claimed, as whom
 
     @property
     def path(self) -> str:
@@ -150,10 +158,16 @@ class PgHub:
 
     # -- delivery state ---------------------------------------------------------------------
     def _mine(self) -> str:
-        """This hub's token, its lock taken (on a connection of its own) the first time."""
+        """This hub's token, its lock taken (on a connection of its own) the first time, and
+        again whenever the server no longer holds it (a restart, a failover, the connection cut):
+        a claim never names a token no one holds."""
         with self._lock:
             if self._owner_conn is not None and not self._owner_conn.closed:
-                return self._token
+                with self._server() as conn:
+                    if conn.execute(_ALIVE, (self._token,)).fetchone()[0]:
+                        return self._token
+                with contextlib.suppress(Exception):
+                    self._owner_conn.close()
             import psycopg
 
             try:
@@ -165,8 +179,7 @@ class PgHub:
                     conn.execute(f"SET {setting} = {int(value)}")
                 while True:  # a token another live hub holds (never, in practice) is drawn again
                     token = secrets.token_hex(8)
-                    if conn.execute(f"SELECT pg_try_advisory_lock(%s, {_LOCK_KEY.format('%s')})",
-                                    (HUB_LOCKS, token)).fetchone()[0]:
+                    if conn.execute(f"SELECT pg_try_advisory_lock({_LOCK_KEY.format('%s')})", (token,)).fetchone()[0]:
                         break
             except psycopg.Error as exc:
                 conn.close()
@@ -184,31 +197,37 @@ class PgHub:
                                  " VALUES (%s, %s, %s, %s) ON CONFLICT (channel, message) DO NOTHING RETURNING 1",
                                  (channel, message, time.time(), mine)).fetchone()
             if taken:
+                self._claims[(channel, message)] = mine
                 return NEW
             row = conn.execute("SELECT owner FROM chatcli_hub_delivered WHERE channel = %s AND message = %s"
                                " FOR UPDATE", (channel, message)).fetchone()
             if row is not None:
                 if row[0] is None:
                     return ANSWERED
-                if row[0] == mine or conn.execute(_ALIVE, (HUB_LOCKS, row[0].rpartition(" ")[2])).fetchone()[0]:
+                if row[0] == mine or conn.execute(_ALIVE, (row[0].rpartition(" ")[2],)).fetchone()[0]:
                     return BUSY
             # Its owner is gone (or it was released meanwhile): this hub answers it.
             conn.execute("INSERT INTO chatcli_hub_delivered (channel, message, at, owner) VALUES (%s, %s, %s, %s)"
                          " ON CONFLICT (channel, message) DO UPDATE SET owner = EXCLUDED.owner, at = EXCLUDED.at",
                          (channel, message, time.time(), mine))
-            return NEW
+        self._claims[(channel, message)] = mine
+        return NEW
 
     def answered(self, channel: str, message: str) -> None:
+        """As Hub.answered, for a message this hub claimed and still holds: one another replica
+        took over meanwhile (this hub's lock was lost) is left to it."""
         _key(channel, message)
+        mine = self._claims.pop((channel, message), None)
         with self._server() as conn:
-            conn.execute("UPDATE chatcli_hub_delivered SET owner = NULL, at = %s WHERE channel = %s AND message = %s",
-                         (time.time(), channel, message))
+            conn.execute("UPDATE chatcli_hub_delivered SET owner = NULL, at = %s WHERE channel = %s AND message = %s"
+                         " AND owner = %s", (time.time(), channel, message, mine))
 
     def release(self, channel: str, message: str) -> None:
         _key(channel, message)
+        mine = self._claims.pop((channel, message), None)
         with self._server() as conn:
-            conn.execute("DELETE FROM chatcli_hub_delivered WHERE channel = %s AND message = %s AND owner IS NOT NULL",
-                         (channel, message))
+            conn.execute("DELETE FROM chatcli_hub_delivered WHERE channel = %s AND message = %s AND owner = %s",
+                         (channel, message, mine))
 
     def deliveries(self, older_than: float | None = None) -> int:
         with self._server() as conn:

@@ -46,7 +46,7 @@ from chatcli.store.search import (_AROUND, POSITION_BITS, UNOPENED, Hit, SearchE
                                   ranked, snippet)
 from chatcli.store.session_file import SessionError, StoreUnavailable
 
-LEXEME_BYTES = 2047
+LEXEME_BYTES = 2046  # PostgreSQL's limit on one word ("word is too long" past it)
 LAST_POSITION = 16383
 POSITIONS_PER_LEXEME = 256
 VECTOR_BUDGET = 900_000  # bytes of a tsvector's text kept under its 1 MB limit
@@ -230,7 +230,8 @@ class PgSearchIndex:
         if (self.db.dsn, made) in self._checked:
             return
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(current_schema() || '/made'))", (SEARCH_LOCKS,))
+            if not self._lock(conn, "made", wait=max(self.wait, 0.001)):  # never waited for without end
+                raise SearchError("the search index on the server is being made by another process")
             row = conn.execute("SELECT value FROM chatcli_meta WHERE key = 'search'").fetchone()
             if row is None or row[0] != made:
                 conn.execute("TRUNCATE chatcli_search_sources, chatcli_search_session_entries,"
@@ -252,7 +253,7 @@ class PgSearchIndex:
         if wait <= 0:
             return conn.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(current_schema() || '/' || %s))",
                                 (SEARCH_LOCKS, what)).fetchone()[0]
-        conn.execute(f"SET LOCAL lock_timeout = {int(wait * 1000)}")
+        conn.execute(f"SET LOCAL lock_timeout = {max(1, int(wait * 1000))}")
         try:
             with conn.transaction():  # a savepoint: a timeout leaves the transaction usable
                 conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(current_schema() || '/' || %s))",
@@ -443,6 +444,8 @@ class PgSearchIndex:
     def forget_journals(self, sources: list[str]) -> None:
         def work(conn):
             with conn.transaction():
+                for source in sorted(sources):  # under each journal's lock: an update of it finishes first
+                    self._lock(conn, "j/" + source, wait=max(self.wait, 30))
                 for source, row in self._indexed(conn, "j", list(sources)).items():
                     self._forget(conn, "j", source, row[4])
 

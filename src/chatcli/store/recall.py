@@ -14,11 +14,9 @@ those `chatcli import chatcli` copies in from another home).
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import hmac
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,9 +25,12 @@ from pathlib import Path
 from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.messages import Message
 from chatcli.store import home
-from chatcli.store.atomic import atomic_write
+from chatcli.store.places import Files, place_of
 from chatcli.store.seal import SealError, dump_json, load_json
-from chatcli.store.session_file import read_regular
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chatcli.store.pg_places import ServerFiles
 
 KEY_RE = re.compile(r"[0-9a-f]{16}")
 MARKER_RE = re.compile(r"<<ccr:([0-9a-f]{16})>>")
@@ -76,14 +77,12 @@ class Entry:
 
 class RecallStore:
     """With a master key the entries are sealed, and their keys are keyed hashes (HMAC) of the
-    content, so neither the file nor its name tells anything about what it holds."""
+    content, so neither the file nor its name tells anything about what it holds. The files are
+    in a directory, or on the sessions' server (`place`: store.places)."""
 
-    def __init__(self, root: Path, key: bytes | None = None) -> None:
-        self.root = root
+    def __init__(self, place: Path | Files | ServerFiles, key: bytes | None = None) -> None:
+        self.place = place_of(place)
         self.key = key
-
-    def path(self, key: str) -> Path:
-        return home.entry_path(self.root, parse_key(key))
 
     def put(self, messages: Sequence[Message], origin: dict | None = None) -> str:
         """Store `messages` (once: the key is their content's) and return the key."""
@@ -93,15 +92,15 @@ class RecallStore:
             key = hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
         else:
             key = hmac.new(self.key, b"chatcli recall key\0" + body.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
-        path = home.entry_path(self.root, key)
+        filename = home.entry_file(key)
         try:
-            if path.exists():
-                os.utime(path)  # stored again: it is recent again
+            if self.place.exists(filename):
+                self.place.touch(filename)  # stored again: it is recent again
                 return key
             document = {"version": VERSION, "key": key, "origin": origin or {}, "messages": json.loads(body)}
-            atomic_write(path, dump_json(document, self.key, "recall", key))
+            self.place.write(filename, dump_json(document, self.key, "recall", key))
         except OSError as exc:
-            raise RecallError(f"recall store: cannot write {path}: {exc.strerror or exc}") from None
+            raise RecallError(f"recall store: cannot write {self.place.where(filename)}: {exc.strerror or exc}") from None
         return key
 
     def adopt(self, filename: str, raw: bytes, dry_run: bool = False) -> str:
@@ -114,8 +113,8 @@ class RecallStore:
         if not key or not KEY_RE.fullmatch(key):
             return "not a recall entry"
         go = home.go_entry_named(filename) is not None
-        path = home.go_entry_path(self.root, key) if go else home.entry_path(self.root, key)
-        if path.exists():
+        target = home.go_entry_file(key) if go else home.entry_file(key)
+        if self.place.exists(target):
             return "had"
         if dry_run:
             return "would be copied"
@@ -131,9 +130,9 @@ class RecallStore:
                 return "sealed with its home's key, or damaged"
             payload = dump_json(document, self.key, "recall", key)
         try:
-            atomic_write(path, payload)
+            self.place.write(target, payload)
         except OSError as exc:
-            return f"cannot write {path}: {exc.strerror or exc}"
+            return f"cannot write {self.place.where(target)}: {exc.strerror or exc}"
         return "copied"
 
     def get(self, key: str) -> tuple[list[Message], dict]:
@@ -146,15 +145,15 @@ class RecallStore:
         """Entry `key`: chatcli's (`<key>.json`) when there is one, else Go ChatCLI's (`<key>.ccr`).
         Raises UsageError for a malformed key (before any path is made), RecallError otherwise."""
         key = parse_key(key)
-        path = home.entry_path(self.root, key)
+        filename = home.entry_file(key)
         try:
-            document = load_json(path.read_bytes(), self.key, "recall", key, f"recall entry {key}")
+            document = load_json(self.place.read(filename), self.key, "recall", key, f"recall entry {key}")
             messages = [Message.from_dict(item) for item in document["messages"]]
             origin = document.get("origin") if isinstance(document.get("origin"), dict) else {}
         except FileNotFoundError:
             return self._read_go(key)
         except OSError as exc:
-            raise RecallError(f"recall store: cannot read {path}: {exc.strerror or exc}") from None
+            raise RecallError(f"recall store: cannot read {self.place.where(filename)}: {exc.strerror or exc}") from None
         except SealError as exc:
             raise RecallError(str(exc)) from None
         except (ValueError, KeyError, TypeError):
@@ -165,16 +164,13 @@ class RecallStore:
         """Go ChatCLI's entry, shown as it is. It is plaintext even when chatcli seals its own:
         Go writes it in its own format, which chatcli's key has no part in. Only a regular file
         in the directory: a symbolic link could show any file, and a FIFO would block."""
-        path = home.go_entry_path(self.root, key)
+        filename = home.go_entry_file(key)
         try:
-            raw, _stat = read_regular(path)
+            raw = self.place.read(filename, regular=True)
         except FileNotFoundError:
             raise RecallError(f"no recall entry {key} (it may have expired: see /storage)") from None
         except OSError as exc:
-            reason = exc.strerror or str(exc)
-            if exc.errno == errno.ELOOP:  # read_regular's own words for a link speak of the sessions directory
-                reason = "a symbolic link, which chatcli does not follow"
-            raise RecallError(f"recall store: cannot read {path}: {reason}") from None
+            raise RecallError(f"recall store: cannot read {self.place.where(filename)}: {exc.strerror or exc}") from None
         intact = hashlib.sha256(raw).hexdigest()[:16] == key
         return Entry(key, text=raw.decode("utf-8", errors="replace"), intact=intact)
 

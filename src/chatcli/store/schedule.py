@@ -1,21 +1,25 @@
-"""The /schedule jobs: `schedule.json` (0600, written atomically), a list of jobs, each
-a cron expression, a slash command, and when it last ran and what it said. Every running REPL
-and gateway daemon runs the due jobs, and a job runs once per time it is due whoever notices
-first: a run is claimed under `.schedule.lock` by writing its time before it starts.
+"""The /schedule jobs: `schedule.json` (0600, written atomically; a row on the sessions' server
+with a server store), a list of jobs, each a cron expression, a slash command, and when it last
+ran and what it said. Every running REPL and gateway daemon runs the due jobs, and a job runs
+once per time it is due whoever notices first (on any machine, with a server store): a run is
+claimed under `.schedule.lock` (an advisory lock on the server) by writing its time before it
+starts.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 from chatcli.core.errors import ChatcliError, UsageError
-from chatcli.store.atomic import PRIVATE_FILE, atomic_write, ensure_private_dir, os_cause
+from chatcli.store.atomic import os_cause
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from chatcli.store.pg_places import ServerFiles
+    from chatcli.store.places import Files
 
 VERSION = 1
 
@@ -35,50 +39,61 @@ class Job:
 
 
 class ScheduleStore:
-    def __init__(self, path: Path, lock_path: Path) -> None:
-        self.path = path
-        self.lock_path = lock_path
+    """`filename` in `place` (a directory, or the sessions' server: store.places), rewritten under
+    `lock_name`."""
+
+    def __init__(self, place: Files | ServerFiles, filename: str, lock_name: str) -> None:
+        self.place = place
+        self.filename = filename
+        self.lock_name = lock_name
+
+    @property
+    def where(self) -> str:
+        return self.place.where(self.filename)
 
     @contextlib.contextmanager
     def _locked(self):
-        ensure_private_dir(self.lock_path.parent)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+            with self.place.locked(self.lock_name):
+                yield
+        except OSError as exc:
+            raise ScheduleError(f"schedule: cannot lock {self.where}: {os_cause(exc)}") from None
+
+    def _raw(self) -> bytes | None:
+        try:
+            return self.place.read(self.filename)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ScheduleError(f"schedule: cannot read {self.where}: {os_cause(exc)}") from None
 
     def jobs(self) -> list[Job]:
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
+        raw = self._raw()
+        if raw is None:
             return []
-        except OSError as exc:
-            raise ScheduleError(f"schedule: cannot read {self.path}: {os_cause(exc)}") from None
         try:
             document = json.loads(raw)
             if document.get("version", 0) > VERSION:
-                raise ScheduleError(f"{self.path} was written by a newer chatcli; it is left as it is")
+                raise ScheduleError(f"{self.where} was written by a newer chatcli; it is left as it is")
             return [Job(**{key: item[key] for key in Job.__dataclass_fields__ if key in item})
                     for item in document["jobs"]]
         except (ValueError, KeyError, TypeError, AttributeError):
-            raise ScheduleError(f"{self.path} cannot be read as a schedule; it is left as it is") from None
+            raise ScheduleError(f"{self.where} cannot be read as a schedule; it is left as it is") from None
 
     def _last_id(self) -> int:
         try:
-            return int(json.loads(self.path.read_bytes()).get("last_id", 0))
-        except (OSError, ValueError, TypeError, AttributeError):
+            return int(json.loads(self._raw() or b"{}").get("last_id", 0))
+        except (ScheduleError, ValueError, TypeError, AttributeError):
             return 0
 
     def _write(self, jobs: list[Job]) -> None:
         last = max([self._last_id(), *(int(job.id) for job in jobs if job.id.isdigit())])
         try:
-            atomic_write(self.path, json.dumps({"version": VERSION, "last_id": last,
-                                                "jobs": [asdict(job) for job in jobs]},
-                                               ensure_ascii=False, indent=1).encode("utf-8"))
+            self.place.write(self.filename, json.dumps({"version": VERSION, "last_id": last,
+                                                        "jobs": [asdict(job) for job in jobs]},
+                                                       ensure_ascii=False, indent=1).encode("utf-8"))
         except OSError as exc:
-            raise ScheduleError(f"schedule: cannot write {self.path}: {os_cause(exc)}") from None
+            raise ScheduleError(f"schedule: cannot write {self.where}: {os_cause(exc)}") from None
 
     def add(self, cron: str, command: str) -> Job:
         with self._locked():

@@ -95,9 +95,12 @@ SETTLE = 60.0
 TEMP_MAX_AGE = 3600.0
 
 
-class Removal(namedtuple("Removal", "store path size mtime_ns inode reason session owners", defaults=("", ()))):
+class Removal(namedtuple("Removal", "store path size mtime_ns inode reason session owners place",
+                         defaults=("", (), None))):
     """One file a plan removes, as it was when planned (size, mtime, inode). `session` is the
-    session name for a session file; `owners` are the sessions a journal goes with."""
+    session name for a session file; `owners` are the sessions a journal goes with. `place`: the
+    server's files (store.pg_places) it is a row of, with a server store (its `path` is then
+    its kind and name, never a path here; `inode` its generation)."""
 
     __slots__ = ()
 
@@ -411,8 +414,23 @@ class Storage:
             plan.removals.append(Removal("transcripts", Path(entry.path), st.st_size, st.st_mtime_ns, st.st_ino,
                                          reason, "", owners))
 
+    def _server_files(self, store: str, place) -> list[Removal]:
+        """A server store's files of one kind, as removals yet to be given a reason."""
+        return [Removal(store, Path(place.kind) / name, size, changed_ns, generation, "", "", (), place)
+                for name, changed_ns, size, generation in place.sizes()]
+
     def _plan_recall(self, plan: Plan) -> None:
         settings = self.settings
+        if self.layout.store is not None:  # rows on the server: the same rules
+            found = [r for r in self._server_files("recall", self.layout.recall().place)
+                     if home.go_entry_named(r.path.name) is None]
+            going = [r for r in found if retention.expired(r.mtime_ns / 1e9, self.now, settings.ccr_ttl_days)]
+            plan.removals += [r._replace(reason=retention.TTL) for r in going]
+            rest = {str(r.path): r for r in found if r not in going}
+            capped = retention.over_cap([(r.mtime_ns / 1e9, r.size, key) for key, r in rest.items()],
+                                        settings.ccr_max_size)
+            plan.removals += [rest[key]._replace(reason=retention.SIZE_CAP) for key in capped]
+            return
         survivors: list[tuple[float, int, str]] = []
         stats: dict[str, os.stat_result] = {}
         for entry in _scandir(self.ccr_dir):
@@ -475,22 +493,25 @@ class Storage:
         """Cost snapshots made in bursts (scripted runs): BURST_COUNT or more within BURST_WINDOW,
         each of at most BURST_MESSAGES requests made by no named session, and none a session
         file refers to (an autosave kept the conversation): the cost of what is kept stays."""
+        from chatcli.store.costs import REF_RE, cost_refs
+
         costs = self.layout.costs()
+        if self.layout.store is not None:  # rows on the server
+            found = {home.cost_named(r.path.name): r for r in self._server_files("costs", costs.place)}
+        else:
+            found = {ref: Removal("costs", home.cost_path(self.layout.costs_dir, ref), st.st_size, st.st_mtime_ns,
+                                  st.st_ino, "") for ref, st in cost_refs(self.layout.costs_dir)
+                     if stat.S_ISREG(st.st_mode)}
         small = {}
-        for ref, st in costs.refs():
-            if not stat.S_ISREG(st.st_mode) or st.st_size > 4096:
+        for ref, removal in found.items():
+            if ref is None or not REF_RE.fullmatch(ref) or removal.size > 4096:
                 continue
             lines = costs.lines(ref)
             if len(lines) <= retention.BURST_MESSAGES and not any(line.session for line in lines):
-                small[ref] = st
-        burst = retention.bursts([(st.st_mtime, ref) for ref, st in small.items()])
-        kept = self._cost_refs_kept(set(burst), [small[ref].st_mtime for ref in burst])
-        for ref in burst:
-            if ref in kept:
-                continue
-            st = small[ref]
-            plan.removals.append(Removal("costs", costs.path(ref), st.st_size, st.st_mtime_ns, st.st_ino,
-                                         retention.BURST))
+                small[ref] = removal
+        burst = retention.bursts([(removal.mtime_ns / 1e9, ref) for ref, removal in small.items()])
+        kept = self._cost_refs_kept(set(burst), [small[ref].mtime_ns / 1e9 for ref in burst])
+        plan.removals += [small[ref]._replace(reason=retention.BURST) for ref in burst if ref not in kept]
 
     def _cost_refs_kept(self, refs: set[str], times: list[float]) -> set[str]:
         """Which of `refs` a session file names: those written around the snapshots' times are
@@ -498,13 +519,18 @@ class Storage:
         if not refs:
             return set()
         try:
-            stats, misnamed = self._stat_sessions()
-        except OSError:
+            if self.sessions.root is None:  # on a server: its listing has each session's time
+                written = {name: row[0] / 1e9 for name, row in self.sessions.entries().items()}
+                misnamed = {}
+            else:
+                stats, misnamed = self._stat_sessions()
+                written = {name: st.st_mtime for name, st in stats.items()}
+        except (OSError, SessionError):
             return set(refs)  # the sessions cannot be read: keep every snapshot
         low, high = min(times) - 2 * retention.BURST_WINDOW, max(times) + 2 * retention.BURST_WINDOW
         kept = set()
-        for name, st in stats.items():
-            if low <= st.st_mtime <= high:
+        for name, when in written.items():
+            if low <= when <= high:
                 try:
                     data, _stamp = self.sessions.load(name)
                 except SessionError:
@@ -589,8 +615,10 @@ class Storage:
         for entry in _scandir(self.ccr_dir):
             if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False) and (st := _stat(entry)):
                 yield "recall", Path(entry.path), st
-        for ref, st in self.layout.costs().refs():
-            yield "costs", self.layout.costs().path(ref), st
+        from chatcli.store.costs import cost_refs
+
+        for ref, st in cost_refs(self.layout.costs_dir):
+            yield "costs", home.cost_path(self.layout.costs_dir, ref), st
         try:
             yield "schedule", self.layout.schedule_path, os.stat(self.layout.schedule_path)
         except OSError:
@@ -680,7 +708,9 @@ class Storage:
             elif removal.store == "sessions":  # an orphan lock file
                 done = self.sessions.remove_orphan_lock(removal.path, removal.mtime_ns)
             else:
-                done = _unlink_if_unchanged(removal.path, removal.mtime_ns, removal.size, removal.inode)
+                done = _unlink_if_unchanged(removal.path, removal.mtime_ns, removal.size, removal.inode) \
+                    if removal.place is None else \
+                    removal.place.remove_if_unchanged(removal.path.name, removal.mtime_ns, removal.inode)
         except OSError as exc:
             applied.failed.append((removal, exc.strerror or str(exc)))
             return
@@ -690,7 +720,8 @@ class Storage:
         if done:
             applied.removed.append(removal)
         elif not (self.sessions.exists(removal.session) if removal.session and self.sessions.root is None
-                  else os.path.lexists(removal.path)):
+                  else os.path.lexists(removal.path) if removal.place is None
+                  else removal.place.exists(removal.path.name)):
             applied.gone.append(removal)
         else:
             applied.kept.append((removal, "changed or in use since the plan"))
