@@ -60,7 +60,7 @@ def build(env: dict, name: str = "big", count: int = 400, turns: int = 2) -> Pat
     conv.binding.write_through()
     for index in range(turns):
         conv.send(f"turn {index}")
-    return conv.store.path(name)
+    return conv.store.path(name) if conv.store.root is not None else None  # (none on a server)
 
 
 def early(env: dict, name: str = "big") -> Conversation:
@@ -135,6 +135,43 @@ def test_the_early_request_and_what_is_kept_are_what_the_whole_history_gives(sma
     out = build_registry().dispatch("/rewind 1", again).text
     assert "restored" in out.lower() or "rewound" in out.lower(), out
     assert contents(mine)[-1] == ("assistant", "You said: what comes next?")
+
+
+def stored(env: dict, name: str = "big") -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in Home.of(Settings.load(env)).sessions().load(name)[0].history]
+
+
+def test_on_a_server_the_ends_are_read_without_the_rest_and_the_turn_is_the_whole_historys(
+        small_large, openai_server, pg_dsn, monkeypatch):
+    server = dict(small_large, CHATCLI_STORE=pg_dsn)
+    build(server)  # its snapshot, then two turns appended as rows of their own
+    path = build(small_large)  # the same session in a file, read whole
+    made = asked_early(monkeypatch)
+    loads = []
+    real_load = Home.of(Settings.load(server)).sessions().__class__.load
+    monkeypatch.setattr(type(Home.of(Settings.load(server)).sessions()), "load",
+                        lambda self, *a, **k: loads.append(a) or real_load(self, *a, **k))
+
+    conv = early(server)
+    assert loads == []  # the ends only: the whole is read after the request is sent
+    result = conv.send("what comes next?")
+    assert made[-1] is not None and result.text == "You said: what comes next?"
+    sent_early = openai_server.requests[-1].body["messages"]
+    whole(small_large).send("what comes next?")
+    assert sent_early == openai_server.requests[-1].body["messages"] and len(sent_early) < 50
+    assert stored(server) == contents(path) and len(stored(server)) == 406
+
+    again = early(server)  # the ends now hold three appended turns
+    other = whole(server)
+    other.send("from another machine")  # written after the ends were read: adopted, the turn planned on the whole
+    notes: list[str] = []
+    again.send("and after that?", on_notice=notes.append)
+    assert made[-1] is None and any("updated elsewhere" in note for note in notes), notes
+    assert stored(server)[-4:] == [("user", "from another machine"), ("assistant", "You said: from another machine"),
+                                   ("user", "and after that?"), ("assistant", "You said: and after that?")]
+    forked = early(server)
+    build_registry().dispatch("/session fork copy", forked)  # needs the whole history: reads it first
+    assert stored(server, "copy") == stored(server) and len(stored(server)) == 410
 
 
 @pytest.mark.parametrize("operation", ["fork", "export", "transcript search", "session search", "rewind", "compact"])

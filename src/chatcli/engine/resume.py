@@ -153,7 +153,7 @@ def open_pending(conv: Conversation, name: str,
     ends, stamp, fd, st = opened
     count = _vouched_count(conv, ends)
     if count is None or ends.data.attachments:
-        os.close(fd)
+        store.close_opened(fd)
         return None
     pending = Pending(name, ends, stamp, count, fd, st, bind, store)
     conv.session = ends.data

@@ -38,6 +38,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from chatcli.core.messages import Message
     from chatcli.core.session import SessionData
+    from chatcli.store.session_ends import Ends
 
 _NOW = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000"  # the server's time, in ns
 _LOAD = ("SELECT s.snapshot, s.changed_ns, s.size, s.generation, ARRAY(SELECT t.part FROM chatcli_session_turns t"
@@ -190,8 +191,77 @@ class PgSessionStore(SessionStore):
         raw, stamp = found
         return self.decode(name, raw), stamp
 
-    def open_ends(self, name: str, tail_bytes: int):
-        return None  # the early resume reads a file's ends; here the load is one query
+    def open_ends(self, name: str, tail_bytes: int) -> tuple[Ends, Stamp, None, Stamp] | None:
+        """As the file store's: a large plaintext session's ends, read from the server without
+        the rest (its snapshot's first bytes, which PostgreSQL decompresses alone, and its last
+        ones with the turns appended since), and its stamp, for `load_opened`. One transaction,
+        so both ends are of the same version. None when it is not such a session."""
+        from chatcli.store.session_ends import FRONT, read_ends
+
+        if self.key is not None:
+            return None
+        need = tail_bytes + 64  # what read_ends asks of the end, and a little more
+        validate_name(name)
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            row = conn.execute("SELECT changed_ns, size, generation, snapshot_size FROM chatcli_sessions"
+                               " WHERE name = %s", (name,)).fetchone()
+            if row is None or row[3] < FRONT + need:
+                return None  # small: read whole
+            changed, size, generation, snapshot_size = row
+            stamp = Stamp(changed, size, generation)
+            parts, held = [], 0
+            for (part,) in conn.execute("SELECT part FROM chatcli_session_turns WHERE name = %s AND generation = %s"
+                                        " ORDER BY at DESC", (name, generation), binary=True):
+                if held >= need:
+                    break
+                parts.append(bytes(part))
+                held += len(part) + 1
+            parts.reverse()
+            front, end = conn.execute(
+                "SELECT substring(snapshot FROM 1 FOR %s), substring(snapshot FROM %s) FROM chatcli_sessions"
+                " WHERE name = %s", (FRONT, max(1, snapshot_size - max(0, need - held) - 64), name),
+                binary=True).fetchone()
+        front, end = bytes(front), bytes(end)
+        if end[-2:] != b"]}" or end[-3:-2].isspace():
+            return None  # not as this version writes it: read whole
+        # The document's last bytes, as `spliced` makes them: the snapshot's history, then the turns.
+        body = end[:-2]
+        last = body + (b"," if parts else b"") + b",".join(parts) + b"]}"
+        last_at = size - len(last)
+
+        def read(length: int, offset: int) -> bytes:
+            if offset + length <= len(front):
+                return front[offset:offset + length]
+            if offset >= last_at and offset + length <= size:
+                return last[offset - last_at:offset - last_at + length]
+            raise OSError(f"bytes {offset}-{offset + length} of session '{name}' were not read")
+
+        try:
+            ends = read_ends(read, size, tail_bytes)
+        except OSError:
+            return None
+        return (ends, stamp, None, stamp) if ends is not None else None
+
+    def load_opened(self, name: str, fd: None, st: Stamp) -> SessionData:
+        """The whole session as `open_ends` saw it (`st`): its snapshot and the turns appended
+        before that, whatever was appended since. A session written whole meanwhile (its
+        snapshot replaced) cannot be read as it was: SessionError."""
+        with self.db.connection() as conn:
+            row = conn.execute("SELECT s.snapshot, ARRAY(SELECT t.part FROM chatcli_session_turns t WHERE t.name = s.name"
+                               " AND t.generation = s.generation AND t.at < %s ORDER BY t.at) FROM chatcli_sessions s"
+                               " WHERE s.name = %s AND s.generation = %s", (st.size, name, st.inode),
+                               binary=True).fetchone()
+        if row is None:
+            raise SessionError(f"session '{name}' was written whole by another surface while it was being read")
+        raw = spliced(bytes(row[0]), [bytes(part) for part in row[1]])
+        if len(raw) != st.size:
+            raise SessionError(f"session '{name}' does not read back at the size it had")
+        return self.decode(name, raw)
+
+    @staticmethod
+    def close_opened(fd: None) -> None:
+        """Nothing is held open on the server."""
 
     def fields(self, name: str, reach: int = 65536) -> dict:
         data, _ = self.load(name)

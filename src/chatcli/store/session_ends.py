@@ -17,6 +17,10 @@ from __future__ import annotations
 import os
 from collections import namedtuple
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 HISTORY_KEY = b'"chat_history":['
 _MESSAGE = b'{"role":'
 FRONT = 1 << 20  # the first bytes read for the fields and the opening messages
@@ -51,10 +55,11 @@ def head_of(first: bytes, laid_out: bool = True) -> tuple[dict, int] | None:
 Ends = namedtuple("Ends", "data front tail tail_at")
 
 
-def read_ends(fd: int, size: int, tail_bytes: int) -> Ends | None:
-    """The ends of the session in file `fd` (its first `size` bytes): about the last
-    `tail_bytes` bytes of messages, and what FRONT bytes hold at the start. None when the file
-    is not laid out for appends, or is too small for its ends to be apart."""
+def read_ends(read: int | Callable[[int, int], bytes], size: int, tail_bytes: int) -> Ends | None:
+    """The ends of a session of `size` bytes, in file `read` (an open descriptor) or as
+    `read(length, offset)` gives its bytes (a server's): about the last `tail_bytes` bytes of
+    messages, and what FRONT bytes hold at the start. None when it is not laid out for
+    appends, or too small for its ends to be apart."""
     import orjson
 
     from chatcli.core import session
@@ -62,8 +67,9 @@ def read_ends(fd: int, size: int, tail_bytes: int) -> Ends | None:
 
     if size < FRONT + tail_bytes:
         return None
-    first = os.pread(fd, FRONT, 0)
-    if is_sealed(first) or os.pread(fd, 2, size - 2) != b"]}":
+    pread = read if callable(read) else lambda length, offset: os.pread(read, length, offset)
+    first = pread(FRONT, 0)
+    if is_sealed(first) or pread(2, size - 2) != b"]}":
         return None
     found = head_of(first)
     if found is None:
@@ -74,7 +80,7 @@ def read_ends(fd: int, size: int, tail_bytes: int) -> Ends | None:
     tail_from = size - 2 - tail_bytes
     if tail_from <= front_end:
         return None
-    tail_items, tail_at = _trailing(orjson, os.pread(fd, size - 2 - tail_from, tail_from), tail_from)
+    tail_items, tail_at = _trailing(orjson, pread(size - 2 - tail_from, tail_from), tail_from)
     if tail_items is None:
         return None
     try:

@@ -493,6 +493,11 @@ class SessionStore:
         data, _ = self.load(name)
         return _document().encode_head(data)
 
+    @staticmethod
+    def close_opened(fd: int) -> None:
+        """The file `open_ends` left open, when it is not to be read after all."""
+        os.close(fd)
+
     def load_opened(self, name: str, fd: int, st: os.stat_result) -> SessionData:
         """The whole session in the file `open_ends` left open (closed here), as of `st`: what it
         held then, whatever was appended to it in place since."""
