@@ -473,3 +473,37 @@ def test_storage_prune_expires_the_servers_recall_entries_and_cost_bursts(env, p
         home.recall().get(old)
     assert home.recall().get(fresh)[0][0].content == "a fresh one"
     assert sorted(home.costs().place.filenames()) == ["00000000beef.jsonl"]  # the named session's cost stays
+
+
+def test_a_session_another_machine_changes_is_announced_and_one_unchanged_is_not_asked_for(
+        openai_env, openai_server, pg_dsn, tmp_path, monkeypatch):
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+    from chatcli.store.pg_sessions import PgSessionStore
+
+    laptop, workstation = machine(openai_env, tmp_path, "laptop", pg_dsn), machine(openai_env, tmp_path, "ws", pg_dsn)
+    store = Home.of(Settings.load(laptop)).sessions()
+    store.create("notes", SessionData(history=[Message("user", "one"), Message("assistant", "uno")]))
+    asked = []
+    real = PgSessionStore.stamp
+    monkeypatch.setattr(PgSessionStore, "stamp", lambda self, name: asked.append(name) or real(self, name))
+    listener = store.db.listener()
+    deadline = time.monotonic() + 10
+    while listener.mark("notes")[0] == 0 and time.monotonic() < deadline:  # listening
+        time.sleep(0.05)
+    first = [store.watched_stamp("notes") for _ in range(3)][-1]  # a check before each of three turns
+    before = len(asked)
+    assert [store.watched_stamp("notes") for _ in range(5)] == [first] * 5
+    assert len(asked) == before  # nothing was announced: the server was not asked
+
+    done = run_chatcli("--session", "notes", "-p", "two", env=workstation)  # another machine's turn
+    assert done.returncode == 0, done.stderr
+    deadline = time.monotonic() + 10
+    while store.watched_stamp("notes") == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    changed = store.watched_stamp("notes")
+    assert changed != first and changed == store.stamp("notes")
+
+    other = Home.of(Settings.load(laptop)).sessions()  # another conversation of this process
+    grown = other.append("notes", [Message("user", "three")], 4, changed)
+    assert grown is not None and store.watched_stamp("notes") == grown  # what the other wrote, at once

@@ -190,7 +190,7 @@ class Binding:
         if name is None or not self.conv.settings.session_writethrough:
             return []
         try:
-            stamp = self.conv.store.stamp(name)
+            stamp = self.conv.store.watched_stamp(name)
         except StoreUnavailable as exc:  # answered from memory; written when the store is back
             return [f"{exc} (the conversation here is used; it is written once the store is back)"]
         if stamp == self.stamp:

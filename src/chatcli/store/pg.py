@@ -87,7 +87,67 @@ SCHEMA = [
     # `generation` changes at every whole write (a file's inode).
     "CREATE TABLE IF NOT EXISTS chatcli_files(kind text NOT NULL, name text NOT NULL, body bytea NOT NULL,"
     " changed_ns bigint NOT NULL, generation bigint NOT NULL, PRIMARY KEY(kind, name))",
+    # Every change of a session is announced on CHANGES ("<schema>/<name>", when it commits): a
+    # process that listens (Listener) need not ask for a stamp that has not changed.
+    "CREATE OR REPLACE FUNCTION chatcli_session_changed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " IF TG_OP = 'DELETE' THEN PERFORM pg_notify('chatcli_sessions', TG_TABLE_SCHEMA || '/' || OLD.name);"
+    " ELSE PERFORM pg_notify('chatcli_sessions', TG_TABLE_SCHEMA || '/' || NEW.name); END IF;"
+    " RETURN NULL; END $$",
+    "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'chatcli_session_changed'"
+    " AND tgrelid = 'chatcli_sessions'::regclass) THEN CREATE TRIGGER chatcli_session_changed AFTER INSERT OR UPDATE"
+    " OR DELETE ON chatcli_sessions FOR EACH ROW EXECUTE FUNCTION chatcli_session_changed(); END IF; END $$",
 ]
+CHANGES = "chatcli_sessions"  # the channel sessions' changes are announced on
+
+
+class Listener:
+    """The sessions' changes as the server announces them (LISTEN on CHANGES), on a connection
+    of its own, read by a thread; those this process made itself are left out. `mark(name)`
+    before asking for a stamp (or writing), `unchanged(name, mark)` later: True only while the
+    same connection has listened all along and announced no change of `name` since. Anything else
+    (not yet listening, the connection lost) says changed: the caller asks the server, as it
+    would without it."""
+
+    def __init__(self, dsn: str, own: set[int]) -> None:
+        self.dsn = dsn
+        self.own = own  # the server processes of this process's connections: its own writes are not news
+        self.epoch = 0  # the connection listening now; 0: none
+        self.seen: dict[str, int] = {}  # name → changes announced in this epoch
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._listen, name="chatcli-listen", daemon=True)
+        self._thread.start()
+
+    def mark(self, name: str) -> tuple[int, int]:
+        with self._lock:
+            return self.epoch, self.seen.get(name, 0)
+
+    def unchanged(self, name: str, mark: tuple[int, int]) -> bool:
+        with self._lock:
+            return mark[0] != 0 and mark == (self.epoch, self.seen.get(name, 0))
+
+    def _listen(self) -> None:
+        import psycopg
+
+        number = 0
+        while True:
+            try:
+                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                                     keepalives=1, keepalives_idle=30) as conn:
+                    schema = conn.execute("SELECT current_schema()").fetchone()[0] + "/"
+                    conn.execute(f"LISTEN {CHANGES}")
+                    number += 1
+                    with self._lock:
+                        self.epoch, self.seen = number, {}
+                    for notice in conn.notifies():
+                        if notice.payload.startswith(schema) and notice.pid not in self.own:
+                            name = notice.payload[len(schema):]
+                            with self._lock:
+                                self.seen[name] = self.seen.get(name, 0) + 1
+            except Exception:  # noqa: BLE001 - a lost connection: every stamp is asked for until it is back
+                pass
+            with self._lock:
+                self.epoch = 0
+            time.sleep(CONNECT_TIMEOUT)
 
 
 UNPARSED = "the PostgreSQL server (its address does not parse)"
@@ -195,6 +255,9 @@ class Database:
         # is down) before the pool is waited for, and what it said: a turn's many store operations
         # wait once for it, not CONNECT_TIMEOUT each.
         self._unreachable: tuple[float, str] = (0.0, "")
+        self._listener: Listener | None = None
+        self._own: set[int] = set()  # the server processes serving this process's connections
+        self.watched: dict = {}  # the sessions' stamps as last known with the listener (store.pg_sessions)
 
     def _new_pool(self):
         from psycopg_pool import ConnectionPool
@@ -205,6 +268,14 @@ class Database:
         return ConnectionPool(self.dsn, min_size=1, max_size=32, open=False, timeout=CONNECT_TIMEOUT,
                               kwargs={"autocommit": True, "keepalives": 1, "keepalives_idle": 30},
                               check=ConnectionPool.check_connection, name="chatcli")
+
+    def listener(self) -> Listener:
+        """The sessions' changes, announced (made the first time: one connection and one thread
+        for the process's life)."""
+        with self._opening:
+            if self._listener is None:
+                self._listener = Listener(self.dsn, self._own)
+            return self._listener
 
     @classmethod
     def of(cls, dsn: str) -> Database:
@@ -245,6 +316,7 @@ class Database:
                 self._start()
             with self._pooled() as conn:
                 got = True
+                self._own.add(conn.info.backend_pid)
                 yield conn
         except psycopg.Error as exc:
             if _unavailable(exc):

@@ -118,6 +118,10 @@ class PgSessionStore(SessionStore):
         # Writes whose answer was lost (the server went away during the commit): {name: (token,
         # the messages the session held once it was written)}; see `landed`.
         self._unanswered: dict[str, tuple[str, int]] = {}
+        # The stamps `watched_stamp` read or this process wrote, and the listener's mark then:
+        # {name: (stamp, mark)}, shared by every store of the process on this server (one
+        # conversation's write is what another's next check compares with).
+        self._watched: dict[str, tuple[Stamp | None, tuple[int, int]]] = self.db.watched
 
     @property
     def location(self) -> str:
@@ -136,6 +140,34 @@ class PgSessionStore(SessionStore):
             row = conn.execute("SELECT changed_ns, size, generation FROM chatcli_sessions WHERE name = %s",
                                (name,)).fetchone()
         return None if row is None else Stamp(*row)
+
+    def watched_stamp(self, name: str) -> Stamp | None:
+        """As `stamp`, for the check before a turn: from the second one on, the server's
+        announcements (pg.Listener) say whether the session changed since the last one, and
+        while they say it has not, no query is made. Never for a decision under the lock."""
+        asked = self._watched.get(name)
+        if asked is None:  # a process that asks once (a one-shot) does not listen
+            self._watched[name] = (None, (0, 0))
+            return self.stamp(name)
+        listener = self.db.listener()
+        if asked[0] is not None and listener.unchanged(name, asked[1]):
+            return asked[0]
+        mark = listener.mark(name)  # before the query: a change announced meanwhile is asked for again
+        stamp = self.stamp(name)
+        self._watched[name] = (stamp, mark)
+        return stamp
+
+    def _mark(self, name: str) -> tuple[int, int] | None:
+        """Before a write: the listener's mark, when this process listens (see `_wrote`)."""
+        listener = self.db._listener
+        return None if listener is None else listener.mark(name)
+
+    def _wrote(self, name: str, stamp: Stamp | None, mark: tuple[int, int] | None) -> None:
+        """After a write of this process (whose announcement is left out): the stamp it made is
+        the one to compare with, as of the mark taken before it (a change by another process
+        since is announced, and asked for)."""
+        if name in self._watched:  # (None: asked for at the next check)
+            self._watched[name] = (stamp, mark) if mark is not None and stamp is not None else (None, (0, 0))
 
     def _raw(self, name: str) -> tuple[bytes, Stamp] | None:
         validate_name(name)
@@ -182,6 +214,7 @@ class PgSessionStore(SessionStore):
             if data.transcript_id and not private:
                 conn.execute("INSERT INTO chatcli_session_journals VALUES (%s, %s) ON CONFLICT (name) DO UPDATE"
                              " SET transcript = EXCLUDED.transcript", (name, data.transcript_id))
+        self._wrote(name, None, None)
         return Stamp(changed_ns, len(raw), generation)
 
     def load(self, name: str, *, mend: bool = True) -> tuple[SessionData, Stamp]:
@@ -299,6 +332,7 @@ class PgSessionStore(SessionStore):
         with self.db.connection("cannot be written") as conn:
             conn.execute(f"UPDATE chatcli_sessions SET changed_ns = %s WHERE name = %s AND %s < {_NOW}",
                          (int(when * 1e9), name, int(when * 1e9)))
+        self._wrote(name, None, None)
 
     def write(self, name: str, data: SessionData, *, latest: bool = True) -> Stamp:
         validate_name(name)
@@ -308,6 +342,7 @@ class PgSessionStore(SessionStore):
         payload = self._payload(name, session.encode_session(data))
         private = self.private
         token = self._sending(name, len(data.history))
+        mark = self._mark(name)
         with self.db.connection("cannot be written") as conn, conn.transaction():
             conn.execute("DELETE FROM chatcli_session_turns WHERE name = %s", (name,))
             changed, generation = conn.execute(
@@ -326,6 +361,7 @@ class PgSessionStore(SessionStore):
                 self.catalog.note_latest_in(conn, name)
         self._unanswered.pop(name, None)
         data.appendable = True
+        self._wrote(name, Stamp(changed, len(payload), generation), mark)
         return Stamp(changed, len(payload), generation)
 
     def _sending(self, name: str, count: int) -> str:
@@ -359,6 +395,7 @@ class PgSessionStore(SessionStore):
         body = turn_body(messages)
         if body is None:
             return None
+        mark = self._mark(name)
         with self.db.connection("cannot be written") as conn, conn.transaction():
             row = conn.execute("SELECT changed_ns, size, generation, header, messages, snapshot_size"
                                " FROM chatcli_sessions WHERE name = %s FOR UPDATE", (name,)).fetchone()
@@ -384,6 +421,7 @@ class PgSessionStore(SessionStore):
                                    (grown, None if self.private else count + len(messages), name)).fetchone()[0]
             self.catalog.note_latest_in(conn, name)
         self._unanswered.pop(name, None)
+        self._wrote(name, Stamp(changed, grown, generation), mark)
         return Stamp(changed, grown, generation)
 
     def delete(self, name: str) -> None:
@@ -391,6 +429,7 @@ class PgSessionStore(SessionStore):
             conn.execute("DELETE FROM chatcli_session_turns WHERE name = %s", (name,))
             if conn.execute("DELETE FROM chatcli_sessions WHERE name = %s", (name,)).rowcount == 0:
                 raise SessionNotFound(f"session '{name}' not found")
+        self._wrote(name, None, None)
 
     def remove_if_unchanged(self, name: str, mtime_ns: int, size: int, inode: int) -> bool:
         with self.lock(name, drop=True), self.db.connection("cannot be written") as conn, conn.transaction():
@@ -398,7 +437,8 @@ class PgSessionStore(SessionStore):
                                 " AND generation = %s", (name, mtime_ns, size, inode)).rowcount
             if gone:
                 conn.execute("DELETE FROM chatcli_session_turns WHERE name = %s", (name,))
-            return bool(gone)
+        self._wrote(name, None, None)
+        return bool(gone)
 
     @contextlib.contextmanager
     def lock(self, name: str, *, drop: bool = False, wait: bool = True) -> Iterator[bool]:

@@ -493,6 +493,11 @@ class SessionStore:
         data, _ = self.load(name)
         return _document().encode_head(data)
 
+    def watched_stamp(self, name: str) -> Stamp | None:
+        """The stamp, for the check before a turn (a server's store may answer it from what it
+        was told of changes; a file's stat costs nothing to ask)."""
+        return self.stamp(name)
+
     @staticmethod
     def close_opened(fd: int) -> None:
         """The file `open_ends` left open, when it is not to be read after all."""
