@@ -242,6 +242,19 @@ def sessions_dir(home: Path) -> Path:
     return home / ".chatcli" / "sessions"
 
 
+def wait_until(condition, timeout: float = 15.0) -> bool:
+    """Whether `condition()` came true within `timeout` seconds (asked every 50 ms): what another
+    process does (a server dropping a dead one's connection, an announcement) takes a moment."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def run_chatcli(*args: str, env: dict[str, str], input: str | None = None, cwd: Path | None = None,
                 timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(

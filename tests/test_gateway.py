@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import CHATCLI, run_chatcli
+from conftest import CHATCLI, run_chatcli, wait_until
 
 from chatcli.gateway.webhook import signature
 from chatcli.store.home import Home
@@ -81,6 +81,21 @@ def say(daemon: Daemon, text: str, sender: str = "alice", id: str | None = None)
     return daemon.post({"sender": sender, "text": text, "id": id or f"m-{time.monotonic_ns()}"})
 
 
+def say_meanwhile(daemon: Daemon, text: str, id: str) -> tuple[threading.Thread, dict]:
+    """`say` in a thread of its own: {"answer": …}, or {"error": …} when the daemon dies under it."""
+    said: dict = {}
+
+    def ask() -> None:
+        try:
+            said["answer"] = say(daemon, text, id=id)
+        except OSError as exc:
+            said["error"] = exc
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    return asking, said
+
+
 def test_attach_ask_kill_restart_and_the_terminal_sees_the_turn(gateway_env, openai_server):
     daemon = Daemon(gateway_env, *WEBHOOK)
     try:
@@ -130,16 +145,7 @@ def test_a_message_a_kill_cut_short_is_answered_when_sent_again_and_only_once(ga
     try:
         say(daemon, "/session attach projeto-x")
         openai_server.reply("The freeze ", "starts ", "Friday.", delay=1.5)
-        first: dict = {}
-
-        def ask() -> None:
-            try:
-                first["answer"] = say(daemon, "when does the deploy freeze?", id="m-7")
-            except OSError as exc:  # the daemon dies under it
-                first["error"] = exc
-
-        asking = threading.Thread(target=ask)
-        asking.start()
+        asking, first = say_meanwhile(daemon, "when does the deploy freeze?", "m-7")
         openai_server.wait_for_requests(1)
         status, answer = say(daemon, "when does the deploy freeze?", id="m-7")  # the client retries too soon
         assert status == 409 and answer["busy"] is True
@@ -404,15 +410,6 @@ def refused(env: dict[str, str], channel: str, sender: str) -> int:
         hub.close()
 
 
-def wait_until(condition, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def slack_daemon(env: dict[str, str]) -> Daemon:
     return Daemon(env, "--slack", ready="slack connected")
 
@@ -633,9 +630,7 @@ def test_two_replicas_on_one_server_answer_each_message_once_and_take_over_a_dea
         assert say(one, "/session attach projeto-x") == (
             200, {"reply": "Attached to session 'projeto-x' (0 messages; created)."})
         openai_server.reply("The freeze ", "starts ", "Friday.", delay=1.5)
-        first: dict = {}
-        asking = threading.Thread(target=lambda: first.update(answer=say(one, "when is the freeze?", id="m-7")))
-        asking.start()
+        asking, first = say_meanwhile(one, "when is the freeze?", "m-7")
         openai_server.wait_for_requests(1)
         status, answer = say(two, "when is the freeze?", id="m-7")  # the same delivery, to the other replica
         assert status == 409 and answer["busy"] is True
@@ -651,23 +646,18 @@ def test_two_replicas_on_one_server_answer_each_message_once_and_take_over_a_dea
             "when is the freeze?", "The freeze starts Friday.", "and the release?"]
 
         openai_server.reply("cut ", "short", delay=5)
-        cut: dict = {}
-
-        def ask() -> None:
-            try:
-                cut["answer"] = say(one, "who signs it off?", id="m-9")
-            except OSError as exc:  # the replica dies under it
-                cut["error"] = exc
-
-        asking = threading.Thread(target=ask)
-        asking.start()
+        asking, cut = say_meanwhile(one, "who signs it off?", "m-9")
         openai_server.wait_for_requests(3)
         one.kill()
         asking.join(10)
         assert "error" in cut
-        deadline = time.monotonic() + 10  # the server drops the dead replica's connection, and its claim
-        while (answer := say(two, "who signs it off?", id="m-9"))[0] == 409 and time.monotonic() < deadline:
-            time.sleep(0.1)
+
+        def sent_again() -> bool:  # busy until the server drops the dead replica's connection, and its claim
+            cut["again"] = say(two, "who signs it off?", id="m-9")
+            return cut["again"][0] != 409
+
+        assert wait_until(sent_again, timeout=10)
+        answer = cut["again"]
         assert answer[0] == 200 and answer[1]["reply"].splitlines()[-1] == "You said: who signs it off?"
         assert say(two, "who signs it off?", id="m-9") == (200, {"reply": None, "duplicate": True})
     finally:

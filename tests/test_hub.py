@@ -11,9 +11,9 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from conftest import wait_until
 
 from chatcli.core.names import validate_name
 from chatcli.store.home import Home
@@ -31,16 +31,6 @@ def hub(place):
     hub = place.hub()
     yield hub
     hub.close()
-
-
-def eventually(condition, timeout: float = 10.0) -> bool:
-    """A dead process's connection is dropped by the server a moment after the process dies."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def hub_process(place: Home, then: str) -> subprocess.Popen:
@@ -62,7 +52,7 @@ def test_a_binding_survives_a_kill_of_the_daemon(place, hub):
     principal = hub.get("telegram", "42")
     assert principal.session == "projeto-x" and principal.display == "Ana"
     # The message it was answering when it died is answered by the next daemon.
-    assert eventually(lambda: hub.claim("telegram", "42/1001", f"{os.getpid()}:next") == NEW)
+    assert wait_until(lambda: hub.claim("telegram", "42/1001", f"{os.getpid()}:next") == NEW)
     if place.store is None:
         assert oct(place.hub_path.stat().st_mode & 0o777) == "0o600"
 
@@ -74,7 +64,7 @@ def test_a_claim_of_a_hub_still_running_is_busy_until_it_dies(place, hub):
     finally:
         child.kill()
         child.wait(10)
-    assert eventually(lambda: hub.claim("telegram", "42/1001", f"{os.getpid()}:mine") == NEW)
+    assert wait_until(lambda: hub.claim("telegram", "42/1001", f"{os.getpid()}:mine") == NEW)
     assert hub.claim("telegram", "42/1001", f"{os.getpid()}:mine") == BUSY  # a retry while this one answers
 
 
@@ -164,7 +154,7 @@ def test_on_a_server_a_hub_that_lost_its_lock_takes_a_new_one_and_leaves_a_taken
         assert first.claim("slack", "U1/ts-1", "1:a") == NEW
         with psycopg.connect(pg_dsn, autocommit=True) as admin:  # the server cuts its lock's connection
             admin.execute("SELECT pg_terminate_backend(%s)", (first._owner_conn.info.backend_pid,))
-        assert eventually(lambda: second.claim("slack", "U1/ts-1", "1:b") == NEW)  # its claim is a dead one's now
+        assert wait_until(lambda: second.claim("slack", "U1/ts-1", "1:b") == NEW)  # its claim is a dead one's now
         assert first.claim("slack", "U1/ts-2", "1:a") == NEW  # with a lock of its own again
         assert second.claim("slack", "U1/ts-2", "1:b") == BUSY
         first.answered("slack", "U1/ts-1")  # it finished the one taken over: the new owner's claim stands
