@@ -17,6 +17,7 @@ from test_store_contract import said
 from chatcli.config.settings import Settings
 from chatcli.store.home import Home
 from chatcli.store.hub import ANSWERED
+from chatcli.store.pg import shown
 
 
 def machine(env: dict, tmp_path, name: str, dsn: str) -> dict:
@@ -395,7 +396,7 @@ def test_a_turn_whose_write_landed_but_whose_answer_was_lost_is_not_written_twic
 
 
 def test_no_password_is_shown_whatever_form_the_address_takes(env):
-    from chatcli.store.pg import Database, shown
+    from chatcli.store.pg import Database
 
     for dsn in ("postgresql://ann:s3cretpw@127.0.0.1:1/db", "postgresql://ann@127.0.0.1:1/db?password=s3cretpw",
                 "postgresql://ann:s3cret%2Fpw@127.0.0.1:1/db", "postgresql://ann:s3cret/pw@127.0.0.1:1/db",
@@ -503,3 +504,21 @@ def test_a_session_another_machine_changes_is_announced_and_one_unchanged_is_not
     other = Home.of(Settings.load(laptop)).sessions()  # another conversation of this process
     grown = other.append("notes", [Message("user", "three")], 4, changed)
     assert grown is not None and store.watched_stamp("notes") == grown  # what the other wrote, at once
+
+
+def test_storage_reports_what_the_server_holds(env, pg_dsn, tmp_path):
+    import re
+
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+
+    elsewhere = machine(env, tmp_path, "m", pg_dsn)
+    home = Home.of(Settings.load(elsewhere))
+    home.sessions().create("notes", SessionData(history=[Message("user", "hello there")]))
+    home.memory().save("the user prefers metric units")
+    home.recall().put([Message("user", "an original")])
+    report = run_chatcli("storage", env=elsewhere)
+    assert report.returncode == 0, report.stderr
+    assert report.stdout.splitlines()[0].endswith(f" and at {shown(pg_dsn)}:"), report.stdout
+    for label in ("sessions", "recall store", "memory"):
+        assert re.search(rf"^  {label} +1 +\d+ B ", report.stdout, re.M), report.stdout

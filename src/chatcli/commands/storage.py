@@ -80,7 +80,8 @@ def report(storage: Storage) -> str:
             now = f"{_files(count)}, {human_size(size)}" if count else "nothing"
         rows.append((LABELS[usage.store], str(usage.files), human_size(usage.size), now, rule(storage, usage.store)))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = [f"Storage under {storage.home}:"]
+    lines = [f"Storage under {storage.home}" + (f" and at {storage.sessions.location}" if storage.layout.store else "")
+             + ":"]
     for label, files, size, now, governs in rows:
         lines.append(f"  {label:<{widths[0]}}  {files:>{widths[1]}}  {size:>{widths[2]}}  "
                      f"{now:<{widths[3]}}  {governs}")

@@ -196,12 +196,28 @@ class Storage:
 
     # -- what is there ---------------------------------------------------------------------
     def usage(self) -> list[Usage]:
-        """File count and bytes per store."""
+        """File count and bytes per store: under CHATCLI_HOME, and with a server store what the
+        server holds too (each session, journal, note or entry counted as the file it would be)."""
         counts = {key: [0, 0] for key in STORES}
         for key, _path, st in self._files():
             counts[key][0] += 1
             counts[key][1] += st.st_size
+        for key, (count, size) in self.server_usage().items():
+            counts[key][0] += count
+            counts[key][1] += size
         return [Usage(key, files, size) for key, (files, size) in counts.items()]
+
+    def server_usage(self) -> dict[str, tuple[int, int]]:
+        """{store: (count, bytes)} on the sessions' server; none without one, or while it cannot
+        be reached (the plan's notes say so)."""
+        if self.layout.store is None:
+            return {}
+        from chatcli.store.pg_usage import server_usage
+
+        try:
+            return server_usage(self.layout.store)[1]
+        except SessionError:
+            return {}
 
     def go_recall_entries(self) -> Usage:
         """Go ChatCLI's entries in the recall store (counted in its usage, never pruned here)."""
