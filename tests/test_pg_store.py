@@ -212,31 +212,39 @@ def test_a_migration_never_overwrites_another_session_of_the_same_name(env, pg_d
     assert [m.content for m in server.load("notes")[0].history] == ["on the server"]
 
 
-def test_storage_prunes_a_servers_machine_sessions_and_leaves_the_others_and_the_journals(openai_env, pg_dsn, tmp_path,
-                                                                                          repl_env, workdir):
-    env = machine(openai_env, tmp_path, "m", pg_dsn)
+@pytest.mark.parametrize("sealed", [False, True])
+def test_storage_prunes_a_servers_machine_sessions_and_the_journals_only_they_named(openai_env, pg_dsn, tmp_path,
+                                                                                   repl_env, workdir, sealed):
+    key = {"CHATCLI_ENCRYPTION_KEY": base64.b64encode(os.urandom(32)).decode()} if sealed else {}
+    env = dict(machine(openai_env, tmp_path, "m", pg_dsn), **key)
     assert run_chatcli("--session", "notes", "-p", "remember the lighthouse", env=env).returncode == 0
-    transcript_id = Home.of(Settings.load(env)).sessions().load("notes")[0].transcript_id
-    assert Home.of(Settings.load(env)).journal(transcript_id).exists()
+    home = Home.of(Settings.load(env))
+    kept_journal = home.sessions().load("notes")[0].transcript_id
     from chatcli.core.messages import Message
     from chatcli.core.session import SessionData
 
-    store = Home.of(Settings.load(env)).sessions()
-    store.create("autosave-20250101-000000", SessionData(history=[Message("user", "an old autosave")]))
-    store.date("autosave-20250101-000000", time.time() - 400 * 86400)
+    store = home.sessions()
+    gone_journal = "0123456789abcdef0123456789abcdef"
+    with home.journal(gone_journal).appending(0) as append:
+        append.write(said("an old autosave"))
+    for name, transcript in (("autosave-20250101-000000", gone_journal), ("autosave-20250102-000000", kept_journal)):
+        store.create(name, SessionData(history=[Message("user", "an old autosave")], transcript_id=transcript))
+        store.date(name, time.time() - 400 * 86400)
     done = run_chatcli("storage", "prune", "--apply", env=env)
     assert done.returncode == 0, done.stderr
-    assert "autosave-20250101-000000" in done.stdout and "journals are not pruned" in done.stdout
+    assert "autosave-20250101-000000" in done.stdout and f"transcripts/{gone_journal}.jsonl" in done.stdout
+    assert kept_journal not in done.stdout, done.stdout  # "notes" names it too
     assert [info.name for info in store.list()] == ["notes"]
+    assert not home.journal(gone_journal).exists() and home.journal(kept_journal).exists()
     report = run_chatcli("storage", env=env)
     assert report.returncode == 0 and "transcripts" in report.stdout, report.stderr
-    repl = Repl(dict(repl_env, **{k: env[k] for k in ("HOME", "CHATCLI_HOME", "CHATCLI_STORE")}), "m", cwd=workdir)
+    repl = Repl(dict(repl_env, **key, **{k: env[k] for k in ("HOME", "CHATCLI_HOME", "CHATCLI_STORE")}), "m",
+                cwd=workdir)
     try:
         out = plain(repl.send("/storage"))
         assert "transcripts" in out and "error" not in out.lower()
     finally:
         repl.close()
-    assert Home.of(Settings.load(env)).journal(transcript_id).exists()
     assert [m.content for m in Home.of(Settings.load(env)).sessions().load("notes")[0].history][0] == \
         "remember the lighthouse"
 

@@ -160,6 +160,16 @@ class PgJournal:
             return conn.execute("DELETE FROM chatcli_journals WHERE transcript = %s", (self.id,)).rowcount > 0
 
 
+    def remove_if_unchanged(self, changed_ns: int, generation: int) -> bool:
+        """Remove the journal only while it is as a plan saw it (nothing appended since)."""
+        with self._said(), self.db.connection("cannot be written") as conn, conn.transaction():
+            if conn.execute("DELETE FROM chatcli_journals WHERE transcript = %s AND changed_ns = %s AND generation = %s",
+                            (self.id, changed_ns, generation)).rowcount == 0:
+                return False
+            conn.execute("DELETE FROM chatcli_journal_parts WHERE transcript = %s", (self.id,))
+            return True
+
+
 def _size(conn, transcript_id: str) -> int:
     return conn.execute("SELECT coalesce(max(at + length(part)), 0) FROM chatcli_journal_parts WHERE transcript = %s",
                         (transcript_id,)).fetchone()[0]

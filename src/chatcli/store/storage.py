@@ -329,11 +329,8 @@ class Storage:
     def _plan_server_sessions(self, plan: Plan, *, on_demand: bool, keep_in_plan: bool) -> None:
         """The machine sessions' rules on a server's sessions (their rows stand for files: the
         time of change, the size, the generation for an inode; a session written since the plan
-        is kept, as a file would be). Their journals, on the server too, are not pruned by rule:
-        one goes when its session is deleted (engine.records.remove_journal)."""
-        if on_demand:
-            plan.notes.append(f"sessions are kept at {self.sessions.location}: their journals are not pruned "
-                              "(a journal goes when its session is deleted)")
+        is kept, as a file would be), and the journals that go with them: a journal whose every
+        session goes, and that no other session names (`_apply_journals` asks again)."""
         if not keep_in_plan:
             return
         try:
@@ -347,6 +344,35 @@ class Storage:
         for name, reason in sorted(decided.items(), key=lambda item: rows[item[0]][0]):
             changed, size, inode = rows[name][0], rows[name][1], rows[name][7]
             plan.removals.append(Removal("sessions", Path(name), size, changed, inode, reason, name))
+        # With a key the journals' ids are in the sealed sessions: opened on demand only.
+        named = self._server_journals(rows) if decided and (on_demand or not self.sessions.private) else None
+        owners: dict[str, list[str]] = {}
+        for name, transcript in (named or {}).items():
+            owners.setdefault(transcript, []).append(name)
+        place = _ServerJournals(self.layout)
+        for transcript, names in sorted(owners.items()):
+            if not all(name in decided for name in names):
+                continue
+            found = self.layout.journal(transcript).stat()
+            if found is not None:
+                changed, size, (_device, generation) = found
+                plan.removals.append(Removal("transcripts", home.journal_path(self.transcripts_dir, transcript), size,
+                                             changed, generation, decided[names[0]], "", tuple(names), place))
+
+    def _server_journals(self, rows: dict[str, list]) -> dict[str, str] | None:
+        """{session: the journal it names} of a server's sessions (`rows`, their listing); None
+        when one cannot be read (then no journal is known to be free)."""
+        if not self.sessions.private:
+            return {name: row[5] for name, row in rows.items() if row[5]}
+        found = {}
+        for name in rows:
+            try:
+                data, _stamp = self.sessions.load(name)
+            except SessionError:
+                return None
+            if data.transcript_id:
+                found[name] = data.transcript_id
+        return found
 
     def _stat_sessions(self) -> tuple[dict[str, os.stat_result], dict[str, os.stat_result]]:
         """{name: stat} of every session file, and the same for the session files whose names
@@ -690,8 +716,14 @@ class Storage:
         """A journal goes only if every session it went with was removed and no session refers to it now."""
         removed = {removal.session for removal in applied.removed if removal.session}
         try:
-            current = {row[5] for row in self.sessions.entries(fresh=True, reveal=True).values() if row[5]}
-            stats, misnamed = self._stat_sessions()
+            if self.sessions.root is None:  # on a server: the sessions left, asked again
+                named = self._server_journals(self.sessions.entries(fresh=True))
+                if named is None:
+                    raise SessionError("one of them cannot be read")
+                current, stats, misnamed = set(named.values()), {}, {}
+            else:
+                current = {row[5] for row in self.sessions.entries(fresh=True, reveal=True).values() if row[5]}
+                stats, misnamed = self._stat_sessions()
         except (OSError, SessionError) as exc:
             why = exc if isinstance(exc, SessionError) else (exc.strerror or exc)
             applied.kept += [(removal, f"sessions could not be read again ({why})") for removal in journals]
@@ -704,8 +736,9 @@ class Storage:
                 return
             if data.transcript_id:
                 current.add(data.transcript_id)
-        current.update(transcript for name, transcript in self.sessions.catalog.remembered_journals().items()
-                       if name in stats)
+        if self.sessions.root is not None:
+            current.update(transcript for name, transcript in self.sessions.catalog.remembered_journals().items()
+                           if name in stats)
         for removal in journals:
             if any(owner not in removed for owner in removal.owners):
                 applied.kept.append((removal, "its session was kept"))
@@ -754,6 +787,19 @@ class Storage:
                 name = max(stats, key=lambda key: stats[key].st_mtime_ns)
                 self.sessions.catalog.note_latest(name, stats[name].st_mtime_ns, None)
         return applied
+
+
+class _ServerJournals:
+    """A server store's journals, as the place a removal of one names (Removal.place)."""
+
+    def __init__(self, layout: Home) -> None:
+        self.layout = layout
+
+    def remove_if_unchanged(self, filename: str, changed_ns: int, generation: int) -> bool:
+        return self.layout.journal(home.journal_named(filename)).remove_if_unchanged(changed_ns, generation)
+
+    def exists(self, filename: str) -> bool:
+        return self.layout.journal(home.journal_named(filename)).exists()
 
 
 def _shown_name(path: Path) -> str:
