@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -101,6 +102,33 @@ def test_the_repl_keeps_a_turn_the_server_missed_and_writes_it_when_it_is_back(r
     assert [m.content for m in history if m.role == "user"] == ["first question", "second question", "third question"]
     assert [m.content for m in history if m.role == "assistant"] == [
         "You said: first question", "You said: second question", "You said: third question"]
+
+
+def test_a_repl_left_while_the_server_is_down_keeps_the_conversation_in_this_machines_files(
+        repl_env, own_server, tmp_path, workdir):
+    import pexpect
+
+    env = machine(repl_env, tmp_path, "m", own_server.dsn)
+    repl = Repl(env, "m", cwd=workdir, args=("--session", "notes"))
+    try:
+        repl.send("first question")
+        own_server._pg_ctl("stop")
+        repl.send("asked while the server is down", timeout=40)
+        repl.child.send("/exit\r")
+        repl.child.expect(pexpect.EOF, timeout=60)
+        said = plain(repl.child.before)
+    finally:
+        repl.close()
+        own_server._pg_ctl("start")
+    assert "Traceback" not in said and "kept in this machine's files instead, as 'autosave-" in said, said
+    kept = said.split("instead, as '")[1].split("'")[0]
+    local = Home(Path(env["CHATCLI_HOME"])).sessions()
+    assert [m.content for m in local.load(kept)[0].history if m.role == "user"] == [
+        "first question", "asked while the server is down"]
+    moved = run_chatcli("storage", "migrate", "--to", own_server.dsn, env=dict(env, CHATCLI_STORE="files"))
+    assert moved.returncode == 0, moved.stderr
+    on_server = Home.of(Settings.load(env)).sessions().load(kept)[0].history
+    assert [m.content for m in on_server][-1] == "You said: asked while the server is down"
 
 
 @pytest.mark.parametrize("sealed", [False, True])
@@ -530,3 +558,39 @@ def test_storage_reports_what_the_server_holds(env, pg_dsn, tmp_path):
     assert report.stdout.splitlines()[0].endswith(f" and at {shown(pg_dsn)}:"), report.stdout
     for label in ("sessions", "recall store", "memory"):
         assert re.search(rf"^  {label} +1 +\d+ B ", report.stdout, re.M), report.stdout
+
+
+def test_a_key_that_could_not_be_checked_at_start_is_checked_before_the_first_operation(env, own_server, tmp_path):
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+    from chatcli.store.seal import SealError
+
+    right, wrong = (base64.b64decode(base64.b64encode(os.urandom(32))) for _ in range(2))
+    Home(tmp_path / "first", right, own_server.dsn).sessions().create(
+        "vault", SessionData(history=[Message("user", "sealed words")]))
+    Home(tmp_path / "first", right, own_server.dsn).check_key()  # the store's key check is made
+    own_server._pg_ctl("stop")
+    try:
+        late = Home(tmp_path / "late", wrong, own_server.dsn + "?application_name=late")
+        late.check_key()  # the server is away: started all the same, the check deferred
+    finally:
+        own_server._pg_ctl("start")
+    with pytest.raises(SealError, match="is not the key"):
+        late.sessions().create("planted", SessionData(history=[Message("user", "under the wrong key")]))
+    with pytest.raises(SealError):  # and every operation after it, until the key is right
+        late.sessions().list()
+    assert [info.name for info in Home(tmp_path / "first", right, own_server.dsn).sessions().list()] == ["vault"]
+
+
+def test_a_schema_the_address_names_is_made_and_named_where_the_store_is_shown(env, pg_server, tmp_path):
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+
+    schema = "own_" + os.urandom(3).hex()
+    dsn = f"{pg_server.dsn}?options=-csearch_path%3D{schema}"
+    Home(tmp_path, None, dsn).sessions().create("notes", SessionData(history=[Message("user", "in a schema")]))
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        assert conn.execute(f"SELECT count(*) FROM {schema}.chatcli_sessions").fetchone()[0] == 1
+    assert shown(dsn).endswith(f"/postgres?options=-csearch_path%3D{schema}")
+    listing = run_chatcli("session", "list", env=dict(env, CHATCLI_STORE=dsn))
+    assert listing.returncode == 0 and "notes" in listing.stdout, listing.stderr

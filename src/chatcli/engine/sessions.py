@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chatcli.core import retention
-from chatcli.core.errors import UsageError
+from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.core.messages import shared_prefix
 from chatcli.core.names import AUTOSAVE_PREFIX, MIRROR_PREFIX, autosave_name, is_trivial, validate_name, validate_user_target
 from chatcli.core.session import SessionData
@@ -445,7 +445,10 @@ def finish(conv: Conversation) -> list[str]:
     written one last time; an unbound, non-trivial one is kept as an autosave (SPEC §6.2), unless
     it is a loaded session as it is on disk. Returns the line that says where the conversation went."""
     name = conv.session_name
-    journal_notes = conv.sync_transcript()
+    try:
+        journal_notes = conv.sync_transcript()
+    except ChatcliError as exc:  # the journal's store is not there (a server down): the document is written next
+        journal_notes = [f"The transcript journal could not be written ({exc})."]
     if name is not None:
         if conv.read_only and conv.binding.unsynced:
             return [*journal_notes, f"The last {conv.binding.unsynced} message(s) were not written to session '{name}' "
@@ -460,7 +463,9 @@ def finish(conv: Conversation) -> list[str]:
         try:  # nothing is lost by accident: what the session could not take goes to an autosave
             with _document_for(conv, copy=True) as data:  # with a journal of its own
                 kept = autosave(conv, data, None)
-        except SessionError as exc:
+        except ChatcliError as exc:  # SessionError; JournalError from the autosave's journal copy
+            if (rescued := _kept_here(conv, exc)) is not None:
+                return [*notes, rescued]
             return [*notes, f"Session '{name}' could not be written, nor an autosave ({exc}); the last turns are lost."]
         conv.binding.unbind()
         conv.binding.mark_loaded()  # what it holds now is in the autosave
@@ -474,10 +479,41 @@ def finish(conv: Conversation) -> list[str]:
         return [*journal_notes, "The conversation was not kept (CHATCLI_SESSION_AUTOSAVE is off)."]
     try:
         return [*journal_notes, _keep_unbound(conv)]
-    except SessionError as exc:
+    except ChatcliError as exc:
+        if (rescued := _kept_here(conv, exc)) is not None:
+            return [*journal_notes, rescued]
         where = f"; its journal {conv.transcript.id} holds it" if conv.transcript and conv.transcript.id \
             and not journal_notes else ""
         return [*journal_notes, f"The conversation could not be kept: {exc}{where}."]
+
+
+def _kept_here(conv: Conversation, failure: ChatcliError) -> str | None:
+    """A conversation ending while its server store cannot take it (down, restarting): kept in
+    this machine's files instead (an autosave under CHATCLI_HOME, sealed as the store is), so
+    that nothing is lost; `storage migrate` takes it to the server. The line that says so; None
+    when the sessions are files already, or these cannot be written either."""
+    from chatcli.store.home import Home
+
+    home = Home.of(conv.settings)
+    if home.store is None:
+        return None
+    here = Home(home.root, home.key).sessions()
+    data = conv.snapshot()
+    try:
+        for _ in range(100):
+            name = autosave_name(datetime.datetime.now(), here.exists)
+            try:
+                here.create(name, data)
+                break
+            except SessionExists:
+                continue
+        else:
+            return None
+    except SessionError:
+        return None
+    return (f"{failure}: the conversation was kept in this machine's files instead, as '{name}' "
+            f"({here.path(name)}); `CHATCLI_STORE=files chatcli storage migrate --to <the server's address>` "
+            "copies it there.")
 
 
 def _keep_unbound(conv: Conversation) -> str:

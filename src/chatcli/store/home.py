@@ -460,9 +460,15 @@ class Home:
         from chatcli.store.seal import check_store_key
 
         if self.store is not None:  # the sessions' server first: it is what several machines share
+            from chatcli.store.pg import Database
             from chatcli.store.pg_sessions import check_server_key
+            from chatcli.store.session_file import StoreUnavailable
 
-            check_server_key(self.store, self.key)
+            key, store = self.key, self.store
+            try:
+                check_server_key(store, key)
+            except StoreUnavailable:  # not there now: checked before anything is read or written there
+                Database.of(store).check_first(lambda: check_server_key(store, key))
         check_store_key(self.key_check_path, self.key, self.newest_files)
 
     def newest_files(self) -> Iterator[tuple[str, str, Path]]:

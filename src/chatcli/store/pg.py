@@ -19,9 +19,10 @@ back is replaced (`_pooled`). A session's lock and the writes it guards share on
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from chatcli.store.session_file import SessionError, StoreUnavailable
 
@@ -168,7 +169,9 @@ def shown(dsn: str) -> str:
     if (port and not port.replace(",", "").isdigit()) or "@" in host \
             or any(c in f"{dbname}{user}" for c in "@:/?"):  # a password's pieces, read as something else
         return UNPARSED
-    return f"postgresql://{user + '@' if user else ''}{host}{':' + port if port else ''}/{dbname}"
+    schema = re.fullmatch(r"-c\s*search_path=([\w$]+)", parts.get("options", "").strip())
+    where = f"?options=-csearch_path%3D{schema.group(1)}" if schema else ""  # which store of the database
+    return f"postgresql://{user + '@' if user else ''}{host}{':' + port if port else ''}/{dbname}{where}"
 
 
 def _secrets(dsn: str) -> list[str]:
@@ -222,6 +225,19 @@ def _unavailable(exc: BaseException) -> bool:
     return state is None or state[:2] in _UNAVAILABLE
 
 
+def _make_schema(conn) -> None:
+    """The schema the address's search_path names, made when it is not there yet (a store of its
+    own in a shared database needs no step of its own; without the right to make it, the server's
+    refusal is the one line)."""
+    if conn.execute("SELECT current_schema()").fetchone()[0] is not None:
+        return
+    from psycopg import sql
+
+    first = conn.execute("SELECT current_setting('search_path')").fetchone()[0].split(",")[0].strip().strip('"')
+    if first and not first.startswith("$"):
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(first)))
+
+
 class Database:
     """A pool of connections to one server, shared by every store of this process on it."""
 
@@ -256,6 +272,8 @@ class Database:
         # wait once for it, not CONNECT_TIMEOUT each.
         self._unreachable: tuple[float, str] = (0.0, "")
         self._listener: Listener | None = None
+        self._deferred: Callable[[], None] | None = None  # a check to pass before any operation (check_first)
+        self._checking = threading.RLock()
         self._own: set[int] = set()  # the server processes serving this process's connections
         self.watched: dict = {}  # the sessions' stamps as last known with the listener (store.pg_sessions)
 
@@ -268,6 +286,12 @@ class Database:
         return ConnectionPool(self.dsn, min_size=1, max_size=32, open=False, timeout=CONNECT_TIMEOUT,
                               kwargs={"autocommit": True, "keepalives": 1, "keepalives_idle": 30},
                               check=ConnectionPool.check_connection, name="chatcli")
+
+    def check_first(self, check: Callable[[], None]) -> None:
+        """`check` (the store's key check, when the server could not be reached at start) runs
+        before the next operation on the server, and before every one until it passes: nothing
+        is read or written there under a key the store was not sealed with."""
+        self._deferred = check
 
     def listener(self) -> Listener:
         """The sessions' changes, announced (made the first time: one connection and one thread
@@ -302,12 +326,22 @@ class Database:
 
         held = getattr(self._held, "conn", None)
         got = held is not None
+        if held is None and self._deferred is not None:
+            with self._checking:  # other threads wait for it; the check's own operations go through
+                check, self._deferred = self._deferred, None
+                if check is not None:
+                    try:
+                        check()
+                    except BaseException:
+                        self._deferred = check  # not passed (the server still away, or the key refused)
+                        raise
         try:
             if held is not None:
                 yield held
                 return
             if time.monotonic() < self._unreachable[0]:  # not there a moment ago: asked directly, not waited for
                 if not self._server_answers():
+                    self._unreachable = (time.monotonic() + CONNECT_TIMEOUT, self._unreachable[1])
                     raise StoreUnavailable(self._unreachable[1].replace("{doing}", doing))
                 self._unreachable = (0.0, "")
                 if self._ready:  # back: a pool still pausing between its reconnections is replaced
@@ -397,6 +431,7 @@ class Database:
             with psycopg.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn, \
                     conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", SCHEMA_LOCK)
+                _make_schema(conn)
                 exists = conn.execute("SELECT to_regclass('chatcli_meta')").fetchone()[0]
                 version = None
                 if exists is not None:
