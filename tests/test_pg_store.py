@@ -232,12 +232,19 @@ def test_a_migration_never_overwrites_another_session_of_the_same_name(env, pg_d
     from chatcli.core.messages import Message
     from chatcli.core.session import SessionData
 
-    Home.of(Settings.load(env)).sessions().create("notes", SessionData(history=[Message("user", "on disk")]))
-    server = Home.of(Settings.load(dict(env, CHATCLI_STORE=pg_dsn))).sessions()
+    local = Home.of(Settings.load(env))
+    left = "0123456789abcdef0123456789abcdef"
+    with local.journal(left).appending(0) as append:
+        append.write(said("on disk"))
+    local.sessions().create("notes", SessionData(history=[Message("user", "on disk")], transcript_id=left))
+    server_home = Home.of(Settings.load(dict(env, CHATCLI_STORE=pg_dsn)))
+    server = server_home.sessions()
     server.create("notes", SessionData(history=[Message("user", "on the server")]))
     done = run_chatcli("storage", "migrate", "--to", pg_dsn, env=env)
     assert done.returncode == 1 and "session 'notes': the target holds another version of it" in done.stderr
     assert [m.content for m in server.load("notes")[0].history] == ["on the server"]
+    assert "1 journal(s) of sessions left behind were not copied" in done.stdout  # nothing there names it
+    assert not server_home.journal(left).exists()
 
 
 @pytest.mark.parametrize("sealed", [False, True])

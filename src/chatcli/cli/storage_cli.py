@@ -122,6 +122,8 @@ def _migrate(settings, to: str) -> int:
     sys.stdout.write(f"Copied {moved.copied} session(s) ({moved.messages:,} messages) and {moved.journals} "
                      f"transcript journal(s) to {shown}, each read back and verified; {moved.already} session(s) "
                      f"and {moved.journals_already} journal(s) were there already.\n")
+    if moved.journals_left:
+        sys.stdout.write(f"{moved.journals_left} journal(s) of sessions left behind were not copied.\n")
     if moved.files or moved.files_already:
         sys.stdout.write(f"Copied {moved.files} file(s) of the recall store, memory, contexts, cost snapshots and "
                          f"the schedule; {moved.files_already} were there already.\n")

@@ -39,6 +39,11 @@ class Migrated:
     senders: int = 0  # the gateway hub's principals added to the target's hub
     files: int = 0  # the small stores' files copied (recall, memory, contexts, costs, the schedule)
     files_already: int = 0
+    # The journals the sessions copied (or there already) name, and those only sessions left
+    # behind (conflicts, failures) name: those are not copied (nothing in the target names them).
+    named: set[str] = field(default_factory=set)
+    left: set[str] = field(default_factory=set)
+    journals_left: int = 0
 
 
 def digest(raw: bytes) -> str:
@@ -61,8 +66,12 @@ def migrate(source: Home, target: Home, progress: Callable[[int, int], None] = l
             _move(sessions, there, name, done)
         except SessionError as exc:
             done.failed.append(str(exc))
+            _leave_journal(sessions, name, done)
     for count, transcript_id in enumerate(journals, len(names) + 1):
         progress(count, total)
+        if transcript_id in done.left and transcript_id not in done.named:
+            done.journals_left += 1
+            continue
         try:
             _move_journal(source.journal(transcript_id), target.journal(transcript_id), done)
         except JournalError as exc:
@@ -169,6 +178,16 @@ def _move_journal(journal, into, done: Migrated) -> None:
     done.journals += 1
 
 
+def _leave_journal(source: SessionStore, name: str, done: Migrated) -> None:
+    """Session `name` stays behind: its journal too, unless a session copied names it."""
+    try:
+        data, _stamp = source.load(name)
+    except SessionError:
+        return  # unreadable: which journal it names is not known, and that journal is copied
+    if data.transcript_id:
+        done.left.add(data.transcript_id)
+
+
 def _move(source: SessionStore, target: SessionStore, name: str, done: Migrated) -> None:
     with source.lock(name):
         found = source.raw(name)
@@ -179,16 +198,21 @@ def _move(source: SessionStore, target: SessionStore, name: str, done: Migrated)
     if there is not None:
         if digest(there[0]) == digest(raw):
             done.already += 1
+            done.named.add(source.decode(name, raw).transcript_id or "")
         else:  # another session, or this one changed since it was copied: named, never overwritten
             done.conflicts.append(name)
+            _leave_journal(source, name, done)
         return
     data = source.decode(name, raw)  # SessionError for one it cannot read: named, and left in the source
+    done.named.add(data.transcript_id or "")
     # A plaintext file in a store with a key (written before the key was set: the file store seals
     # it at its next write) is sealed on the way: the target never receives its words.
     seal = target.private and not is_sealed(raw)
     with target.lock(name):
         if target.stamp(name) is not None:  # made meanwhile by someone else
             done.conflicts.append(name)
+            done.named.discard(data.transcript_id or "")
+            done.left.add(data.transcript_id or "")
             return
         if seal:
             target.write(name, data, latest=False)
