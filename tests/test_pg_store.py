@@ -259,18 +259,26 @@ def test_storage_prunes_a_servers_machine_sessions_and_the_journals_only_they_na
     from chatcli.core.session import SessionData
 
     store = home.sessions()
-    gone_journal = "0123456789abcdef0123456789abcdef"
-    with home.journal(gone_journal).appending(0) as append:
-        append.write(said("an old autosave"))
-    for name, transcript in (("autosave-20250101-000000", gone_journal), ("autosave-20250102-000000", kept_journal)):
+    gone_journal, orphan, fresh = "0123456789abcdef0123456789abcdef", "ab" * 16, "cd" * 16
+    for transcript in (gone_journal, orphan, fresh):
+        with home.journal(transcript).appending(0) as append:
+            append.write(said("an old autosave"))
+    for name, transcript in (("autosave-20250101-000000", gone_journal), ("autosave-20250102-000000", kept_journal),
+                             ("autosave-20250103-000000", fresh)):
         store.create(name, SessionData(history=[Message("user", "an old autosave")], transcript_id=transcript))
         store.date(name, time.time() - 400 * 86400)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # all but `fresh` last written two days ago
+        conn.execute("UPDATE chatcli_journals SET changed_ns = %s WHERE transcript <> %s",
+                     (time.time_ns() - 2 * 86400 * 10**9, fresh))
     done = run_chatcli("storage", "prune", "--apply", env=env)
     assert done.returncode == 0, done.stderr
     assert "autosave-20250101-000000" in done.stdout and f"transcripts/{gone_journal}.jsonl" in done.stdout
+    assert f"transcripts/{orphan}.jsonl" in done.stdout  # no session names it
     assert kept_journal not in done.stdout, done.stdout  # "notes" names it too
+    assert fresh not in done.stdout  # written lately: a running conversation may be about to name it
     assert [info.name for info in store.list()] == ["notes"]
-    assert not home.journal(gone_journal).exists() and home.journal(kept_journal).exists()
+    assert not home.journal(gone_journal).exists() and not home.journal(orphan).exists()
+    assert home.journal(kept_journal).exists() and home.journal(fresh).exists()
     report = run_chatcli("storage", env=env)
     assert report.returncode == 0 and "transcripts" in report.stdout, report.stderr
     repl = Repl(dict(repl_env, **key, **{k: env[k] for k in ("HOME", "CHATCLI_HOME", "CHATCLI_STORE")}), "m",
@@ -601,3 +609,25 @@ def test_a_schema_the_address_names_is_made_and_named_where_the_store_is_shown(e
     assert shown(dsn).endswith(f"/postgres?options=-csearch_path%3D{schema}")
     listing = run_chatcli("session", "list", env=dict(env, CHATCLI_STORE=dsn))
     assert listing.returncode == 0 and "notes" in listing.stdout, listing.stderr
+
+
+def test_a_store_an_older_chatcli_made_gets_what_it_lacks_when_first_opened(env, pg_dsn, tmp_path):
+    from chatcli.core.messages import Message
+    from chatcli.core.session import SessionData
+
+    Home(tmp_path, None, pg_dsn).sessions().create("notes", SessionData(history=[Message("user", "kept")]))
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # as the last version left it: schema 4
+        for table in ("chatcli_files", "chatcli_hub_principals", "chatcli_hub_delivered"):
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute("DROP TRIGGER chatcli_session_changed ON chatcli_sessions")
+        conn.execute("DROP FUNCTION chatcli_session_changed()")
+        conn.execute("UPDATE chatcli_meta SET value = '4' WHERE key = 'schema'")
+    newer = Home(tmp_path / "newer", None, pg_dsn + "&application_name=newer")  # another process, this version
+    newer.memory().save("the user prefers metric units")
+    assert [n.text for n in newer.memory().notes()[0]] == ["the user prefers metric units"]
+    assert newer.hub().principal("webhook", "alice").generation == 1
+    assert [info.name for info in newer.sessions().list()] == ["notes"]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT value FROM chatcli_meta WHERE key = 'schema'").fetchone()[0] == "6"
+        assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgname = 'chatcli_session_changed'"
+                            " AND tgrelid = 'chatcli_sessions'::regclass").fetchone()[0] == 1

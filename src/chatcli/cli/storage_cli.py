@@ -127,6 +127,9 @@ def _migrate(settings, to: str) -> int:
     if moved.files or moved.files_already:
         sys.stdout.write(f"Copied {moved.files} file(s) of the recall store, memory, contexts, cost snapshots and "
                          f"the schedule; {moved.files_already} were there already.\n")
+    if moved.files_skipped:
+        sys.stdout.write(f"Left {moved.files_skipped} Go ChatCLI recall entr{'y' if moved.files_skipped == 1 else 'ies'} "
+                         "behind: its plaintext has no sealed form, and the target is sealed.\n")
     if moved.senders:
         sys.stdout.write(f"Added {moved.senders} gateway sender(s) (their bindings and threads) to its hub.\n")
     for name in moved.conflicts:

@@ -17,7 +17,7 @@ from chatcli.core.messages import Message, call_arguments_text, call_chars, call
 from chatcli.engine.sessions import Outcome
 from chatcli.providers.base import Delta, Done, Request, streaming
 from chatcli.store.home import Home
-from chatcli.store.recall import marker
+from chatcli.store.recall import RecallError, marker
 
 if TYPE_CHECKING:
     from chatcli.engine.conversation import Conversation
@@ -58,14 +58,19 @@ def compact(conv: Conversation, instruction: str = "", keep_recent: int = KEEP_R
               "transcript": conv.transcript.id if conv.transcript is not None and conv.transcript.id else ""}
     recall = Home.of(conv.settings).recall()
     text, stopped = _summarise(conv, older, instruction)
-    key = recall.put(older, origin)  # only once there is a summary to name it
+    try:
+        key, kept = recall.put(older, origin), True  # only once there is a summary to name it
+    except RecallError as exc:  # the summary, paid for, is not thrown away: it keeps the originals itself
+        key, kept = recall.key_of(older)[0], False
+        notes.append(f"The recall store could not keep the originals ({exc}): the summary holds them "
+                     f"(/recall {key} shows them from this conversation).")
     trailer = f"; {stopped}, so it may end mid-sentence" if stopped else ""
     summary = summary_message(f"{text.strip()}\n\n(Summary of {len(older)} earlier messages{trailer}; "
                               f"the originals: {marker(key)})", cut, conv.agent.mode)
     if stopped:
         notes.append(f"The summary was {stopped}: it may end mid-sentence. /recall {key} shows the originals, "
                      "/rewind compact undoes the compaction.")
-    if conv.transcript is None or not conv.transcript.enabled:  # no journal: the summary keeps them
+    if conv.transcript is None or not conv.transcript.enabled or not kept:  # the summary keeps them
         keep_originals(summary, key, older)
     history = compacted(conv.history, cut, summary)
     notes += conv.checkpoint(label, command=True)  # /rewind 1 undoes it

@@ -192,8 +192,11 @@ def _context(conv: Conversation, name: str) -> Context | None:
         if stamp is None:
             return None
         return _snapshots.get(key, stamp, lambda: contexts.load(name))
-    except StoreUnavailable:  # the server is not there now: the snapshot as it was read last
-        return _snapshots.last(key, None)
+    except StoreUnavailable as exc:  # the server is not there now: the snapshot as it was read last
+        last = _snapshots.last(key, None)
+        if last is None:  # never read here: not to be taken for gone (it stays attached)
+            raise ContextError(str(exc)) from None
+        return last
 
 
 def _question(conv: Conversation) -> str:

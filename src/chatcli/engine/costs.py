@@ -14,7 +14,7 @@ from chatcli.core.messages import call_chars
 from chatcli.providers.base import Done, Request
 from chatcli.store.costs import REF_RE, CostStore, Line
 from chatcli.store.home import Home
-from chatcli.store.session_file import StoreUnavailable
+from chatcli.store.session_file import SessionError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def record(conv: Conversation, request: Request, done: Done | None, answer_chars
         try:
             store(conv).add(reference(conv), Line(time.time(), conv.session_name or "", used.provider, used.model,
                                                   used.input_tokens, used.output_tokens, used.estimated, used.cost))
-        except (OSError, StoreUnavailable):
+        except (OSError, SessionError):  # StoreUnavailable among them
             pass  # a snapshot is a record of costs, never a reason to fail a turn that was answered
     return used
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from chatcli.config.settings import Settings
 from chatcli.engine.by_stamp import ByStamp
 from chatcli.store.home import Home
-from chatcli.store.session_file import StoreUnavailable
+from chatcli.store.session_file import SessionError
 from chatcli.store.memory import Note
 
 PROMPT_LIMIT = 8000  # characters of notes in a request at most
@@ -45,7 +45,7 @@ def prompt(settings: Settings) -> str:
             return ""
         # A note that cannot be read is not offered (/memory list says why).
         return _prompts.get(key, stamp, lambda: compose(store.notes()[0], limit))
-    except StoreUnavailable:  # the server is not there now: the notes as they were read last
+    except SessionError:  # the server is not there now (or refused): the notes as they were read last
         return _prompts.last(key, "")
 
 

@@ -129,7 +129,10 @@ class Hub:
         try:
             ensure_private_dir(self.path.parent)
             if not self.path.exists():  # created private: it names the user's sessions and contacts
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+                try:
+                    os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+                except FileExistsError:
+                    pass  # another process (a second gateway starting) made it a moment ago
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:

@@ -39,6 +39,7 @@ class Migrated:
     senders: int = 0  # the gateway hub's principals added to the target's hub
     files: int = 0  # the small stores' files copied (recall, memory, contexts, costs, the schedule)
     files_already: int = 0
+    files_skipped: int = 0  # Go ChatCLI's recall text, which a sealed target does not keep in plaintext
     # The journals the sessions copied (or there already) name, and those only sessions left
     # behind (conflicts, failures) name: those are not copied (nothing in the target names them).
     named: set[str] = field(default_factory=set)
@@ -92,6 +93,9 @@ def _move_small_stores(source: Home, target: Home, done: Migrated) -> None:
         there, into = getattr(source, store)().place, getattr(target, store)().place
         try:
             names = sorted(there.filenames())
+        except SessionError as exc:
+            done.failed.append(f"{store}: {exc}")
+            continue
         except OSError as exc:
             done.failed.append(f"{store}: cannot list {there.where('')}: {exc.strerror or exc}")
             continue
@@ -115,6 +119,7 @@ def _move_file(there, into, filename: str, sealed_as: str | None, key: bytes | N
         if sealed_as is not None and key is not None and not is_sealed(raw):
             name = home.entry_named(filename)
             if name is None:  # Go ChatCLI's text (its own format, no sealed form): not onto a sealed store
+                done.files_skipped += 1
                 return
             document = load_json(raw, None, sealed_as, name, filename)
             raw = dump_json(document, key, sealed_as, name)  # a new nonce each time: compared opened
@@ -132,7 +137,7 @@ def _move_file(there, into, filename: str, sealed_as: str | None, key: bytes | N
             done.failed.append(f"{into.where(filename)}: the copy does not read back as the original")
             return
         done.files += 1
-    except (OSError, SealError, ValueError) as exc:
+    except (OSError, SealError, ValueError, SessionError) as exc:
         done.failed.append(f"{there.where(filename)}: {getattr(exc, 'strerror', None) or exc}")
 
 

@@ -19,6 +19,7 @@ back is replaced (`_pooled`). A session's lock and the writes it guards share on
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 import time
@@ -34,11 +35,12 @@ SEARCH_LOCKS = 0x63686177  # the search index's: (this, hashtext of the schema a
 # A running gateway hub's liveness: the one-key form, a 64-bit hash of the schema and its token (store.pg_hub).
 PLACE_LOCKS = 0x63686179  # a small store's files (the schedule's): (this, hashtext of the schema, kind, name)
 
+NOW = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000"  # the server's time, in ns
 CONNECT_TIMEOUT = 5  # seconds to wait for a connection (a server restarting) before saying it cannot be reached
 
-# 4: the search index's tables; 5: the gateway hub's and the small stores' files (an older store
-# gets them when first opened)
-SCHEMA_VERSION = 5
+# 4: the search index's tables; 5: the gateway hub's; 6: the small stores' files and the sessions'
+# announcements (an older store gets what it lacks when first opened)
+SCHEMA_VERSION = 6
 SCHEMA = [
     "CREATE TABLE IF NOT EXISTS chatcli_meta(key text PRIMARY KEY, value text NOT NULL)",
     # A session: its document as the file store would hold it (the snapshot written whole, the v2
@@ -90,9 +92,10 @@ SCHEMA = [
     " changed_ns bigint NOT NULL, generation bigint NOT NULL, PRIMARY KEY(kind, name))",
     # Every change of a session is announced on CHANGES ("<schema>/<name>", when it commits): a
     # process that listens (Listener) need not ask for a stamp that has not changed.
+    # The payload ends with the writing process's token (chatcli.writer), after a unit separator.
     "CREATE OR REPLACE FUNCTION chatcli_session_changed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-    " IF TG_OP = 'DELETE' THEN PERFORM pg_notify('chatcli_sessions', TG_TABLE_SCHEMA || '/' || OLD.name);"
-    " ELSE PERFORM pg_notify('chatcli_sessions', TG_TABLE_SCHEMA || '/' || NEW.name); END IF;"
+    " PERFORM pg_notify('chatcli_sessions', TG_TABLE_SCHEMA || '/' || (CASE WHEN TG_OP = 'DELETE' THEN OLD.name"
+    " ELSE NEW.name END) || chr(31) || coalesce(current_setting('chatcli.writer', true), ''));"
     " RETURN NULL; END $$",
     "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'chatcli_session_changed'"
     " AND tgrelid = 'chatcli_sessions'::regclass) THEN CREATE TRIGGER chatcli_session_changed AFTER INSERT OR UPDATE"
@@ -109,9 +112,9 @@ class Listener:
     (not yet listening, the connection lost) says changed: the caller asks the server, as it
     would without it."""
 
-    def __init__(self, dsn: str, own: set[int]) -> None:
+    def __init__(self, dsn: str, own: str) -> None:
         self.dsn = dsn
-        self.own = own  # the server processes of this process's connections: its own writes are not news
+        self.own = own  # this process's writer token (Database.writer): its own writes are not news
         self.epoch = 0  # the connection listening now; 0: none
         self.seen: dict[str, int] = {}  # name → changes announced in this epoch
         self._lock = threading.Lock()
@@ -132,16 +135,19 @@ class Listener:
         number = 0
         while True:
             try:
-                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                                     keepalives=1, keepalives_idle=30) as conn:
+                # Keepalives: a connection the network dropped silently (a failover) is found in
+                # about a minute, not the system's two hours; until then changes go unannounced.
+                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT, keepalives=1,
+                                     keepalives_idle=30, keepalives_interval=10, keepalives_count=3) as conn:
                     schema = conn.execute("SELECT current_schema()").fetchone()[0] + "/"
                     conn.execute(f"LISTEN {CHANGES}")
                     number += 1
                     with self._lock:
                         self.epoch, self.seen = number, {}
                     for notice in conn.notifies():
-                        if notice.payload.startswith(schema) and notice.pid not in self.own:
-                            name = notice.payload[len(schema):]
+                        changed, _, writer = notice.payload.rpartition("\x1f")
+                        if changed.startswith(schema) and writer != self.own:
+                            name = changed[len(schema):]
                             with self._lock:
                                 self.seen[name] = self.seen.get(name, 0) + 1
             except Exception:  # noqa: BLE001 - a lost connection: every stamp is asked for until it is back
@@ -264,6 +270,9 @@ class Database:
         self.dsn = dsn
         self.where = shown(dsn)
         self._secrets = _secrets(dsn)
+        # This process's token, on each of its connections (chatcli.writer): the sessions'
+        # announcements name it, so that the listener leaves out what this process wrote.
+        self.writer = os.urandom(8).hex()
         self.pool = self._new_pool()
         self._ready = False
         self._held = threading.local()  # see held()
@@ -274,8 +283,8 @@ class Database:
         self._listener: Listener | None = None
         self._deferred: Callable[[], None] | None = None  # a check to pass before any operation (check_first)
         self._checking = threading.RLock()
-        self._own: set[int] = set()  # the server processes serving this process's connections
         self.watched: dict = {}  # the sessions' stamps as last known with the listener (store.pg_sessions)
+        self.wrote: dict[str, int] = {}  # writes of this process, by session (store.pg_sessions)
 
     def _new_pool(self):
         from psycopg_pool import ConnectionPool
@@ -283,9 +292,14 @@ class Database:
         # check: a connection the server closed (a restart) is replaced before it is handed out
         # (one round trip; skipping it for connections given back a moment ago saved little and
         # failed the first operation after a quick restart).
+        writer = self.writer
+
+        def configure(conn) -> None:  # each new connection names its process (the announcements' writer)
+            conn.execute("SELECT set_config('chatcli.writer', %s, false)", (writer,))
+
         return ConnectionPool(self.dsn, min_size=1, max_size=32, open=False, timeout=CONNECT_TIMEOUT,
                               kwargs={"autocommit": True, "keepalives": 1, "keepalives_idle": 30},
-                              check=ConnectionPool.check_connection, name="chatcli")
+                              check=ConnectionPool.check_connection, configure=configure, name="chatcli")
 
     def check_first(self, check: Callable[[], None]) -> None:
         """`check` (the store's key check, when the server could not be reached at start) runs
@@ -298,7 +312,7 @@ class Database:
         for the process's life)."""
         with self._opening:
             if self._listener is None:
-                self._listener = Listener(self.dsn, self._own)
+                self._listener = Listener(self.dsn, self.writer)
             return self._listener
 
     @classmethod
@@ -350,12 +364,12 @@ class Database:
                 self._start()
             with self._pooled() as conn:
                 got = True
-                self._own.add(conn.info.backend_pid)
                 yield conn
         except psycopg.Error as exc:
             if _unavailable(exc):
                 failure = self.failure(exc, doing)
-                if not got:  # no connection to be had: the next operations, for a moment, say so at once
+                if not got and not self.pool.get_stats().get("pool_size", 0):  # none to be had (not only busy):
+                    # the next operations, for a moment, ask the server directly instead of waiting
                     self._unreachable = (time.monotonic() + CONNECT_TIMEOUT,
                                          str(self.failure(exc, "{doing}")))
                 raise failure from None

@@ -18,11 +18,10 @@ from collections.abc import Iterator
 
 from chatcli.core.journal import fork_line
 from chatcli.store.journal import ID_RE, WRITE_CHUNK, JournalError, Reading, encode_lines, last_whole_event, parse
-from chatcli.store.pg import JOURNAL_LOCKS, Database
+from chatcli.store.pg import Database, JOURNAL_LOCKS, NOW as _NOW
 from chatcli.store.session_file import SessionError
 
 _LOCK = "SELECT {}(%s, hashtext(current_schema() || '/' || %s))"
-_NOW = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000"
 
 
 def origin(data: bytes) -> str:
@@ -156,6 +155,7 @@ class PgJournal:
     def remove(self) -> bool:
         """Remove the journal (its session was deleted); False when there was none."""
         with self._said(), self.db.connection("cannot be written") as conn, conn.transaction():
+            conn.execute(_LOCK.format("pg_advisory_xact_lock"), (JOURNAL_LOCKS, self.id))  # no append meanwhile
             conn.execute("DELETE FROM chatcli_journal_parts WHERE transcript = %s", (self.id,))
             return conn.execute("DELETE FROM chatcli_journals WHERE transcript = %s", (self.id,)).rowcount > 0
 
@@ -163,6 +163,7 @@ class PgJournal:
     def remove_if_unchanged(self, changed_ns: int, generation: int) -> bool:
         """Remove the journal only while it is as a plan saw it (nothing appended since)."""
         with self._said(), self.db.connection("cannot be written") as conn, conn.transaction():
+            conn.execute(_LOCK.format("pg_advisory_xact_lock"), (JOURNAL_LOCKS, self.id))  # no append meanwhile
             if conn.execute("DELETE FROM chatcli_journals WHERE transcript = %s AND changed_ns = %s AND generation = %s",
                             (self.id, changed_ns, generation)).rowcount == 0:
                 return False
@@ -173,6 +174,15 @@ class PgJournal:
 def _size(conn, transcript_id: str) -> int:
     return conn.execute("SELECT coalesce(max(at + length(part)), 0) FROM chatcli_journal_parts WHERE transcript = %s",
                         (transcript_id,)).fetchone()[0]
+
+
+def journal_stats(dsn: str) -> dict[str, tuple[int, int, int]]:
+    """{transcript id: (time of its last append in ns, its size, its generation)} of every journal
+    on the server: what retention plans with."""
+    with Database.of(dsn).connection() as conn:
+        return {transcript: (changed, size, generation) for transcript, changed, generation, size in conn.execute(
+            "SELECT j.transcript, j.changed_ns, j.generation, (SELECT coalesce(max(p.at + length(p.part)), 0)"
+            " FROM chatcli_journal_parts p WHERE p.transcript = j.transcript) FROM chatcli_journals j")}
 
 
 def journal_names(dsn: str) -> list[str]:

@@ -4,6 +4,7 @@ shared by every machine on the store. Each operation is one statement, so one tr
 write replaces a file whole, an append adds its line to the end, and nothing is half-done. A
 sealed store's files arrive sealed, as they would be written to disk (the server sees no text).
 
+Times are the server's (every machine's files compare alike, whatever their clocks say).
 `locked` is an advisory lock held in a transaction on this thread's connection, and what the
 store reads and writes meanwhile runs in that transaction: it commits together, or not at all.
 """
@@ -12,10 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import time
 from collections.abc import Iterator
 
-from chatcli.store.pg import PLACE_LOCKS, Database
+from chatcli.store.pg import NOW, PLACE_LOCKS, Database
 
 
 class ServerFiles:
@@ -40,16 +40,16 @@ class ServerFiles:
     def write(self, filename: str, payload: bytes) -> None:
         with self.database.connection() as conn:
             conn.execute("INSERT INTO chatcli_files (kind, name, body, changed_ns, generation)"
-                         " VALUES (%s, %s, %s, %s, nextval('chatcli_generations')) ON CONFLICT (kind, name) DO UPDATE"
+                         f" VALUES (%s, %s, %s, {NOW}, nextval('chatcli_generations')) ON CONFLICT (kind, name) DO UPDATE"
                          " SET body = EXCLUDED.body, changed_ns = EXCLUDED.changed_ns, generation = EXCLUDED.generation",
-                         (self.kind, filename, payload, time.time_ns()))
+                         (self.kind, filename, payload))
 
     def append(self, filename: str, line: bytes) -> None:
         with self.database.connection() as conn:
             conn.execute("INSERT INTO chatcli_files (kind, name, body, changed_ns, generation)"
-                         " VALUES (%s, %s, %s, %s, nextval('chatcli_generations')) ON CONFLICT (kind, name) DO UPDATE"
+                         f" VALUES (%s, %s, %s, {NOW}, nextval('chatcli_generations')) ON CONFLICT (kind, name) DO UPDATE"
                          " SET body = chatcli_files.body || EXCLUDED.body, changed_ns = EXCLUDED.changed_ns",
-                         (self.kind, filename, line, time.time_ns()))
+                         (self.kind, filename, line))
 
     def exists(self, filename: str) -> bool:
         with self.database.connection() as conn:
@@ -58,8 +58,8 @@ class ServerFiles:
 
     def touch(self, filename: str) -> None:
         with self.database.connection() as conn:
-            if conn.execute("UPDATE chatcli_files SET changed_ns = %s WHERE kind = %s AND name = %s",
-                            (time.time_ns(), self.kind, filename)).rowcount == 0:
+            if conn.execute(f"UPDATE chatcli_files SET changed_ns = {NOW} WHERE kind = %s AND name = %s",
+                            (self.kind, filename)).rowcount == 0:
                 raise self._missing(filename)
 
     def remove(self, filename: str) -> bool:

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from chatcli.core.names import validate_name
 from chatcli.store.catalog import SessionInfo
 from chatcli.store.listing_cache import newest_first
-from chatcli.store.pg import SESSION_LOCKS, Database
+from chatcli.store.pg import Database, NOW as _NOW, SESSION_LOCKS
 from chatcli.store.seal import CHECK_TEXT, NONCE, SESSION_HEADER, SealError, is_sealed, sealer_for, session_layout
 from chatcli.store.session_file import SessionError, SessionNotFound
 from chatcli.store.sessions import SessionStore, Stamp, _document, _json, turn_body
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from chatcli.core.session import SessionData
     from chatcli.store.session_ends import Ends
 
-_NOW = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000"  # the server's time, in ns
 _LOAD = ("SELECT s.snapshot, s.changed_ns, s.size, s.generation, ARRAY(SELECT t.part FROM chatcli_session_turns t"
          " WHERE t.name = s.name AND t.generation = s.generation ORDER BY t.at) FROM chatcli_sessions s"
          " WHERE s.name = %s")
@@ -153,8 +152,10 @@ class PgSessionStore(SessionStore):
         if asked[0] is not None and listener.unchanged(name, asked[1]):
             return asked[0]
         mark = listener.mark(name)  # before the query: a change announced meanwhile is asked for again
+        wrote = self.db.wrote.get(name, 0)  # and a write of this process meanwhile (it is not announced)
         stamp = self.stamp(name)
-        self._watched[name] = (stamp, mark)
+        if self.db.wrote.get(name, 0) == wrote:
+            self._watched[name] = (stamp, mark)
         return stamp
 
     def _mark(self, name: str) -> tuple[int, int] | None:
@@ -166,6 +167,7 @@ class PgSessionStore(SessionStore):
         """After a write of this process (whose announcement is left out): the stamp it made is
         the one to compare with, as of the mark taken before it (a change by another process
         since is announced, and asked for)."""
+        self.db.wrote[name] = self.db.wrote.get(name, 0) + 1
         if name in self._watched:  # (None: asked for at the next check)
             self._watched[name] = (stamp, mark) if mark is not None and stamp is not None else (None, (0, 0))
 

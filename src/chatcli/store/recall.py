@@ -27,6 +27,7 @@ from chatcli.core.messages import Message
 from chatcli.store import home
 from chatcli.store.places import Files, place_of
 from chatcli.store.seal import SealError, dump_json, load_json
+from chatcli.store.session_file import SessionError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,14 +85,18 @@ class RecallStore:
         self.place = place_of(place)
         self.key = key
 
-    def put(self, messages: Sequence[Message], origin: dict | None = None) -> str:
-        """Store `messages` (once: the key is their content's) and return the key."""
+    def key_of(self, messages: Sequence[Message]) -> tuple[str, str]:
+        """(the key `messages` are stored under, their JSON): their content's hash, or with a
+        master key a keyed hash of it."""
         body = json.dumps([m.to_dict() for m in messages], ensure_ascii=False, sort_keys=True,
                           separators=(",", ":"))
         if self.key is None:
-            key = hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
-        else:
-            key = hmac.new(self.key, b"chatcli recall key\0" + body.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
+            return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16], body
+        return hmac.new(self.key, b"chatcli recall key\0" + body.encode("utf-8"), hashlib.sha256).hexdigest()[:16], body
+
+    def put(self, messages: Sequence[Message], origin: dict | None = None) -> str:
+        """Store `messages` (once: the key is their content's) and return the key."""
+        key, body = self.key_of(messages)
         filename = home.entry_file(key)
         try:
             if self.place.exists(filename):
@@ -101,6 +106,8 @@ class RecallStore:
             self.place.write(filename, dump_json(document, self.key, "recall", key))
         except OSError as exc:
             raise RecallError(f"recall store: cannot write {self.place.where(filename)}: {exc.strerror or exc}") from None
+        except SessionError as exc:  # on a server that cannot take it now
+            raise RecallError(f"recall store: {exc}") from None
         return key
 
     def adopt(self, filename: str, raw: bytes, dry_run: bool = False) -> str:
@@ -152,6 +159,8 @@ class RecallStore:
             origin = document.get("origin") if isinstance(document.get("origin"), dict) else {}
         except FileNotFoundError:
             return self._read_go(key)
+        except SessionError as exc:
+            raise RecallError(f"recall store: {exc}") from None
         except OSError as exc:
             raise RecallError(f"recall store: cannot read {self.place.where(filename)}: {exc.strerror or exc}") from None
         except SealError as exc:

@@ -47,6 +47,7 @@ from pathlib import Path
 
 from chatcli.config.settings import Settings
 from chatcli.core import retention
+from chatcli.core.errors import ChatcliError
 from chatcli.core.names import is_valid_name
 from chatcli.core.retention import DELIVERY_KEEP, human_size
 from chatcli.core.session import SessionData
@@ -345,19 +346,33 @@ class Storage:
             changed, size, inode = rows[name][0], rows[name][1], rows[name][7]
             plan.removals.append(Removal("sessions", Path(name), size, changed, inode, reason, name))
         # With a key the journals' ids are in the sealed sessions: opened on demand only.
-        named = self._server_journals(rows) if decided and (on_demand or not self.sessions.private) else None
+        # The journals: those only removed sessions name go with them; on demand, those no session
+        # names (orphans) too. With a key the sessions are opened to know which they name: on
+        # demand only, as with files.
+        if not (on_demand or (decided and not self.sessions.private)):
+            return
+        named = self._server_journals(rows)
+        if named is None:
+            return
         owners: dict[str, list[str]] = {}
-        for name, transcript in (named or {}).items():
+        for name, transcript in named.items():
             owners.setdefault(transcript, []).append(name)
+        from chatcli.store.pg_journal import journal_stats
+
         place = _ServerJournals(self.layout)
-        for transcript, names in sorted(owners.items()):
-            if not all(name in decided for name in names):
+        for transcript, (changed, size, generation) in sorted(journal_stats(self.layout.store).items()):
+            names = owners.get(transcript, [])
+            if names and not all(name in decided for name in names):
                 continue
-            found = self.layout.journal(transcript).stat()
-            if found is not None:
-                changed, size, (_device, generation) = found
-                plan.removals.append(Removal("transcripts", home.journal_path(self.transcripts_dir, transcript), size,
-                                             changed, generation, decided[names[0]], "", tuple(names), place))
+            if not names and not on_demand:
+                continue
+            # Written within the grace, it may be a running conversation's, whose session is
+            # written after its journal (a resumed autosave's question): kept, as a file's would be.
+            if self.now - changed / 1e9 <= ORPHAN_GRACE:
+                continue
+            reason = decided[names[0]] if names else retention.ORPHAN
+            plan.removals.append(Removal("transcripts", home.journal_path(self.transcripts_dir, transcript), size,
+                                         changed, generation, reason, "", tuple(names), place))
 
     def _server_journals(self, rows: dict[str, list]) -> dict[str, str] | None:
         """{session: the journal it names} of a server's sessions (`rows`, their listing); None
@@ -760,17 +775,18 @@ class Storage:
                 done = _unlink_if_unchanged(removal.path, removal.mtime_ns, removal.size, removal.inode) \
                     if removal.place is None else \
                     removal.place.remove_if_unchanged(removal.path.name, removal.mtime_ns, removal.inode)
+            there = done or (self.sessions.exists(removal.session) if removal.session and self.sessions.root is None
+                             else os.path.lexists(removal.path) if removal.place is None
+                             else removal.place.exists(removal.path.name))
         except OSError as exc:
             applied.failed.append((removal, exc.strerror or str(exc)))
             return
-        except SessionError as exc:
+        except ChatcliError as exc:  # SessionError, JournalError: a server that went away meanwhile
             applied.failed.append((removal, str(exc)))
             return
         if done:
             applied.removed.append(removal)
-        elif not (self.sessions.exists(removal.session) if removal.session and self.sessions.root is None
-                  else os.path.lexists(removal.path) if removal.place is None
-                  else removal.place.exists(removal.path.name)):
+        elif not there:
             applied.gone.append(removal)
         else:
             applied.kept.append((removal, "changed or in use since the plan"))
