@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import time
 from pathlib import Path
 
@@ -631,3 +632,32 @@ def test_a_store_an_older_chatcli_made_gets_what_it_lacks_when_first_opened(env,
         assert conn.execute("SELECT value FROM chatcli_meta WHERE key = 'schema'").fetchone()[0] == "6"
         assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgname = 'chatcli_session_changed'"
                             " AND tgrelid = 'chatcli_sessions'::regclass").fetchone()[0] == 1
+
+
+def test_a_compaction_and_the_notes_while_the_server_is_away_lose_nothing(env, own_server, make_conversation,
+                                                                          fake_model):
+    from chatcli.commands.builtin import build_registry
+    from chatcli.engine import sessions
+
+    conv = make_conversation(CHATCLI_STORE=own_server.dsn)
+    sessions.start(conv, name="trip")
+    registry = build_registry()
+    registry.dispatch("/memory save the user prefers trains", conv)
+    for i in range(6):
+        conv.send(f"leg {i} of the trip")
+    own_server._pg_ctl("stop")
+    try:
+        fake_model.reply("Summary: six legs were planned.")
+        out = registry.dispatch("/compact", conv).text
+        assert "the summary holds them" in out, out
+        key = re.search(r"<<ccr:([0-9a-f]{16})>>", conv.history[0].content).group(1)
+        recalled = registry.dispatch(f"/recall {key}", conv).text
+        assert "leg 0 of the trip" in recalled, recalled
+        conv.send("and the way back?")
+        assert "the user prefers trains" in fake_model.requests[-1].system  # the notes as they were read last
+    finally:
+        own_server._pg_ctl("start")
+    conv.send("back online")  # the turns kept meanwhile are written now
+    history = Home.of(conv.settings).sessions().load("trip")[0].history
+    assert history[0].content.startswith("Summary: six legs were planned.")
+    assert [m.content for m in history][-2:] == ["back online", "You said: back online"]

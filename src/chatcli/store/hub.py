@@ -126,6 +126,17 @@ class Hub:
     def _open(self) -> sqlite3.Connection:
         if self.readonly:
             return self._open_readonly()
+        deadline = time.monotonic() + 30
+        while True:  # two gateways making it at once: switching it to WAL takes a lock no busy wait covers
+            try:
+                return self._open_once()
+            except HubError as exc:
+                if "database is locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _open_once(self) -> sqlite3.Connection:
+        db = None
         try:
             ensure_private_dir(self.path.parent)
             if not self.path.exists():  # created private: it names the user's sessions and contacts
@@ -145,6 +156,8 @@ class Hub:
             db.executescript(_SCHEMA)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.DatabaseError as exc:
+            if db is not None:
+                db.close()
             raise HubError(f"{self.path} cannot be used: {exc}") from None
         except OSError as exc:
             raise HubError(f"{self.path} cannot be opened: {os_cause(exc)}") from None

@@ -368,8 +368,8 @@ class Database:
         except psycopg.Error as exc:
             if _unavailable(exc):
                 failure = self.failure(exc, doing)
-                if not got and not self.pool.get_stats().get("pool_size", 0):  # none to be had (not only busy):
-                    # the next operations, for a moment, ask the server directly instead of waiting
+                if not got and not self._server_answers():  # none to be had, and not only busy: the next
+                    # operations, for a moment, ask the server directly instead of waiting for the pool
                     self._unreachable = (time.monotonic() + CONNECT_TIMEOUT,
                                          str(self.failure(exc, "{doing}")))
                 raise failure from None
