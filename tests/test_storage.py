@@ -574,3 +574,10 @@ def test_deleting_a_session_leaves_no_lock_file(tmp_path):
 def test_chatcli_storage_is_on_the_command_line(env, workdir):
     result = subprocess.run([CHATCLI, "storage", "--help"], env=env, capture_output=True, text=True)
     assert result.returncode == 0 and "prune" in result.stdout
+
+
+def test_debug_is_taken_before_a_subcommand_and_among_its_words(env, workdir):
+    for argv in (("--debug", "storage"), ("storage", "prune", "--debug"), ("--debug", "session", "list"),
+                 ("session", "list", "--debug")):
+        result = run_chatcli(*argv, env=env, cwd=workdir)
+        assert result.returncode == 0 and "unrecognized arguments" not in result.stderr, (argv, result.stderr)

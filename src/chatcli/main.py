@@ -69,6 +69,8 @@ COMMANDS = (
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--debug"] and argv[1:2] and argv[1] in ("session", "storage", "import", *_SERVERS):
+        argv = [argv[1], "--debug", *argv[2:]]  # `chatcli --debug storage …`: the subcommand's own --debug
     if argv == ["--version"]:  # the common case, answered without loading argparse
         print(f"chatcli {__version__}")
         return 0
@@ -101,18 +103,19 @@ def main(argv: list[str] | None = None) -> int:
 
         args = SimpleNamespace(action="search", query=words, json=False, debug=False)
         runner = _run_session
-    elif argv and argv[0] == "session":
-        from chatcli.cli.session_cli import build_parser as session_parser
+    elif argv and argv[0] in ("session", "storage"):
+        # --debug (tracebacks on errors) anywhere among the words, or before the subcommand
+        debug = "--debug" in argv
+        words = [word for word in argv[1:] if word != "--debug"]
+        if argv[0] == "session":
+            from chatcli.cli.session_cli import build_parser as session_parser
 
-        args = session_parser(_parser_class()).parse_args(argv[1:])
-        args.debug = False
-        runner = _run_session
-    elif argv and argv[0] == "storage":
-        from chatcli.cli.storage_cli import build_parser as storage_parser
+            args, runner = session_parser(_parser_class()).parse_args(words), _run_session
+        else:
+            from chatcli.cli.storage_cli import build_parser as storage_parser
 
-        args = storage_parser(_parser_class()).parse_args(argv[1:])
-        args.debug = False
-        runner = _run_storage
+            args, runner = storage_parser(_parser_class()).parse_args(words), _run_storage
+        args.debug = debug
     elif argv and argv[0] == "import":
         from chatcli.cli.import_cli import build_parser as import_parser
 
