@@ -32,8 +32,8 @@ SESSION_LOCKS = 0x63686174  # "chat": a session's lock, (this, hashtext of the s
 JOURNAL_LOCKS = 0x63686176  # a journal's lock, (this, hashtext of the schema and its id)
 SCHEMA_LOCK = (0x63686175, 0)  # making the tables
 SEARCH_LOCKS = 0x63686177  # the search index's: (this, hashtext of the schema and what is indexed)
-# A running gateway hub's liveness: the one-key form, a 64-bit hash of the schema and its token (store.pg_hub).
 PLACE_LOCKS = 0x63686179  # a small store's files (the schedule's): (this, hashtext of the schema, kind, name)
+# (A running gateway hub's liveness takes the one-key form: a 64-bit hash of the schema and its token, store.pg_hub.)
 
 NOW = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000"  # the server's time, in ns
 CONNECT_TIMEOUT = 5  # seconds to wait for a connection (a server restarting) before saying it cannot be reached
@@ -340,15 +340,16 @@ class Database:
 
         held = getattr(self._held, "conn", None)
         got = held is not None
-        if held is None and self._deferred is not None:
-            with self._checking:  # other threads wait for it; the check's own operations go through
-                check, self._deferred = self._deferred, None
+        if held is None and self._deferred is not None and not getattr(self._held, "checking", False):
+            with self._checking:  # other threads wait until it has passed; its own operations go through
+                check = self._deferred
                 if check is not None:
+                    self._held.checking = True
                     try:
-                        check()
-                    except BaseException:
-                        self._deferred = check  # not passed (the server still away, or the key refused)
-                        raise
+                        check()  # raises while it does not pass (the server still away, or the key refused)
+                    finally:
+                        self._held.checking = False
+                    self._deferred = None
         try:
             if held is not None:
                 yield held
