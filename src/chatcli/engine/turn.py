@@ -246,7 +246,7 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
                 f"and none of it is old enough to summarise: this turn sends the new message and the latest "
                 f"{sent:,} of the {len(conv.history):,} before it."]
     percent = used * 100 // window
-    summarisable = estimate_tokens("", [conv.history[i] for i in cut.summarised]) <= window
+    summarisable = estimate_tokens("", list(map(conv.history.__getitem__, cut.summarised))) <= window
     if conv.binding.unchanged_since_load() or not summarisable:
         # Not rewritten before the user has said a word in it, nor by a summary request that
         # no model would take: this turn sends the latest messages that fit, and says so.
