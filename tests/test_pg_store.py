@@ -246,6 +246,10 @@ def test_a_migration_never_overwrites_another_session_of_the_same_name(env, pg_d
     assert [m.content for m in server.load("notes")[0].history] == ["on the server"]
     assert "1 journal(s) of sessions left behind were not copied" in done.stdout  # nothing there names it
     assert not server_home.journal(left).exists()
+    local.sessions().create("fork", SessionData(history=[Message("user", "on disk")], transcript_id=left))
+    again = run_chatcli("storage", "migrate", "--to", pg_dsn, env=env)  # a session copied names it now
+    assert again.returncode == 1 and "left behind" not in again.stdout
+    assert server_home.journal(left).exists() and server.load("fork")[0].transcript_id == left
 
 
 @pytest.mark.parametrize("sealed", [False, True])
@@ -579,7 +583,7 @@ def test_storage_reports_what_the_server_holds(env, pg_dsn, tmp_path):
 def test_a_key_that_could_not_be_checked_at_start_is_checked_before_the_first_operation(env, own_server, tmp_path):
     from chatcli.core.messages import Message
     from chatcli.core.session import SessionData
-    from chatcli.store.seal import SealError
+    from chatcli.store.session_file import SessionError
 
     right, wrong = (base64.b64decode(base64.b64encode(os.urandom(32))) for _ in range(2))
     Home(tmp_path / "first", right, own_server.dsn).sessions().create(
@@ -591,9 +595,11 @@ def test_a_key_that_could_not_be_checked_at_start_is_checked_before_the_first_op
         late.check_key()  # the server is away: started all the same, the check deferred
     finally:
         own_server._pg_ctl("start")
-    with pytest.raises(SealError, match="is not the key"):
+    # Refused as a store that cannot be used (every caller of a session operation handles that:
+    # a REPL keeps its conversation), and nothing is written.
+    with pytest.raises(SessionError, match="is not the key"):
         late.sessions().create("planted", SessionData(history=[Message("user", "under the wrong key")]))
-    with pytest.raises(SealError):  # and every operation after it, until the key is right
+    with pytest.raises(SessionError, match="is not the key"):  # and every operation after it
         late.sessions().list()
     assert [info.name for info in Home(tmp_path / "first", right, own_server.dsn).sessions().list()] == ["vault"]
 

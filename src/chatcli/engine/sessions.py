@@ -453,7 +453,10 @@ def finish(conv: Conversation) -> list[str]:
         if conv.read_only and conv.binding.unsynced:
             return [*journal_notes, f"The last {conv.binding.unsynced} message(s) were not written to session '{name}' "
                                     f"({conv.read_only})."]
-        notes = journal_notes + (conv.binding.write_through(force=True) if conv.binding.unsynced else [])
+        try:
+            notes = journal_notes + (conv.binding.write_through(force=True) if conv.binding.unsynced else [])
+        except ChatcliError as exc:  # not a store's failure the binding handles: kept below all the same
+            notes = [*journal_notes, f"Session '{name}' could not be written ({exc})."]
         if not conv.binding.unsynced:  # an empty one says nothing (a /web page's, unused, goes next)
             return [*notes, f"Conversation saved in session '{name}' (chatcli --session {name} resumes it)."] \
                 if conv.history else notes
@@ -499,6 +502,7 @@ def _kept_here(conv: Conversation, failure: ChatcliError) -> str | None:
         return None
     here = Home(home.root, home.key).sessions()
     data = conv.snapshot()
+    data.transcript_id = None  # its journal is on the server: the document holds every message itself
     try:
         for _ in range(100):
             name = autosave_name(datetime.datetime.now(), here.exists)

@@ -203,20 +203,18 @@ def _move(source: SessionStore, target: SessionStore, name: str, done: Migrated)
     if there is not None:
         if digest(there[0]) == digest(raw):
             done.already += 1
-            done.named.add(source.decode(name, raw).transcript_id or "")
+            done.named.add(source.decode(name, raw).transcript_id or "")  # there: its journal goes too
         else:  # another session, or this one changed since it was copied: named, never overwritten
             done.conflicts.append(name)
             _leave_journal(source, name, done)
         return
     data = source.decode(name, raw)  # SessionError for one it cannot read: named, and left in the source
-    done.named.add(data.transcript_id or "")
     # A plaintext file in a store with a key (written before the key was set: the file store seals
     # it at its next write) is sealed on the way: the target never receives its words.
     seal = target.private and not is_sealed(raw)
     with target.lock(name):
         if target.stamp(name) is not None:  # made meanwhile by someone else
             done.conflicts.append(name)
-            done.named.discard(data.transcript_id or "")
             done.left.add(data.transcript_id or "")
             return
         if seal:
@@ -230,3 +228,4 @@ def _move(source: SessionStore, target: SessionStore, name: str, done: Migrated)
         raise SessionError(f"session '{name}': the copy does not read back as the original (left in both stores)")
     done.copied += 1
     done.messages += len(data.history)
+    done.named.add(data.transcript_id or "")  # copied: its journal goes too, whoever else names it

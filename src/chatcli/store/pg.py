@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from chatcli.core.errors import ChatcliError
 from chatcli.store.session_file import SessionError, StoreUnavailable
 
 # Advisory lock keys: (a number naming what kind of thing is locked, which one).
@@ -239,9 +240,10 @@ def _make_schema(conn) -> None:
         return
     from psycopg import sql
 
-    first = conn.execute("SELECT current_setting('search_path')").fetchone()[0].split(",")[0].strip().strip('"')
-    if first and not first.startswith("$"):
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(first)))
+    first = conn.execute("SELECT current_setting('search_path')").fetchone()[0].split(",")[0].strip()
+    name = first[1:-1].replace('""', '"') if first.startswith('"') else first.lower()  # as the server reads it
+    if name and not name.startswith("$"):
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(name)))
 
 
 class Database:
@@ -347,6 +349,10 @@ class Database:
                     self._held.checking = True
                     try:
                         check()  # raises while it does not pass (the server still away, or the key refused)
+                    except SessionError:
+                        raise
+                    except ChatcliError as exc:  # the key refused: a store that cannot be used, as every
+                        raise SessionError(str(exc)) from None  # caller of a session operation handles one
                     finally:
                         self._held.checking = False
                     self._deferred = None

@@ -360,7 +360,12 @@ class Storage:
         from chatcli.store.pg_journal import journal_stats
 
         place = _ServerJournals(self.layout)
-        for transcript, (changed, size, generation) in sorted(journal_stats(self.layout.store).items()):
+        try:
+            journals = journal_stats(self.layout.store)
+        except SessionError as exc:
+            plan.notes.append(f"the journals were not examined: {exc}")
+            return
+        for transcript, (changed, size, generation) in sorted(journals.items()):
             names = owners.get(transcript, [])
             if names and not all(name in decided for name in names):
                 continue
