@@ -504,15 +504,7 @@ def _kept_here(conv: Conversation, failure: ChatcliError) -> str | None:
     data = conv.snapshot()
     data.transcript_id = None  # its journal is on the server: the document holds every message itself
     try:
-        for _ in range(100):
-            name = autosave_name(datetime.datetime.now(), here.exists)
-            try:
-                here.create(name, data)
-                break
-            except SessionExists:
-                continue
-        else:
-            return None
+        name = autosave(conv, data, None, store=here)
     except SessionError:
         return None
     return (f"{failure}: the conversation was kept in this machine's files instead, as '{name}' "
@@ -575,15 +567,17 @@ def _keep_unsaved(conv: Conversation, replacing: str) -> tuple[str, ...]:
     return (*notes, f"The unsaved conversation was kept as '{kept}'.")
 
 
-def autosave(conv: Conversation, data: SessionData, refusing: str | None = None) -> str:
+def autosave(conv: Conversation, data: SessionData, refusing: str | None = None, store=None) -> str:
     """Write `data` as a new autosave-YYYYMMDD-HHMMSS[-N] session and return its name.
     `refusing` names what is not done because of a failure (so nothing is lost); None when
-    nothing is held back (leaving)."""
+    nothing is held back (leaving). `store`: another than the conversation's (this machine's
+    files, while its server cannot be reached)."""
+    store = conv.store if store is None else store
     now = datetime.datetime.now()
     for _ in range(100):
-        name = autosave_name(now, conv.store.exists)
+        name = autosave_name(now, store.exists)
         try:
-            conv.store.create(name, data)
+            store.create(name, data)
         except SessionExists:
             continue  # another process took that name in the meantime
         except SessionError as exc:

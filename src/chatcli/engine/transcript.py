@@ -17,7 +17,6 @@ import contextlib
 import datetime
 import os
 from collections.abc import Sequence
-from operator import attrgetter
 
 from chatcli.config.settings import Settings
 from chatcli.core import journal as rules
@@ -101,7 +100,7 @@ class TranscriptSync:
         self._base = 0
         self._dead = 0
         self._last = ""
-        self._by_length: list[int] | None = None  # the trusted prefix's content lengths
+        self._by_length: dict[int, list[int]] | None = None
 
     def small(self) -> bool:
         """The journal is small enough to read whole at a turn (under TRUST_FROM, what the first
@@ -242,19 +241,15 @@ class TranscriptSync:
 
     def _occurrences(self, history: Sequence[Message], message: Message, digest: str, end: int) -> int:
         """How many of the trusted prefix's first `end` messages are `message` (by `digest`)."""
-        if self._by_length is None:  # the prefix's content lengths, taken in C (100,000 messages at a load)
-            self._by_length = list(map(len, map(attrgetter("content"), history[: self._base])))
-        lengths, content, role = self._by_length, message.content, message.role
-        count, position = 0, 0
-        while True:  # each message of the same length (list.index finds the next one in C)
-            try:
-                position = lengths.index(len(content), position, end)
-            except ValueError:
-                return count
-            other = history[position]
-            if other.content == content and other.role == role and rules.content_digest(other) == digest:
-                count += 1
-            position += 1
+        if self._by_length is None:
+            index: dict[int, list[int]] = {}
+            for position, other in enumerate(history[: self._base]):
+                index.setdefault(len(other.content), []).append(position)
+            self._by_length = index
+        content, role = message.content, message.role
+        return sum(1 for position in self._by_length.get(len(content), ()) if position < end
+                   and history[position].content == content and history[position].role == role
+                   and rules.content_digest(history[position]) == digest)
 
     def _prime(self, history: Sequence[Message], start: int) -> None:
         """Occurrence counts, in the trusted prefix, of the messages after `start`."""

@@ -285,21 +285,20 @@ class Home:
         return self.root / _SCHEDULE
 
     def schedule(self) -> ScheduleStore:
-        from chatcli.store.places import Files
         from chatcli.store.schedule import ScheduleStore
 
-        return ScheduleStore(Files(self.root) if self.store is None else self._server_files(_SCHEDULE_KIND),
-                             _SCHEDULE, _SCHEDULE_LOCK)
+        return ScheduleStore(self._place(self.root, _SCHEDULE_KIND), _SCHEDULE, _SCHEDULE_LOCK)
 
-    def _server_files(self, kind: str):
-        """A small store's files on the sessions' server (store.pg_places)."""
+    def _place(self, directory: Path, kind: str):
+        """Where a small store keeps its files (store.places): `directory`, or rows of `kind` on
+        the sessions' server."""
+        if self.store is None:
+            from chatcli.store.places import Files
+
+            return Files(directory)
         from chatcli.store.pg_places import ServerFiles
 
         return ServerFiles(self.store, kind)
-
-    def _place(self, directory: Path, kind: str):
-        """Where a small store keeps its files: `directory`, or rows of `kind` on the server."""
-        return directory if self.store is None else self._server_files(kind)
 
     @property
     def index_dir(self) -> Path:

@@ -38,18 +38,19 @@ class ServerFiles:
         return bytes(row[0])
 
     def write(self, filename: str, payload: bytes) -> None:
-        with self.database.connection() as conn:
-            conn.execute("INSERT INTO chatcli_files (kind, name, body, changed_ns, generation)"
-                         f" VALUES (%s, %s, %s, {NOW}, nextval('chatcli_generations')) ON CONFLICT (kind, name) DO UPDATE"
-                         " SET body = EXCLUDED.body, changed_ns = EXCLUDED.changed_ns, generation = EXCLUDED.generation",
-                         (self.kind, filename, payload))
+        self._put(filename, payload, "EXCLUDED.body", "EXCLUDED.generation")  # a new file: a new generation
 
     def append(self, filename: str, line: bytes) -> None:
+        self._put(filename, line, "chatcli_files.body || EXCLUDED.body", "chatcli_files.generation")
+
+    def _put(self, filename: str, body: bytes, kept: str, generation: str) -> None:
+        """`body` as the file (made when there is none), or what `kept` and `generation` make of
+        the file there and it: one statement."""
         with self.database.connection() as conn:
             conn.execute("INSERT INTO chatcli_files (kind, name, body, changed_ns, generation)"
                          f" VALUES (%s, %s, %s, {NOW}, nextval('chatcli_generations')) ON CONFLICT (kind, name) DO UPDATE"
-                         " SET body = chatcli_files.body || EXCLUDED.body, changed_ns = EXCLUDED.changed_ns",
-                         (self.kind, filename, line))
+                         f" SET body = {kept}, changed_ns = EXCLUDED.changed_ns, generation = {generation}",
+                         (self.kind, filename, body))
 
     def exists(self, filename: str) -> bool:
         with self.database.connection() as conn:
