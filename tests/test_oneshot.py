@@ -22,6 +22,32 @@ def test_openai_oneshot_streams_the_servers_answer(openai_env, openai_server, wo
     assert seen.body["messages"] == [{"role": "user", "content": "hi"}]
 
 
+def test_a_long_answer_reaches_a_file_whole_and_the_turn_is_kept(openai_env, openai_server, workdir, tmp_path):
+    # A one-shot ends without freeing what it holds (chatcli.main.run): what was printed and
+    # written must all be there when the process has ended.
+    chunks = [f"line {i:05d} " + "x" * 90 + "\n" for i in range(3000)]
+    openai_server.reply(*chunks)
+    out = tmp_path / "answer.txt"
+    with out.open("w") as handle:
+        done = subprocess.run([CHATCLI, "--session", "kept", "-p", "hi"], env=openai_env, cwd=workdir,
+                              stdout=handle, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == "".join(chunks)
+    shown = run_chatcli("session", "show", "kept", env=openai_env, cwd=workdir)
+    assert shown.returncode == 0 and "line 02999" in shown.stdout
+
+
+def test_a_reader_that_goes_away_ends_the_oneshot_without_a_traceback(openai_env, openai_server, workdir):
+    openai_server.reply(*(["y" * 1000 + "\n"] * 2000))
+    process = subprocess.Popen([CHATCLI, "-p", "hi"], env=openai_env, cwd=workdir, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert process.stdout.read(10) == b"y" * 10
+    process.stdout.close()  # as `| head -c 10` does
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=60) in (120, 141)
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+
+
 def test_openai_api_url_is_an_alias_for_the_base_url(env, openai_server, workdir):
     env.update(OPENAI_API_KEY="x", OPENAI_API_URL=openai_server.base_url)
     result = run_chatcli("-p", "ping", env=env, cwd=workdir)

@@ -109,6 +109,26 @@ def test_the_first_sync_after_a_load_trusts_a_big_journal_and_numbers_repeats_ri
     assert len(oks) == len(set(oks)) == 31
 
 
+def test_many_messages_added_after_a_trusted_prefix_are_numbered_as_a_whole_read_would(env, monkeypatch):
+    # Past a few lookups the prefix's messages are grouped by length once, rather than searched
+    # again for each new message: both ways must number repeats the same.
+    monkeypatch.setattr(transcript, "TRUST_FROM", 0)
+    conv = bound(env, "many")
+    for i in range(12):
+        turn(conv, f"question {i}", "ok" if i % 2 else "fine")
+    later = bound(env, "many")
+    assert transcript.SCANNED_LOOKUPS < 24
+    later.history += [Message("user", f"question {i}") if i < 12 else Message("assistant", f"new {i}")
+                      for i in range(24)]  # twelve that repeat earlier questions, twelve new
+    later.sync_transcript()
+    assert later.transcript._by_length is not None  # the grouped way was taken
+    path = later.transcript.journal.path
+    reading = Journal(path.parent, path.stem).read()
+    live, missing = rules.replay(reading.events).history()
+    assert missing == [] and [m.content for m in live] == [m.content for m in later.history]
+    assert list(later.transcript.live_hashes(later.history)) == rules.history_hashes(later.history)
+
+
 def test_a_journal_written_after_its_last_sync_is_read_whole(env, monkeypatch):
     monkeypatch.setattr(transcript, "TRUST_FROM", 0)
     conv = bound(env, "shared")

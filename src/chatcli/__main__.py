@@ -1,5 +1,5 @@
 """Allows `python -m chatcli`."""
 
-from chatcli.main import main
+from chatcli.main import run
 
-raise SystemExit(main())
+run()

@@ -85,9 +85,20 @@ def estimate_tokens(system: str, history: Sequence[Message], text: str = "") -> 
     """A rough count of the tokens a request takes: about four characters a token, plus a few
     for each message's framing. Good enough to tell when a window is filling up."""
     history = history if isinstance(history, (list, tuple)) else list(history)
-    chars = len(system) + len(text) + sum(map(len, map(_CONTENT, history))) \
+    return tokens_of(len(system) + len(text) + history_chars(history), len(history))
+
+
+def history_chars(history: Sequence[Message]) -> int:
+    """The characters `estimate_tokens` counts of messages: their content and tool calls. A sum
+    over messages, so that a part's count is the whole's less the rest's."""
+    return sum(map(len, map(_CONTENT, history))) \
         + sum(map(call_chars, filter(_CALLS, history)))  # the loops in C: 100,000 messages at every turn
-    return chars // 4 + 4 * (len(history) + 2)
+
+
+def tokens_of(chars: int, messages: int) -> int:
+    """`estimate_tokens` of a request of `chars` characters (`history_chars`, the system prompt
+    and the new text) in `messages` messages."""
+    return chars // 4 + 4 * (messages + 2)
 
 
 # The markup of the summary prompt (engine.compaction): the conversation in <conversation> tags,
@@ -166,5 +177,5 @@ def kept_originals(history: list[Message], key: str) -> list[Message] | None:
     return None
 
 
-__all__ = ["clean_summary", "MIN_SUMMARISED", "ORIGINALS", "RECALL_KEY", "Cut", "compacted", "estimate_tokens", "keep_originals",
+__all__ = ["clean_summary", "MIN_SUMMARISED", "ORIGINALS", "RECALL_KEY", "Cut", "compacted", "estimate_tokens", "history_chars", "keep_originals", "tokens_of",
            "kept_originals", "plan_cut", "safe_cuts", "summary_message"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime
+import operator
 import os
 from collections.abc import Sequence
 
@@ -63,6 +64,22 @@ def continues(journal: Journal, history: Sequence[Message]) -> bool:
     return (bool(known) and all(known)) or sum(1 for index in told if known[index]) >= 2
 
 
+
+SCANNED_LOOKUPS = 8  # occurrence lookups made by scanning a trusted prefix's lengths (`_occurrences`)
+_CONTENT = operator.attrgetter("content")
+
+
+def _found(values: list[int], value: int, end: int):
+    """The positions before `end` of `value` in `values`, found in C."""
+    position = -1
+    while True:
+        try:
+            position = values.index(value, position + 1, end)
+        except ValueError:
+            return
+        yield position
+
+
 class TranscriptSync:
     """One conversation's side of its journal. A journal belongs to one session: the one whose
     file names it (or, before any, the unsaved conversation that started it). Whenever the
@@ -100,7 +117,9 @@ class TranscriptSync:
         self._base = 0
         self._dead = 0
         self._last = ""
+        self._lengths: list[int] | None = None  # the trusted prefix's content lengths (`_occurrences`)
         self._by_length: dict[int, list[int]] | None = None
+        self._looked_up = 0
 
     def small(self) -> bool:
         """The journal is small enough to read whole at a turn (under TRUST_FROM, what the first
@@ -240,16 +259,26 @@ class TranscriptSync:
         return digest if seen == 0 else f"{digest}.{seen}"
 
     def _occurrences(self, history: Sequence[Message], message: Message, digest: str, end: int) -> int:
-        """How many of the trusted prefix's first `end` messages are `message` (by `digest`)."""
-        if self._by_length is None:
+        """How many of the trusted prefix's first `end` messages are `message` (by `digest`).
+        Only a message whose content is as long can be it. The prefix's lengths are listed once
+        (in C: 3 ms at 100,000 messages) and the first few lookups search that list in C
+        (list.index); after SCANNED_LOOKUPS (a long tail after the prefix, each of its messages
+        looked up), they are grouped by length once, and each lookup reads its group."""
+        if self._lengths is None:
+            self._lengths = list(map(len, map(_CONTENT, history[: self._base])))
+        self._looked_up += 1
+        if self._by_length is None and self._looked_up > SCANNED_LOOKUPS:
             index: dict[int, list[int]] = {}
-            for position, other in enumerate(history[: self._base]):
-                index.setdefault(len(other.content), []).append(position)
+            for position, length in enumerate(self._lengths):
+                index.setdefault(length, []).append(position)
             self._by_length = index
         content, role = message.content, message.role
-        return sum(1 for position in self._by_length.get(len(content), ()) if position < end
-                   and history[position].content == content and history[position].role == role
-                   and rules.content_digest(history[position]) == digest)
+        if self._by_length is not None:
+            positions = (position for position in self._by_length.get(len(content), ()) if position < end)
+        else:
+            positions = _found(self._lengths, len(content), end)
+        return sum(1 for position in positions if history[position].content == content
+                   and history[position].role == role and rules.content_digest(history[position]) == digest)
 
     def _prime(self, history: Sequence[Message], start: int) -> None:
         """Occurrence counts, in the trusted prefix, of the messages after `start`."""
@@ -264,7 +293,7 @@ class TranscriptSync:
         self._hashes = self._live = prefix + self._hashes
         self._known.update(prefix)
         self._counts = rules.occurrence_counts(self._hashes)
-        self._base, self._by_length = 0, None
+        self._base, self._lengths, self._by_length, self._looked_up = 0, None, None, 0
 
     def _sync(self, history: Sequence[Message], reason: str | None, known: Sequence[str] | None,
               extra: Sequence[dict] = ()) -> list[str]:

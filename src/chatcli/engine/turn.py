@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from chatcli.core import checkpoints as rewind_points
 from chatcli.core import request_window
 from chatcli.core.terminal import printable
-from chatcli.core.compaction import estimate_tokens, plan_cut
+from chatcli.core.compaction import estimate_tokens, history_chars, plan_cut, tokens_of
 from chatcli.core.errors import ChatcliError, ProviderError
 from chatcli.core.messages import Message, new_call, well_formed
 from chatcli.engine import compaction, resume
@@ -229,7 +229,8 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
     fit in CHATCLI_AUTO_COMPACT of it (`_window_view`), and says so."""
     share = conv.settings.auto_compact
     window = conv.settings.context_tokens
-    used = estimate_tokens(_system(conv), conv.history, text)
+    chars = history_chars(conv.history)
+    used = tokens_of(len(_system(conv)) + len(text) + chars, len(conv.history))
     if not share or used < share * window:
         return []
     too_big = used > window
@@ -246,7 +247,10 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
                 f"and none of it is old enough to summarise: this turn sends the new message and the latest "
                 f"{sent:,} of the {len(conv.history):,} before it."]
     percent = used * 100 // window
-    summarisable = estimate_tokens("", list(map(conv.history.__getitem__, cut.summarised))) <= window
+    kept = [*(conv.history[i] for i in cut.kept_system), *conv.history[cut.index:]]
+    # What a summary would replace: every message but those kept (counted without going over
+    # the 100,000 others again).
+    summarisable = tokens_of(chars - history_chars(kept), len(cut.summarised)) <= window
     if conv.binding.unchanged_since_load() or not summarisable:
         # Not rewritten before the user has said a word in it, nor by a summary request that
         # no model would take: this turn sends the latest messages that fit, and says so.
@@ -261,8 +265,7 @@ def _auto_compact(conv: Conversation, text: str) -> list[str]:
                 return []  # said once: every turn of such a session does the same
             conv.pacing.too_large_said = True
         return [note]
-    left = estimate_tokens(_system(conv), [*(conv.history[i] for i in cut.kept_system),
-                                                *conv.history[cut.index:]], text)
+    left = estimate_tokens(_system(conv), kept, text)
     if used - left < used / 4:
         if too_big:
             _window_view(conv, text, said=False)  # the notice of what was left out says it

@@ -366,7 +366,8 @@ class _Hashing:
         from collections import deque
 
         waiting, asked = deque(todo), deque()
-        while waiting or asked:
+
+        def feed() -> None:
             helper = self._helper()
             while helper is not None and waiting and len(asked) < HELPER_SESSIONS_AHEAD:
                 item = waiting.popleft()
@@ -375,16 +376,19 @@ class _Hashing:
                 except Exception:  # noqa: BLE001 - see the class's docstring
                     waiting.appendleft(item)
                     self._lost()
-                    helper = None
-                else:
-                    asked.append(item)
-            if asked:  # the helper's next session, waited for: taking its work here costs more (measured)
+                    return
+                asked.append(item)
+
+        while waiting or asked:
+            feed()
+            if asked and (not waiting or self.helper.answered()):
                 item = asked.popleft()
                 if not self._take_session(item, begin, drop):
                     waiting.extendleft(reversed([item, *asked]))
                     asked.clear()
                 continue
-            item = waiting.popleft()
+            # Nothing of the helper's to index yet: a session from the other end is read here.
+            item = waiting.pop() if asked else waiting.popleft()
             got = read_here(item)
             begin(item, got)
             name, _stamp, _known, number = item
@@ -392,6 +396,7 @@ class _Hashing:
             for at in range(0, len(rows), INSERT_CHUNK):
                 _index_hashed(self.db, self.table, hashed_chunk(self.terms, name, number, rows[at:at + INSERT_CHUNK]))
                 self.here += len(rows[at:at + INSERT_CHUNK])
+                feed()
 
     def _take_session(self, item: tuple, begin: Callable, drop: Callable) -> bool:
         """Index the session the helper read for `item`; False when the helper failed (it is
@@ -490,7 +495,7 @@ class _Helper:
 
         self.process = process
         self.outbox: queue.Queue = queue.Queue()
-        self.failed = self._ready = False
+        self.failed = self._ready = self.queued = False
         self.writer = threading.Thread(target=self._write, name="chatcli-index-helper", daemon=True)
         self.writer.start()
 
@@ -511,8 +516,14 @@ class _Helper:
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         except OSError:
             return None
+        from chatcli.store.index_hashing import HelperError
+
+        _widen(process.stdout)
         helper = cls(process)
-        helper.send((hash_key, text_key, whole_from))
+        try:
+            helper.send((hash_key, text_key, whole_from))
+        except HelperError:  # gone at once (not chatcli's, killed): `failed` says so, and it is let go
+            pass
         return helper
 
     def _write(self) -> None:
@@ -527,13 +538,28 @@ class _Helper:
                 return
 
     def send(self, value: object) -> None:
-        """Give the helper `value` (framed here: the writer thread only writes, without the
-        interpreter's lock)."""
-        from chatcli.store.index_hashing import HelperError, frame
+        """Give the helper `value`, framed here. A small frame while the writer thread was never
+        needed is written here at once: a pipe takes it whole without waiting (few are ever
+        unread: the keys, then requests for the sessions asked ahead), and the writer thread
+        would first need the interpreter's lock, which it gets only every switch interval (5 ms)
+        while this thread hashes (it made the helper wait for its requests). Once a frame went to
+        the writer thread, every later one does, so that they arrive in order."""
+        import select
+
+        from chatcli.store.index_hashing import HelperError, frame, write_bytes
 
         if self.failed:
             raise HelperError("the index helper stopped")
-        self.outbox.put(frame(value))
+        data = frame(value)
+        if not self.queued and len(data) <= select.PIPE_BUF:
+            try:
+                write_bytes(self.process.stdin.fileno(), data)
+            except OSError as e:
+                self.failed = True
+                raise HelperError("the index helper stopped") from e
+            return
+        self.queued = True
+        self.outbox.put(data)
 
     def ready(self) -> bool:
         """Whether the helper said it is ready (without waiting for it)."""
@@ -585,6 +611,22 @@ class _Helper:
         except Exception:  # noqa: BLE001 - it does not end when its input does: it is stopped
             self.process.kill()
             self.process.wait()
+
+
+HELPER_PIPE = 1 << 20  # bytes the helper's answers may hold unread: the answers to the sessions asked ahead
+
+
+def _widen(pipe) -> None:
+    """Let `pipe` hold HELPER_PIPE bytes (Linux's pipes hold 64 KiB, under one session's answer
+    of 100 messages: the helper would wait for this process to read each answer before making
+    the next, and so for its hashing of a session too). Where it cannot be done (another system,
+    a lower limit) the pipe stays as it is: only speed is lost."""
+    import fcntl
+
+    try:
+        fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), HELPER_PIPE)
+    except OSError:
+        pass
 
 
 def _span(number: int) -> tuple[int, int]:
