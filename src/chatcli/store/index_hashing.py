@@ -115,4 +115,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Ended without freeing what it built (every word's hash, the sessions it read): the search
+    # process waits for this end, and it has nothing to flush (its answers are written raw).
+    os._exit(main())
