@@ -168,7 +168,9 @@ def searched(env) -> list:
 def test_the_helper_reads_a_sealed_stores_sessions_itself_and_makes_the_same_index(env, monkeypatch, spied):
     env = sealed_store(env, sessions(count=50))
     with_helper = searched(env)
-    assert spied["sessions"] > 30 and all(helper.process.poll() is not None for helper in spied["helpers"])
+    # The helper read some (this process reads others itself while the helper is busy: how
+    # many depends on the machine's load), and it has ended.
+    assert spied["sessions"] >= 1 and all(helper.process.poll() is not None for helper in spied["helpers"])
     assert any(with_helper[0])
     monkeypatch.setattr(search, "HELPER_SESSIONS", 10**12)
     monkeypatch.setattr(search, "HELPER_FROM", 10**12)
@@ -221,3 +223,28 @@ def test_a_session_the_helper_sent_in_part_is_indexed_whole_here(env, monkeypatc
 
     shutil.rmtree(os.path.join(env["CHATCLI_HOME"], "index"))
     assert searched(env) == broken
+
+
+def test_a_helper_gone_when_it_is_asked_for_a_session_costs_only_time(env, monkeypatch, spied):
+    env = sealed_store(env, sessions(count=50))
+    send = search._Helper.send
+    asked = []
+
+    def dies_before_the_tenth(self, value):
+        if value[0] == "session":
+            asked.append(value[1])
+            if len(asked) == 10:  # killed: this request finds its pipe closed
+                self.process.kill()
+                self.process.wait()
+        return send(self, value)
+
+    monkeypatch.setattr(search._Helper, "send", dies_before_the_tenth)
+    broken = searched(env)
+    assert len(asked) == 10 and len(spied["helpers"]) == 1
+    monkeypatch.setattr(search, "HELPER_SESSIONS", 10**12)
+    monkeypatch.setattr(search, "HELPER_FROM", 10**12)
+    import shutil
+
+    shutil.rmtree(os.path.join(env["CHATCLI_HOME"], "index"))
+    assert searched(env) == broken
+    assert len(broken[1]) == 50  # every session indexed

@@ -37,6 +37,25 @@ def test_a_long_answer_reaches_a_file_whole_and_the_turn_is_kept(openai_env, ope
     assert shown.returncode == 0 and "line 02999" in shown.stdout
 
 
+def test_a_oneshot_ends_after_its_threads_and_exit_handlers(openai_env, openai_server, workdir, tmp_path):
+    # Ending without the interpreter's teardown must still do what its start of shutdown does:
+    # join the threads that are not daemons, then run the exit handlers.
+    site, marks = tmp_path / "site", tmp_path / "marks"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import atexit, threading, time\n"
+        f"MARKS = {str(marks)!r}\n"
+        "def later():\n"
+        "    time.sleep(0.5)\n"
+        "    open(MARKS, 'a').write('thread\\n')\n"
+        "threading.Thread(target=later).start()\n"
+        "atexit.register(lambda: open(MARKS, 'a').write('atexit\\n'))\n")
+    result = run_chatcli("-p", "hi", env=dict(openai_env, PYTHONPATH=str(site)), cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "You said: hi\n"
+    assert marks.read_text().splitlines() == ["thread", "atexit"]
+
+
 def test_a_reader_that_goes_away_ends_the_oneshot_without_a_traceback(openai_env, openai_server, workdir):
     openai_server.reply(*(["y" * 1000 + "\n"] * 2000))
     process = subprocess.Popen([CHATCLI, "-p", "hi"], env=openai_env, cwd=workdir, stdout=subprocess.PIPE,

@@ -28,16 +28,29 @@ def _end_now(code: int) -> None:
     import os
     import threading
 
-    shutdown = getattr(threading, "_shutdown", None)  # what the interpreter runs first at exit
-    if shutdown is not None:
-        shutdown()
-    atexit._run_exitfuncs()
+    try:
+        shutdown = getattr(threading, "_shutdown", None)  # what the interpreter runs first at exit
+        if shutdown is not None:
+            shutdown()  # non-daemon threads joined
+        atexit._run_exitfuncs()
+    except KeyboardInterrupt:  # Ctrl-C while they end: as at any exit, the rest is not waited for
+        code = 130
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
-        except (OSError, ValueError):  # a reader gone (`| head`), a closed stream: as at any exit
-            if stream is sys.stdout and code == 0:
-                code = 120  # what the interpreter returns when it cannot flush stdout at exit
+            if stream is not None:  # (`>&-`)
+                stream.flush()
+        except KeyboardInterrupt:
+            code = 130
+        except BrokenPipeError:  # the reader went away (`| head`): the rest was not wanted
+            code = code or 141
+        except (OSError, ValueError) as exc:  # a full disk: said, where the interpreter said it too
+            if stream is sys.stdout:
+                code = code or 120
+                try:
+                    sys.stderr.write(f"chatcli: error: the output could not be written: {exc}\n")
+                    sys.stderr.flush()
+                except (OSError, ValueError, AttributeError):
+                    pass
     os._exit(code)
 
 

@@ -355,14 +355,17 @@ class _Hashing:
         the helper can read them itself (`whole_from`: the sessions directory and its key, from
         which it reads a session whole as SessionStore.index_rows does): it reads, hashes and
         seals up to HELPER_SESSIONS_AHEAD sessions ahead, in order, while this process indexes
-        what it sent. Until it is ready, this process reads sessions itself (`read_here(item)`,
-        the update's `read`), and whenever the helper is behind, it waits for it: reading and
-        hashing a session here when the helper had not answered yet made the update slower
-        (2.1–2.3 s against 1.36–1.40 s for 1,000 sessions: the helper, held at
-        HELPER_SESSIONS_AHEAD, stops while this process hashes). For each session, `begin(item, got)` (what
-        `read` gives, its rows aside) removes its old rows if it had any and records it, before
-        its rows are indexed. A helper that fails midway: the session it was sending loses what
-        of it was indexed (`drop(number)`), and it and the rest are read here."""
+        what it sent. Until it is ready, and whenever it has not begun its next answer, this
+        process reads a session itself (`read_here(item)`, the update's `read`), from the other
+        end of the list, keeping the helper HELPER_SESSIONS_AHEAD sessions ahead meanwhile: the
+        two then share the work (each alone was the other's wait). That needs the requests to
+        reach the helper at once and its answers to wait in the pipe without stopping it (see
+        `_Helper.send` and HELPER_PIPE); with the helper's requests going through a thread and a
+        64 KiB pipe, doing so made the update slower (2.1–2.3 s against 1.36–1.40 s for 1,000
+        sessions). For each session, `begin(item, got)` (what `read` gives, its rows aside)
+        removes its old rows if it had any and records it, before its rows are indexed. A helper
+        that fails midway: the session it was sending loses what of it was indexed
+        (`drop(number)`), and it and the rest are read here."""
         from collections import deque
 
         waiting, asked = deque(todo), deque()
@@ -381,6 +384,9 @@ class _Hashing:
 
         while waiting or asked:
             feed()
+            if asked and self.helper is None:  # it failed taking a request: what it was asked is read here
+                waiting.extendleft(reversed(asked))
+                asked.clear()
             if asked and (not waiting or self.helper.answered()):
                 item = asked.popleft()
                 if not self._take_session(item, begin, drop):
@@ -551,9 +557,10 @@ class _Helper:
         if self.failed:
             raise HelperError("the index helper stopped")
         data = frame(value)
-        if not self.queued and len(data) <= select.PIPE_BUF:
+        fd = self.process.stdin.fileno()
+        if not self.queued and len(data) <= select.PIPE_BUF and _has_room(fd):
             try:
-                write_bytes(self.process.stdin.fileno(), data)
+                write_bytes(fd, data)
             except OSError as e:
                 self.failed = True
                 raise HelperError("the index helper stopped") from e
@@ -613,6 +620,17 @@ class _Helper:
             self.process.wait()
 
 
+def _has_room(fd: int) -> bool:
+    """Whether pipe `fd` takes PIPE_BUF bytes without waiting (it has a page free: a pipe may
+    have been given a single page, when the user's pipes hold much already)."""
+    import select
+
+    try:
+        return bool(select.select([], [fd], [], 0)[1])
+    except (OSError, ValueError):  # (a descriptor past select's reach): the writer thread writes
+        return False
+
+
 HELPER_PIPE = 1 << 20  # bytes the helper's answers may hold unread: the answers to the sessions asked ahead
 
 
@@ -623,10 +641,11 @@ def _widen(pipe) -> None:
     a lower limit) the pipe stays as it is: only speed is lost."""
     import fcntl
 
-    try:
-        fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), HELPER_PIPE)
-    except OSError:
-        pass
+    if hasattr(fcntl, "F_SETPIPE_SZ"):
+        try:
+            fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, HELPER_PIPE)
+        except OSError:
+            pass
 
 
 def _span(number: int) -> tuple[int, int]:
