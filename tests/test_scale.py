@@ -250,10 +250,14 @@ def test_a_large_session_read_in_pieces_is_the_session_read_whole(env, monkeypat
     store = SessionStore(Home.of(Settings.load(env)).sessions_dir)
     history = [Message("user" if i % 2 == 0 else "assistant",
                        f"{i} " + ('}, {"role": "user"} é ' if i % 7 == 0 else "") + "x" * (i % 50),
-                       meta={"n": i} if i % 11 == 0 else None,
+                       # (a meta whose objects hold "role": a place that looks like a cut and is not one)
+                       meta={"n": i} if i % 11 == 0 else {"log": [{"a": 1}, {"role": "x"}]} if i % 17 == 0 else None,
                        tool_calls=[{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
                        if i % 13 == 0 else None) for i in range(3000)]
     history.insert(1500, Message("user", "long " * 3000))  # longer than a piece
+    for at in (700, 2200):  # a piece ends in its tool call: the nested "role" is tried as a cut first
+        history.insert(at, Message("assistant", "", meta={"log": [{"a": 1}, {"role": "x"}]}, tool_calls=[
+            {"id": f"c{at}", "type": "function", "function": {"name": "f", "arguments": "y" * 6000}}]))
     store.write("big", SessionData(history=history, title='a "chat_history":[ title'))
     whole, _ = store.load("big")
     pieces_read: list[bool] = []

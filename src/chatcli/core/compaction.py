@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from itertools import compress
-from operator import attrgetter, not_
+from itertools import compress, repeat
+from operator import attrgetter, eq, not_
 from dataclasses import dataclass
 
 from chatcli.core.messages import Message, call_chars
@@ -68,7 +68,7 @@ def plan_cut(history: Sequence[Message], keep_recent: int) -> Cut | None:
             recent += 1
     while index > 0 and not allowed[index]:  # move earlier until no unit is split
         index -= 1
-    system = [role == "system" for role in map(_ROLE, history[:index])]
+    system = list(map(eq, map(_ROLE, history[:index]), repeat("system")))  # (in C: 100,000 messages)
     summarised = tuple(compress(range(index), map(not_, system)))
     if len(summarised) < MIN_SUMMARISED:
         return None

@@ -119,31 +119,45 @@ def _read_in_pieces(fd: int, size: int, closed: bool = False) -> SessionData | N
     carry = b""
     misses = 0  # candidate cuts that did not parse (objects with a "role" key nested in a message)
     while offset < end or carry:
-        data = carry + os.pread(fd, min(PIECE, end - offset), offset) if offset < end else carry
+        # The piece is read into a buffer after "[" and what was carried, with a byte to spare:
+        # each cut is made by writing "]" over the comma before it, and orjson parses the
+        # buffer's start in place (copying every piece three times was a sixth of the read).
+        buf = _piece(fd, carry, min(PIECE, end - offset) if offset < end else 0, offset)
+        if buf is None:
+            return None  # the file shrank meanwhile: read whole, and said
         offset = min(end, offset + PIECE)
+        filled = len(buf) - 1  # "[" and the data; then the spare byte
         if offset >= end:  # the rest, up to the closing "]"
+            last = filled - 1
+            while last > 0 and buf[last] in _WHITESPACE:
+                last -= 1
+            buf[last + 1] = 0x5D  # "]"
             try:
-                items += orjson.loads(b"[" + data.rstrip() + b"]")
+                items += orjson.loads(memoryview(buf)[:last + 2])
             except orjson.JSONDecodeError:
                 return None
             break
-        start, floor = len(data), max(0, len(carry) - len(b'{"role":'))  # the carry had no cut before
+        start, floor = filled, 1 + max(0, len(carry) - len(b'{"role":'))  # the carry had no cut before
         while True:
-            start = data.rfind(b'{"role":', floor, start)
-            if start <= 0:
-                carry = data  # one message longer than a piece: read on
+            start = buf.rfind(b'{"role":', floor, start)
+            if start <= 1:
+                carry = bytes(memoryview(buf)[1:filled])  # one message longer than a piece: read on
                 break
-            before = data[:start].rstrip()
-            if not before.endswith(b"},"):
+            comma = start - 1
+            while buf[comma] in _WHITESPACE:
+                comma -= 1
+            if buf[comma] != 0x2C or buf[comma - 1] != 0x7D:  # not after "},"
                 continue
+            buf[comma] = 0x5D
             try:
-                items += orjson.loads(b"[" + before[:-1] + b"]")
+                items += orjson.loads(memoryview(buf)[:comma + 1])
             except orjson.JSONDecodeError:
+                buf[comma] = 0x2C
                 misses += 1
                 if misses > 16:
                     return None  # not worth guessing on: read it whole
                 continue
-            carry = data[start:]
+            carry = bytes(memoryview(buf)[start:filled])
             break
     try:
         data = session.decode_session(head)
@@ -157,6 +171,20 @@ def _read_in_pieces(fd: int, size: int, closed: bool = False) -> SessionData | N
     data.reshaped = session.reshaped(data.history, items)
     data.appendable = laid_out and not data.reshaped
     return data
+
+
+_WHITESPACE = frozenset(b" \t\r\n")  # JSON's
+
+
+def _piece(fd: int, carry: bytes, size: int, offset: int) -> bytearray | None:
+    """b"[" + `carry` + the `size` bytes of file `fd` at `offset` + a byte to spare, in one
+    buffer read into in place; None when the file has fewer bytes there."""
+    buf = bytearray(len(carry) + size + 2)
+    buf[0] = 0x5B  # "["
+    buf[1:1 + len(carry)] = carry
+    if size and os.preadv(fd, [memoryview(buf)[1 + len(carry):1 + len(carry) + size]], offset) != size:
+        return None
+    return buf
 
 
 def _after_history(orjson, fd: int, size: int) -> tuple[int | None, dict]:
