@@ -109,17 +109,26 @@ def test_the_first_sync_after_a_load_trusts_a_big_journal_and_numbers_repeats_ri
     assert len(oks) == len(set(oks)) == 31
 
 
+def test_a_length_is_found_only_where_it_is_one_not_across_two():
+    import array
+
+    packed = array.array("q", [0x500, 0, 5, 7, 5]).tobytes()  # 5's bytes also start inside the first
+    assert list(transcript._found(packed, 5, 5)) == [2, 4]
+    assert list(transcript._found(packed, 5, 4)) == [2]  # only before `end`
+    assert list(transcript._found(packed, 0, 5)) == [1]
+
+
 def test_many_messages_added_after_a_trusted_prefix_are_numbered_as_a_whole_read_would(env, monkeypatch):
-    # Past a few lookups the prefix's messages are grouped by length once, rather than searched
-    # again for each new message: both ways must number repeats the same.
+    # A sync with many new messages groups the prefix's messages by length once, rather than
+    # searching them again for each: both ways must number repeats the same.
     monkeypatch.setattr(transcript, "TRUST_FROM", 0)
     conv = bound(env, "many")
     for i in range(12):
         turn(conv, f"question {i}", "ok" if i % 2 else "fine")
     later = bound(env, "many")
-    assert transcript.SCANNED_LOOKUPS < 24
+    added = transcript.SCANNED_LOOKUPS + 12
     later.history += [Message("user", f"question {i}") if i < 12 else Message("assistant", f"new {i}")
-                      for i in range(24)]  # twelve that repeat earlier questions, twelve new
+                      for i in range(added)]  # twelve that repeat earlier questions, the rest new
     later.sync_transcript()
     assert later.transcript._by_length is not None  # the grouped way was taken
     path = later.transcript.journal.path
