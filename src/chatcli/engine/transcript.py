@@ -267,23 +267,26 @@ class TranscriptSync:
         (8 bytes each, in C: 4 ms at 100,000 messages) and a lookup finds its length there with
         bytes.find (tens of µs), so that a turn costs no more on a long session than a short
         one; a sync with a long tail to look up (`_prime`) groups them by length first."""
-        if self._lengths is None:
-            self._lengths = array.array("q", map(len, map(_CONTENT, history[: self._base]))).tobytes()
+        lengths = self._packed_lengths(history)
         content, role = message.content, message.role
         if self._by_length is not None:
             positions = (position for position in self._by_length.get(len(content), ()) if position < end)
         else:
-            positions = _found(self._lengths, len(content), end)
+            positions = _found(lengths, len(content), end)
         return sum(1 for position in positions if history[position].content == content
                    and history[position].role == role and rules.content_digest(history[position]) == digest)
+
+    def _packed_lengths(self, history: Sequence[Message]) -> bytes:
+        """The trusted prefix's content lengths, 8 bytes each (made once)."""
+        if self._lengths is None:
+            self._lengths = array.array("q", map(len, map(_CONTENT, history[: self._base]))).tobytes()
+        return self._lengths
 
     def _prime(self, history: Sequence[Message], start: int) -> None:
         """Occurrence counts, in the trusted prefix, of the messages after `start`."""
         if len(history) - start > SCANNED_LOOKUPS and self._by_length is None and self._base:
-            if self._lengths is None:
-                self._lengths = array.array("q", map(len, map(_CONTENT, history[: self._base]))).tobytes()
             index: dict[int, list[int]] = {}
-            for position, length in enumerate(array.array("q", self._lengths)):
+            for position, length in enumerate(array.array("q", self._packed_lengths(history))):
                 index.setdefault(length, []).append(position)
             self._by_length = index
         for message in history[start:]:
