@@ -56,15 +56,50 @@ def test_a_oneshot_ends_after_its_threads_and_exit_handlers(openai_env, openai_s
     assert marks.read_text().splitlines() == ["thread", "atexit"]
 
 
-def test_a_reader_that_goes_away_ends_the_oneshot_without_a_traceback(openai_env, openai_server, workdir):
-    openai_server.reply(*(["y" * 1000 + "\n"] * 2000))
-    process = subprocess.Popen([CHATCLI, "-p", "hi"], env=openai_env, cwd=workdir, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+def test_a_reader_that_goes_away_keeps_the_whole_turn_and_says_nothing(openai_env, openai_server, workdir):
+    # `chatcli --session s -p … | head -c 10`: the rest is not wanted on screen, but the turn is
+    # not cut short: the session gets the whole answer, not a question piling up without one.
+    chunks = ["y" * 1000 + "\n"] * 200  # more than a pipe holds, less than the context window
+    openai_server.reply(*chunks)
+    process = subprocess.Popen([CHATCLI, "--session", "piped", "-p", "hi"], env=openai_env, cwd=workdir,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     assert process.stdout.read(10) == b"y" * 10
-    process.stdout.close()  # as `| head -c 10` does
+    process.stdout.close()
     err = process.stderr.read().decode()
-    assert process.wait(timeout=60) in (120, 141)
-    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert process.wait(timeout=60) == 141
+    assert "Traceback" not in err and "Exception ignored" not in err and "[interrupted]" not in err, err
+    openai_server.reply("second answer")
+    again = run_chatcli("--session", "piped", "-p", "again", env=openai_env, cwd=workdir)
+    assert again.returncode == 0 and again.stdout == "second answer\n"
+    sent = openai_server.requests[-1].body["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[1]["content"] == "".join(chunks)
+
+
+def test_output_that_cannot_be_written_is_one_line_and_the_turn_is_kept(openai_env, openai_server, workdir):
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([CHATCLI, "--session", "full", "-p", "hi"], env=openai_env, cwd=workdir, stdout=full,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, timeout=60)
+        listed = subprocess.run([CHATCLI, "session", "list"], env=openai_env, cwd=workdir, stdout=full,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == ("chatcli: error: the answer could not be written out: "
+                                            "No space left on device (the answer is kept in session 'full')")
+    assert listed.returncode == 1
+    assert listed.stderr == "chatcli: error: the output could not be written: No space left on device\n"
+    shown = run_chatcli("session", "show", "full", env=openai_env, cwd=workdir)
+    assert "You said: hi" in shown.stdout
+
+
+def test_a_closed_stdout_is_no_error_and_the_turn_is_kept(openai_env, openai_server, workdir):
+    import os
+
+    done = subprocess.run([CHATCLI, "--session", "closed", "-p", "hi"], env=openai_env, cwd=workdir,
+                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, timeout=60,
+                          preexec_fn=lambda: os.close(1))  # `>&-`
+    assert done.returncode == 0 and "error" not in done.stderr, done.stderr
+    shown = run_chatcli("session", "show", "closed", env=openai_env, cwd=workdir)
+    assert "You said: hi" in shown.stdout
 
 
 def test_openai_api_url_is_an_alias_for_the_base_url(env, openai_server, workdir):

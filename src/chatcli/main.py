@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 
 from chatcli import __version__
@@ -114,6 +115,7 @@ COMMANDS = (
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _open_closed_streams()
     if argv[:1] == ["--debug"] and argv[1:2] and argv[1] in ("session", "storage", "import", *_SERVERS):
         argv = [argv[1], "--debug", *argv[2:]]  # `chatcli --debug storage …`: the subcommand's own --debug
     if argv == ["--version"]:  # the common case, answered without loading argparse
@@ -127,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:
             _silence_stdout()
             return 141
+        except OSError as exc:  # its output could not be written (a full disk)
+            if exc.errno not in _UNWRITABLE:
+                raise
+            return _unwritable(exc)
         if code is not None:
             return code
     words = argv[2:] if argv[:2] == ["session", "search"] else []
@@ -140,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:
             _silence_stdout()
             return 141
+        except OSError as exc:
+            if exc.errno not in _UNWRITABLE:
+                raise
+            return _unwritable(exc)
         if code is not None:
             return code
         # Words alone: the namespace the parser would make, without loading argparse (which
@@ -179,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 141
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in _UNWRITABLE and not args.debug:
+            return _unwritable(exc)
         from chatcli.core.errors import ChatcliError
 
         if args.debug:
@@ -335,6 +347,34 @@ _SERVERS = {
         "commands in the prompt box, session/load.",
         (), _run_acp),
 }
+
+
+# Errors of a write that no retry mends: the output (or a file) cannot take more.
+_UNWRITABLE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _unwritable(exc: OSError) -> int:
+    """One line for output that could not be written (a full disk), instead of a traceback;
+    what is left in stdout's buffer is dropped."""
+    _silence_stdout()
+    try:
+        sys.stderr.write(f"chatcli: error: the output could not be written: {exc.strerror or exc}\n")
+    except (OSError, ValueError):
+        pass
+    return 1
+
+
+def _open_closed_streams() -> None:
+    """A stream the caller closed (`chatcli -p hi >&-`) is None in Python: it becomes the null
+    device, so that output goes nowhere rather than every write failing (a turn asked for with
+    --session is still recorded)."""
+    if sys.stdout is None or sys.stderr is None:
+        import os
+
+        if sys.stdout is None:
+            sys.stdout = open(os.devnull, "w", encoding="utf-8")
+        if sys.stderr is None:
+            sys.stderr = open(os.devnull, "w", encoding="utf-8")
 
 
 def _silence_stdout() -> None:

@@ -4,6 +4,7 @@ when asked to (--session, --continue)."""
 from __future__ import annotations
 
 import sys
+from typing import TextIO
 
 from chatcli.config.settings import Settings
 from chatcli.core.agent import Approval, ask
@@ -44,10 +45,13 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
     attached_early = conversation.pending is not None
     conversation.agent.approve_all = yes
     approve = _ask_on_terminal if sys.stdin.isatty() else None
-    result = stream_turn(conversation, prompt, sys.stdout, approve=approve)
+    out = _Output(sys.stdout)
+    result = stream_turn(conversation, prompt, out, approve=approve)
     loaded_unbound = loaded_unbound or (attached_early and conversation.session_name is None)
     if result.interrupted:
         return 130
+    if out.failure is not None:
+        return _not_shown(out.failure, conversation.session_name)
     if conversation.binding.unsynced:  # a one-shot has no next turn to try again
         sys.stderr.write(f"chatcli: error: this turn could not be written to session '{conversation.session_name}'\n")
         return 1
@@ -61,6 +65,54 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
         sys.stderr.write("chatcli: error: this turn was not written to a session (see the note above)\n")
         return 1
     return 0
+
+
+class _Output:
+    """Standard output for the answer. When it cannot be written (its reader went away, as with
+    `| head`, or the disk is full) the rest is not written, and the answer is still received
+    whole: the turn is kept (in its session, if it has one) as if it had been shown, rather
+    than cut short and recorded as a question without its answer."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.failure: OSError | None = None
+
+    def write(self, text: str) -> int:
+        if self.failure is None:
+            try:
+                return self.stream.write(text)
+            except OSError as exc:
+                self.failure = exc
+        return len(text)
+
+    def flush(self) -> None:
+        if self.failure is None:
+            try:
+                self.stream.flush()
+            except OSError as exc:
+                self.failure = exc
+
+    def isatty(self) -> bool:
+        return self.failure is None and self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
+def _not_shown(failure: OSError, session: str | None) -> int:
+    """The exit of a turn whose answer could not all be written out: quietly 141 when the reader
+    went away (what `| head` asks for), else one line saying why, and where the answer is."""
+    import os
+
+    try:  # what stdout still buffers goes nowhere, rather than failing again at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    if isinstance(failure, BrokenPipeError):
+        return 141
+    kept = f" (the answer is kept in session '{session}')" if session else ""
+    sys.stderr.write(f"chatcli: error: the answer could not be written out: {failure.strerror or failure}{kept}\n")
+    return 1
 
 
 def _ask_on_terminal(question: Approval) -> str:

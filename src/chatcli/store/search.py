@@ -355,24 +355,28 @@ class _Hashing:
         the helper can read them itself (`whole_from`: the sessions directory and its key, from
         which it reads a session whole as SessionStore.index_rows does): it reads, hashes and
         seals up to HELPER_SESSIONS_AHEAD sessions ahead, in order, while this process indexes
-        what it sent. Until it is ready, and whenever it has not begun its next answer, this
-        process reads a session itself (`read_here(item)`, the update's `read`), from the other
-        end of the list, keeping the helper HELPER_SESSIONS_AHEAD sessions ahead meanwhile: the
-        two then share the work (each alone was the other's wait). That needs the requests to
-        reach the helper at once and its answers to wait in the pipe without stopping it (see
-        `_Helper.send` and HELPER_PIPE); with the helper's requests going through a thread and a
-        64 KiB pipe, doing so made the update slower (2.1–2.3 s against 1.36–1.40 s for 1,000
-        sessions). For each session, `begin(item, got)` (what `read` gives, its rows aside)
-        removes its old rows if it had any and records it, before its rows are indexed. A helper
-        that fails midway: the session it was sending loses what of it was indexed
-        (`drop(number)`), and it and the rest are read here."""
+        what it sent. Until it is ready, this process reads sessions itself (`read_here(item)`,
+        the update's `read`); and whenever the helper has not begun its next answer, this
+        process reads, hashes and seals the next session itself, to be indexed in its turn,
+        while the helper is kept HELPER_SESSIONS_AHEAD sessions ahead: the two then share the
+        work (each alone was the other's wait). That needs the requests to reach the helper at
+        once and its answers to wait in the pipe without stopping it (see `_Helper.send` and
+        HELPER_PIPE), and the sessions to be indexed in order. For each session, `begin(item,
+        got)` (what `read` gives, its rows aside) removes its old rows if it had any and records
+        it, before its rows are indexed. A helper that fails midway: the session it was sending
+        loses what of it was indexed (`drop(number)`), and it and the rest are read here."""
         from collections import deque
 
-        waiting, asked = deque(todo), deque()
+        # Sessions go into the index in the order of their numbers (their row ids): FTS5 writes
+        # out what it holds whenever a row id lower than the last arrives.
+        waiting = deque(sorted(todo, key=lambda item: item[3]))
+        queue: deque = deque()  # in order: (item, None) asked of the helper, or (item, (got, made)) made here
+        asked = held = 0
 
         def feed() -> None:
+            nonlocal asked
             helper = self._helper()
-            while helper is not None and waiting and len(asked) < HELPER_SESSIONS_AHEAD:
+            while helper is not None and waiting and asked < HELPER_SESSIONS_AHEAD:
                 item = waiting.popleft()
                 try:
                     helper.send(("session", item[0], item[3]))
@@ -380,29 +384,55 @@ class _Hashing:
                     waiting.appendleft(item)
                     self._lost()
                     return
-                asked.append(item)
+                queue.append((item, None))
+                asked += 1
 
-        while waiting or asked:
-            feed()
-            if asked and self.helper is None:  # it failed taking a request: what it was asked is read here
-                waiting.extendleft(reversed(asked))
-                asked.clear()
-            if asked and (not waiting or self.helper.answered()):
-                item = asked.popleft()
-                if not self._take_session(item, begin, drop):
-                    waiting.extendleft(reversed([item, *asked]))
-                    asked.clear()
-                continue
-            # Nothing of the helper's to index yet: a session from the other end is read here.
-            item = waiting.pop() if asked else waiting.popleft()
-            got = read_here(item)
+        def give_back() -> None:
+            """The helper failed: what it was asked is read here, made here's stay in the queue."""
+            nonlocal asked
+            waiting.extendleft(reversed([item for item, made in queue if made is None]))
+            kept = [entry for entry in queue if entry[1] is not None]
+            queue.clear()
+            queue.extend(kept)
+            asked = 0
+
+        def index_here(item: tuple, got: tuple, made: list) -> None:
             begin(item, got)
-            name, _stamp, _known, number = item
+            for chunk in made:
+                _index_hashed(self.db, self.table, chunk)
+
+        def made_here(item: tuple) -> tuple[tuple, list]:
+            got = read_here(item)
             rows = got[0]
-            for at in range(0, len(rows), INSERT_CHUNK):
-                _index_hashed(self.db, self.table, hashed_chunk(self.terms, name, number, rows[at:at + INSERT_CHUNK]))
-                self.here += len(rows[at:at + INSERT_CHUNK])
-                feed()
+            self.here += len(rows)
+            return got, [hashed_chunk(self.terms, item[0], item[3], rows[at:at + INSERT_CHUNK])
+                         for at in range(0, len(rows), INSERT_CHUNK)]
+
+        while waiting or queue:
+            feed()
+            if asked and self.helper is None:
+                give_back()
+            if not queue:  # no helper (yet, or any more): read here, in order
+                item = waiting.popleft()
+                index_here(item, *made_here(item))
+                continue
+            item, made = queue[0]
+            if made is None and waiting and held < HELPER_SESSIONS_AHEAD and not self.helper.answered():
+                # The helper is still at work on the next one: the next to ask it is made here
+                # meanwhile (read, hashed, sealed), and indexed when its turn comes.
+                item = waiting.popleft()
+                queue.append((item, made_here(item)))
+                held += 1
+                continue
+            queue.popleft()
+            if made is not None:
+                held -= 1
+                index_here(item, *made)
+                continue
+            asked -= 1
+            if not self._take_session(item, begin, drop):
+                give_back()
+                waiting.appendleft(item)
 
     def _take_session(self, item: tuple, begin: Callable, drop: Callable) -> bool:
         """Index the session the helper read for `item`; False when the helper failed (it is
