@@ -1,6 +1,6 @@
 """`chatcli session search` beside the bare FTS5 query it answers from, on a big store.
 
-Rows (each a whole process, what a user waits for; medians of BENCH_RUNS runs, default 5, the
+Rows (each a whole process, what a user waits for; medians of BENCH_RUNS runs, default 9, the
 command and its floor taking turns):
   session search, rare / mid-frequency word   `chatcli session search WORD` over BENCH_MESSAGES
                          messages (default 1,000,000: sessions of 1,000), the index up to date;
@@ -37,7 +37,7 @@ from journal import VOCABULARY  # noqa: E402
 from scale import CHATCLI, PYTHON, session_corpus  # noqa: E402
 
 MESSAGES = int(os.environ.get("BENCH_MESSAGES", "1000000"))
-RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+RUNS = int(os.environ.get("BENCH_RUNS", "9"))
 PER_SESSION = 1_000
 # The corpus draws its words with a Zipf-like law (bench/journal.py): the word of rank 4,000 is
 # in about one message in 1,200, the word of rank 300 in about one in 90.
