@@ -76,6 +76,33 @@ def test_a_reader_that_goes_away_keeps_the_whole_turn_and_says_nothing(openai_en
     assert sent[1]["content"] == "".join(chunks)
 
 
+def test_a_reader_that_goes_away_stops_a_turn_nothing_records(openai_env, openai_server, workdir):
+    openai_server.reply(*(["z" * 1000 + "\n"] * 2000))
+    process = subprocess.Popen([CHATCLI, "-p", "hi"], env=openai_env, cwd=workdir, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert process.stdout.read(10) == b"z" * 10
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 141
+    assert err == "", err
+
+
+def test_the_repl_and_the_servers_refuse_a_closed_stdout(openai_env, workdir):
+    import os
+    import pty
+
+    primary, secondary = pty.openpty()  # the REPL starts when stdin is a terminal
+    try:
+        for args in ([], ["mcp-server"], ["acp"]):
+            done = subprocess.run([CHATCLI, *args], env=openai_env, cwd=workdir, stdin=secondary,
+                                  stderr=subprocess.PIPE, text=True, timeout=60, preexec_fn=lambda: os.close(1))
+            assert done.returncode == 2, (args, done.stderr)
+            assert done.stderr.startswith("chatcli: error: standard output is closed:"), (args, done.stderr)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+
+
 def test_output_that_cannot_be_written_is_one_line_and_the_turn_is_kept(openai_env, openai_server, workdir):
     with open("/dev/full", "w") as full:
         done = subprocess.run([CHATCLI, "--session", "full", "-p", "hi"], env=openai_env, cwd=workdir, stdout=full,

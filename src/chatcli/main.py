@@ -115,12 +115,15 @@ COMMANDS = (
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    _open_closed_streams()
+    if sys.stderr is None:  # closed by the caller (`2>&-`): what would go there goes nowhere
+        sys.stderr = _null()
     if argv[:1] == ["--debug"] and argv[1:2] and argv[1] in ("session", "storage", "import", *_SERVERS):
         argv = [argv[1], "--debug", *argv[2:]]  # `chatcli --debug storage …`: the subcommand's own --debug
     if argv == ["--version"]:  # the common case, answered without loading argparse
         print(f"chatcli {__version__}")
         return 0
+    if sys.stdout is None and argv[:1] in (["session"], ["storage"], ["import"], ["doctor"]):
+        sys.stdout = _null()  # closed by the caller (`>&-`): the output goes nowhere
     if argv == ["session", "list"]:  # the common case, answered from its saved rendering when it holds
         from chatcli.cli.quick_list import run as quick_list
 
@@ -181,6 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         args = build_parser().parse_args(argv)
         runner = _run
+    if sys.stdout is None:  # closed by the caller (`>&-`)
+        if runner in (_run_mcp, _run_acp, _run_gateway) or (runner is _run and not _oneshot(args)):
+            sys.stderr.write(f"chatcli: error: standard output is closed: {'the REPL' if runner is _run else 'this server'} "
+                             "needs it\n")
+            return 2
+        sys.stdout = _null()  # a command's output goes nowhere; a one-shot's turn is still recorded
     try:
         return runner(args)
     except KeyboardInterrupt:
@@ -190,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except Exception as exc:
         if isinstance(exc, OSError) and exc.errno in _UNWRITABLE and not args.debug:
-            return _unwritable(exc)
+            where = f": {exc.filename}" if exc.filename else ""
+            sys.stderr.write(f"chatcli: error: {exc.strerror or exc}{where}\n")
+            _silence_stdout()  # (stdout may be what is full: not written again at exit)
+            return 1
         from chatcli.core.errors import ChatcliError
 
         if args.debug:
@@ -234,7 +246,7 @@ def _run(args) -> int:
 
         raise UsageError("--yes approves agent work: give it with --agent or --coder")
     start = {"resume": args.resume, "name": args.session}
-    if args.prompt is not None or not sys.stdin.isatty():
+    if _oneshot(args):
         from chatcli.cli.oneshot import run_oneshot
 
         # Bytes that are not UTF-8 (a Latin-1 log, say) become U+FFFD rather than failing later.
@@ -364,17 +376,15 @@ def _unwritable(exc: OSError) -> int:
     return 1
 
 
-def _open_closed_streams() -> None:
-    """A stream the caller closed (`chatcli -p hi >&-`) is None in Python: it becomes the null
-    device, so that output goes nowhere rather than every write failing (a turn asked for with
-    --session is still recorded)."""
-    if sys.stdout is None or sys.stderr is None:
-        import os
+def _null():
+    import os
 
-        if sys.stdout is None:
-            sys.stdout = open(os.devnull, "w", encoding="utf-8")
-        if sys.stderr is None:
-            sys.stderr = open(os.devnull, "w", encoding="utf-8")
+    return open(os.devnull, "w", encoding="utf-8")
+
+
+def _oneshot(args) -> bool:
+    """Whether the chat command asks once (-p, or text piped in) rather than starting the REPL."""
+    return args.prompt is not None or not sys.stdin.isatty()
 
 
 def _silence_stdout() -> None:

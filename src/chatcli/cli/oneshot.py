@@ -8,7 +8,7 @@ from typing import TextIO
 
 from chatcli.config.settings import Settings
 from chatcli.core.agent import Approval, ask
-from chatcli.core.errors import UsageError
+from chatcli.core.errors import ChatcliError, UsageError
 from chatcli.engine import sessions
 from chatcli.engine.conversation import Conversation, load_system_prompt
 from chatcli.render.turn import drop_typed_keys, stream_turn
@@ -33,7 +33,8 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
         sys.stderr.write(f"chatcli: warning: {warning}\n")
     conversation = Conversation(settings, system_prompt=system_prompt)
     conversation.agent.switch(mode, conversation)
-    if start and (start.get("name") or start.get("resume")):  # a turn to record: can it be?
+    recording = bool(start and (start.get("name") or start.get("resume")))
+    if recording:  # a turn to record: can it be?
         warning, _ = sessions.read_only_warning(conversation)
         if warning:
             sys.stderr.write(f"chatcli: warning: {warning}\n")
@@ -45,13 +46,22 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
     attached_early = conversation.pending is not None
     conversation.agent.approve_all = yes
     approve = _ask_on_terminal if sys.stdin.isatty() else None
-    out = _Output(sys.stdout)
-    result = stream_turn(conversation, prompt, out, approve=approve)
+    out = _Output(sys.stdout, keep_going=recording)
+    try:
+        result = stream_turn(conversation, prompt, out, approve=approve)
+    except _OutputGone:  # nothing to keep the turn in: it stopped at the first write that failed
+        return _not_shown(out.failure, None)
     loaded_unbound = loaded_unbound or (attached_early and conversation.session_name is None)
     if result.interrupted:
         return 130
+    code = _recorded(conversation, loaded_unbound)
     if out.failure is not None:
-        return _not_shown(out.failure, conversation.session_name)
+        return _not_shown(out.failure, conversation.session_name if code == 0 else None, code)
+    return code
+
+
+def _recorded(conversation: Conversation, loaded_unbound: bool) -> int:
+    """The exit code once the turn is recorded, or said not to be (one line)."""
     if conversation.binding.unsynced:  # a one-shot has no next turn to try again
         sys.stderr.write(f"chatcli: error: this turn could not be written to session '{conversation.session_name}'\n")
         return 1
@@ -67,14 +77,19 @@ def run_oneshot(settings: Settings, flag: str | None, piped: str | None, start: 
     return 0
 
 
+class _OutputGone(ChatcliError):
+    """Standard output failed during a turn that nothing records: the turn stops there."""
+
+
 class _Output:
     """Standard output for the answer. When it cannot be written (its reader went away, as with
-    `| head`, or the disk is full) the rest is not written, and the answer is still received
-    whole: the turn is kept (in its session, if it has one) as if it had been shown, rather
-    than cut short and recorded as a question without its answer."""
+    `| head`, or the disk is full) the rest is not written. A turn recorded in a session is
+    still received whole and kept as if it had been shown, rather than cut short and recorded as
+    a question without its answer; a turn nothing records stops there (`_OutputGone`), as a
+    program whose reader left does."""
 
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
+    def __init__(self, stream: TextIO, keep_going: bool) -> None:
+        self.stream, self.keep_going = stream, keep_going
         self.failure: OSError | None = None
 
     def write(self, text: str) -> int:
@@ -82,7 +97,7 @@ class _Output:
             try:
                 return self.stream.write(text)
             except OSError as exc:
-                self.failure = exc
+                self._failed(exc)
         return len(text)
 
     def flush(self) -> None:
@@ -90,7 +105,12 @@ class _Output:
             try:
                 self.stream.flush()
             except OSError as exc:
-                self.failure = exc
+                self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        self.failure = exc
+        if not self.keep_going:
+            raise _OutputGone(str(exc)) from exc
 
     def isatty(self) -> bool:
         return self.failure is None and self.stream.isatty()
@@ -99,19 +119,25 @@ class _Output:
         return self.stream.fileno()
 
 
-def _not_shown(failure: OSError, session: str | None) -> int:
+def _not_shown(failure: OSError, kept_in: str | None, code: int = 0) -> int:
     """The exit of a turn whose answer could not all be written out: quietly 141 when the reader
-    went away (what `| head` asks for), else one line saying why, and where the answer is."""
+    went away (what `| head` asks for), else one line saying why, and where the answer is kept
+    (`kept_in`, when it was); `code`, when the turn's recording already failed (and said so)."""
     import os
 
     try:  # what stdout still buffers goes nowhere, rather than failing again at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError):
         pass
+    if code:
+        return code
     if isinstance(failure, BrokenPipeError):
         return 141
-    kept = f" (the answer is kept in session '{session}')" if session else ""
-    sys.stderr.write(f"chatcli: error: the answer could not be written out: {failure.strerror or failure}{kept}\n")
+    kept = f" (the answer is kept in session '{kept_in}')" if kept_in else ""
+    try:
+        sys.stderr.write(f"chatcli: error: the answer could not be written out: {failure.strerror or failure}{kept}\n")
+    except (OSError, ValueError):
+        pass
     return 1
 
 

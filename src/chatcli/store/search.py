@@ -330,6 +330,8 @@ HELPER_FROM = 5_000  # messages an update hashes itself before it starts a helpe
 HELPER_SESSIONS = 32  # sessions to index from which an update starts the helper at once
 HELPER_AHEAD = 4  # chunks the helper is given before the first of them is indexed
 HELPER_SESSIONS_AHEAD = 8  # sessions the helper is asked to read before the first of them is indexed
+HELD_ROWS = 8 * INSERT_CHUNK  # messages made here while the helper works, at most, before they are indexed
+_HERE = object()  # a session the helper was asked for and did not answer: read here (`index_sessions`)
 
 
 class _Hashing:
@@ -370,8 +372,10 @@ class _Hashing:
         # Sessions go into the index in the order of their numbers (their row ids): FTS5 writes
         # out what it holds whenever a row id lower than the last arrives.
         waiting = deque(sorted(todo, key=lambda item: item[3]))
-        queue: deque = deque()  # in order: (item, None) asked of the helper, or (item, (got, made)) made here
-        asked = held = 0
+        # In order: (item, None) asked of the helper, (item, (got, made)) made here, or (item,
+        # _HERE) to read here (the helper failed before answering it).
+        queue: deque = deque()
+        asked = held = 0  # sessions asked of the helper; rows made here and not indexed yet
 
         def feed() -> None:
             nonlocal asked
@@ -388,12 +392,11 @@ class _Hashing:
                 asked += 1
 
         def give_back() -> None:
-            """The helper failed: what it was asked is read here, made here's stay in the queue."""
+            """The helper failed: what it was asked is read here, in its place in the queue."""
             nonlocal asked
-            waiting.extendleft(reversed([item for item, made in queue if made is None]))
-            kept = [entry for entry in queue if entry[1] is not None]
-            queue.clear()
-            queue.extend(kept)
+            for at, (item, made) in enumerate(queue):
+                if made is None:
+                    queue[at] = (item, _HERE)
             asked = 0
 
         def index_here(item: tuple, got: tuple, made: list) -> None:
@@ -417,22 +420,25 @@ class _Hashing:
                 index_here(item, *made_here(item))
                 continue
             item, made = queue[0]
-            if made is None and waiting and held < HELPER_SESSIONS_AHEAD and not self.helper.answered():
+            if made is None and waiting and held < HELD_ROWS and not self.helper.answered():
                 # The helper is still at work on the next one: the next to ask it is made here
                 # meanwhile (read, hashed, sealed), and indexed when its turn comes.
                 item = waiting.popleft()
-                queue.append((item, made_here(item)))
-                held += 1
+                made = made_here(item)
+                queue.append((item, made))
+                held += len(made[0][0])
                 continue
             queue.popleft()
-            if made is not None:
-                held -= 1
+            if made is _HERE:
+                index_here(item, *made_here(item))
+            elif made is not None:
+                held -= len(made[0][0])
                 index_here(item, *made)
-                continue
-            asked -= 1
-            if not self._take_session(item, begin, drop):
-                give_back()
-                waiting.appendleft(item)
+            else:
+                asked -= 1
+                if not self._take_session(item, begin, drop):
+                    give_back()
+                    queue.appendleft((item, _HERE))
 
     def _take_session(self, item: tuple, begin: Callable, drop: Callable) -> bool:
         """Index the session the helper read for `item`; False when the helper failed (it is
