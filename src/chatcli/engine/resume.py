@@ -46,6 +46,7 @@ written to it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -131,12 +132,34 @@ class Pending:
             if isinstance(error, SessionError):
                 raise error
             raise SessionError(f"session '{self.name}' could not be read whole: {error}")
-        notes = self._bind(conv, self._data)
-        self.whole = True
+        with _ctrl_c_held() as held:  # half a binding could not keep the answer shown
+            notes = self._bind(conv, self._data)
+            self.whole = True
+        stopped = stopped or (KeyboardInterrupt() if held else None)
         if stopped is not None:
             conv.settled_notes.extend(notes)
             raise stopped
         return notes
+
+
+@contextlib.contextmanager
+def _ctrl_c_held():
+    """Ctrl-C during the block is held until it ends (the list it yields says whether one came),
+    on the main thread while Ctrl-C raises KeyboardInterrupt there; elsewhere the block runs as
+    it is. The session read whole is bound in it: a KeyboardInterrupt halfway would leave the
+    turn unable to keep the answer it has shown."""
+    import signal
+
+    held: list[bool] = []
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield held
+        return
+    signal.signal(signal.SIGINT, lambda _signum, _frame: held.append(True))
+    try:
+        yield held
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def open_pending(conv: Conversation, name: str,
