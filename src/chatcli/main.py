@@ -46,11 +46,11 @@ def _end_now(code: int) -> None:
             code = code or 141
         except (OSError, ValueError) as exc:  # a full disk: said, where the interpreter said it too
             if stream is sys.stdout:
+                _unwritable(exc)
                 code = code or 120
                 try:
-                    sys.stderr.write(f"chatcli: error: the output could not be written: {exc}\n")
                     sys.stderr.flush()
-                except (OSError, ValueError, AttributeError):
+                except (OSError, ValueError):
                     pass
     os._exit(code)
 
@@ -365,12 +365,12 @@ _SERVERS = {
 _UNWRITABLE = (errno.ENOSPC, errno.EDQUOT)
 
 
-def _unwritable(exc: OSError) -> int:
+def _unwritable(exc: OSError | ValueError) -> int:
     """One line for output that could not be written (a full disk), instead of a traceback;
     what is left in stdout's buffer is dropped."""
     _silence_stdout()
     try:
-        sys.stderr.write(f"chatcli: error: the output could not be written: {exc.strerror or exc}\n")
+        sys.stderr.write(f"chatcli: error: the output could not be written: {getattr(exc, 'strerror', None) or exc}\n")
     except (OSError, ValueError):
         pass
     return 1
@@ -388,9 +388,6 @@ def _oneshot(args) -> bool:
 
 
 def _silence_stdout() -> None:
-    import os
+    from chatcli.cli import silence_stdout
 
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except OSError:
-        pass
+    silence_stdout()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from chatcli.cli import silence_stdout
 from chatcli.config.settings import Settings
 from chatcli.core.agent import Approval, ask
 from chatcli.core.errors import ChatcliError, UsageError
@@ -123,12 +124,7 @@ def _not_shown(failure: OSError, kept_in: str | None, code: int = 0) -> int:
     """The exit of a turn whose answer could not all be written out: quietly 141 when the reader
     went away (what `| head` asks for), else one line saying why, and where the answer is kept
     (`kept_in`, when it was); `code`, when the turn's recording already failed (and said so)."""
-    import os
-
-    try:  # what stdout still buffers goes nowhere, rather than failing again at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
+    silence_stdout()
     if code:
         return code
     if isinstance(failure, BrokenPipeError):
